@@ -1,0 +1,44 @@
+# capms: the two commands a newcomer needs are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+CARGO ?= cargo
+CAPMS_CACHE ?= $(HOME)/.cache/capms
+export CAPMS_CACHE
+
+.PHONY: all build generate binaries test test-unit controlplane controlplane-down fmt lint
+
+all: build
+
+build:
+	$(CARGO) build --locked
+
+## Regenerate the committed CRDs from the Rust types.
+generate:
+	$(CARGO) run --locked --quiet -- crds --dir manifests/crd
+
+## Build (only what is missing) the real Kubernetes, etcd and Cluster API binaries.
+binaries:
+	bash tests/k8s/build.sh >/dev/null
+
+## Every test: unit tests, CRD drift and lint, and the integration tests against a real
+## kube-apiserver and etcd (built first when the cache is cold).
+test: binaries
+	$(CARGO) test --locked --no-fail-fast
+
+## Tests that need no binaries.
+test-unit:
+	$(CARGO) test --locked --lib
+
+## Start a local control plane (etcd, kube-apiserver, kube-controller-manager) for a person.
+controlplane: binaries
+	bash tests/k8s/controlplane.sh start .controlplane
+
+controlplane-down:
+	bash tests/k8s/controlplane.sh stop .controlplane
+
+fmt:
+	$(CARGO) fmt --all
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings

@@ -1,0 +1,144 @@
+//! MetalStackCluster: the infrastructure of one Cluster API cluster on metal-stack.
+
+use super::common::{ApiEndpoint, Initialization, conditions_schema, patterns};
+use super::firewall::MetalStackFirewallSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Desired state of a MetalStackCluster.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1alpha4",
+    kind = "MetalStackCluster",
+    namespaced,
+    status = "MetalStackClusterStatus",
+    shortname = "msc",
+    shortname = "mscluster",
+    category = "cluster-api",
+    doc = "MetalStackCluster is the metal-stack infrastructure of a Cluster API cluster: its private network, its control-plane IP and its firewall.",
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".metadata.labels.cluster\\.x-k8s\\.io/cluster-name",
+        description = "Cluster this infrastructure belongs to"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "boolean",
+        json_path = ".status.ready",
+        description = "Network, control-plane IP and firewall are ready"
+    ),
+    printcolumn(
+        name = "Endpoint",
+        type_ = "string",
+        json_path = ".spec.controlPlaneEndpoint.host",
+        description = "Control-plane endpoint host"
+    ),
+    printcolumn(
+        name = "Partition",
+        type_ = "string",
+        json_path = ".spec.partition",
+        description = "metal-stack partition"
+    ),
+    printcolumn(
+        name = "Project",
+        type_ = "string",
+        json_path = ".spec.projectID",
+        description = "metal-stack project",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Network",
+        type_ = "string",
+        json_path = ".status.networkID",
+        description = "Private network of the cluster",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MetalStackClusterSpec {
+    /// Endpoint of the cluster's API server. Leave the host empty to have capms allocate an IP in
+    /// the public network; a host inside the public network is reserved as a static IP. The port
+    /// defaults to 6443.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_endpoint: Option<ApiEndpoint>,
+    /// metal-stack partition (data center) the cluster's machines and networks live in.
+    /// Immutable.
+    #[schemars(length(min = 1, max = 128), extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "partition is immutable"}]))]
+    pub partition: String,
+    /// metal-stack project (a UUID) that owns every resource of the cluster. Immutable.
+    #[serde(rename = "projectID")]
+    #[schemars(length(min = 36, max = 36), regex(pattern = patterns::UUID), extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "projectID is immutable"}]))]
+    pub project_id: String,
+    /// External metal-api network (for example the internet network) the control-plane IP and
+    /// the firewall's public address come from.
+    #[serde(rename = "publicNetworkID")]
+    #[schemars(length(min = 1, max = 128))]
+    pub public_network_id: String,
+    /// Private network to put the cluster's machines in. Leave empty to have capms allocate one
+    /// in the partition; a network given here is never freed by capms.
+    #[serde(
+        default,
+        rename = "privateNetworkID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(length(min = 1, max = 128))]
+    pub private_network_id: Option<String>,
+    /// The cluster's firewall. capms creates a MetalStackFirewall with this spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall_spec: Option<MetalStackFirewallSpec>,
+}
+
+/// Observed state of a MetalStackCluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetalStackClusterStatus {
+    /// True once network, control-plane IP and firewall are ready (Cluster API v1beta1 contract).
+    #[serde(default)]
+    pub ready: bool,
+    /// Initialization progress (Cluster API v1beta2 contract).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialization: Option<Initialization>,
+    /// Current state, one condition per step: Ready, Paused, NetworkReady, ControlPlaneIPReady,
+    /// FirewallReady.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    /// Machine-readable reason of a failure that needs a person (deprecated v1beta1 contract).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub failure_reason: Option<String>,
+    /// Human-readable explanation of a failure that needs a person (deprecated v1beta1 contract).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 10240))]
+    pub failure_message: Option<String>,
+    /// The private network in use: the one given in spec.privateNetworkID, or the one capms
+    /// allocated.
+    #[serde(default, rename = "networkID", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub network_id: Option<String>,
+    /// ID of the private network capms allocated itself; only this network is freed on deletion.
+    #[serde(
+        default,
+        rename = "allocatedNetworkID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(length(min = 1, max = 128))]
+    pub allocated_network_id: Option<String>,
+    /// Control-plane IP capms allocated itself in metal-api; only this IP is freed on deletion.
+    #[serde(
+        default,
+        rename = "allocatedControlPlaneIP",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(length(min = 1, max = 64))]
+    pub allocated_control_plane_ip: Option<String>,
+}

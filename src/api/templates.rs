@@ -1,0 +1,89 @@
+//! MetalStackMachineTemplate and MetalStackClusterTemplate: what MachineDeployments and
+//! ClusterClasses clone MetalStackMachines and MetalStackClusters from.
+
+use super::cluster::MetalStackClusterSpec;
+use super::common::TemplateMeta;
+use super::machine::MetalStackMachineSpec;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Desired state of a MetalStackMachineTemplate.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1alpha4",
+    kind = "MetalStackMachineTemplate",
+    namespaced,
+    shortname = "msmt",
+    category = "cluster-api",
+    doc = "MetalStackMachineTemplate is the blueprint Cluster API clones MetalStackMachines from, for example for a MachineDeployment. Treat it as immutable: create a new template to roll out a change.",
+    printcolumn(
+        name = "Type",
+        type_ = "string",
+        json_path = ".spec.template.spec.machineType",
+        description = "metal-stack size"
+    ),
+    printcolumn(
+        name = "Image",
+        type_ = "string",
+        json_path = ".spec.template.spec.image",
+        description = "Operating system image"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+pub struct MetalStackMachineTemplateSpec {
+    /// The MetalStackMachine to create.
+    pub template: MetalStackMachineTemplateResource,
+}
+
+/// A MetalStackMachine as a template describes it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct MetalStackMachineTemplateResource {
+    /// Labels and annotations for the created MetalStackMachines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<TemplateMeta>,
+    /// Spec of the created MetalStackMachines.
+    pub spec: MetalStackMachineSpec,
+}
+
+/// Desired state of a MetalStackClusterTemplate.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1alpha4",
+    kind = "MetalStackClusterTemplate",
+    namespaced,
+    shortname = "msct",
+    category = "cluster-api",
+    doc = "MetalStackClusterTemplate is the blueprint a ClusterClass clones MetalStackClusters from. Treat it as immutable: create a new template to roll out a change.",
+    printcolumn(
+        name = "Partition",
+        type_ = "string",
+        json_path = ".spec.template.spec.partition",
+        description = "metal-stack partition"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+pub struct MetalStackClusterTemplateSpec {
+    /// The MetalStackCluster to create.
+    pub template: MetalStackClusterTemplateResource,
+}
+
+/// A MetalStackCluster as a template describes it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct MetalStackClusterTemplateResource {
+    /// Labels and annotations for the created MetalStackClusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<TemplateMeta>,
+    /// Spec of the created MetalStackClusters.
+    pub spec: MetalStackClusterSpec,
+}

@@ -1,0 +1,2 @@
+//! capms: a Cluster API infrastructure provider for metal-stack.
+pub mod api;
