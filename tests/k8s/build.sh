@@ -5,6 +5,7 @@
 # on the last line of stdout; progress goes to stderr.
 #
 #   tests/k8s/build.sh            # everything the tests need
+#   tests/k8s/build.sh k8s        # only etcd, kube-apiserver, kube-controller-manager, kubectl
 #   CAPMS_CACHE=/some/dir ...     # cache root (default ~/.cache/capms)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,6 +46,20 @@ build_k8s kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build_k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build_k8s kubectl k8s.io/kubernetes/cmd/kubectl
 
+write_env() {
+  cat > "$cache/env-$1.sh" <<ENV
+CAPMS_K8S_BIN=$k8s_dir
+CAPMS_CAPI_BIN=$capi_dir
+CAPMS_K8S_VERSION=$k8s_version
+CAPMS_CAPI_VERSION=$CAPI_VERSION
+ENV
+  echo "$cache/env-$1.sh"
+}
+if [ "${1:-all}" = k8s ]; then
+  write_env k8s
+  exit 0
+fi
+
 install_capi() { # name package
   local out="$capi_dir/$1"
   [ -x "$out" ] && return 0
@@ -74,11 +89,5 @@ if [ ! -d "$capi_dir/crd" ]; then
   mv "$capi_dir/crd.partial" "$capi_dir/crd"
 fi
 
-cat > "$cache/env.sh" <<ENV
-CAPMS_K8S_BIN=$k8s_dir
-CAPMS_CAPI_BIN=$capi_dir
-CAPMS_K8S_VERSION=$k8s_version
-CAPMS_CAPI_VERSION=$CAPI_VERSION
-ENV
 progress "all binaries present"
-echo "$cache/env.sh"
+write_env all
