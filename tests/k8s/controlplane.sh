@@ -33,6 +33,9 @@ stop_pids() {
     sleep 0.2
   done
   for pid in $(cat "$file"); do kill -KILL "$pid" 2>/dev/null || true; done
+  for pid in $(cat "$file"); do
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  done
   rm -f "$file"
 }
 
