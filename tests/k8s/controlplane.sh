@@ -4,7 +4,8 @@
 # ports, with their own PKI and data under DIR.
 #
 #   controlplane.sh start DIR [--owner-pid PID]   # prints KUBECONFIG=DIR/kubeconfig
-#   controlplane.sh stop DIR                      # stops exactly what start started
+#   controlplane.sh stop DIR [--purge]            # stops exactly what start started;
+#                                                 # --purge also removes DIR
 #
 # DIR/pids lists the processes start launched; stop ends those PIDs and nothing else. With
 # --owner-pid a watchdog stops them as soon as that process is gone (a test binary that
@@ -19,14 +20,14 @@ dir=$(cd "$dir" && pwd)
 
 log() { printf '[controlplane %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-stop_pids() {
-  local file=$1 pid
+stop_pids() { # pids-file grace-tenths-of-a-second
+  local file=$1 grace=${2:-50} pid
   [ -f "$file" ] || return 0
   # Reverse start order: controller-manager, apiserver, then etcd.
   for pid in $(tac "$file"); do
     kill -TERM "$pid" 2>/dev/null || true
   done
-  for _ in $(seq 1 50); do
+  for _ in $(seq 1 "$grace"); do
     local alive=0
     for pid in $(cat "$file"); do kill -0 "$pid" 2>/dev/null && alive=1; done
     [ $alive = 0 ] && break
@@ -40,8 +41,19 @@ stop_pids() {
 }
 
 if [ "$cmd" = stop ]; then
-  [ -f "$dir/watchdog.pid" ] && { kill -TERM "$(cat "$dir/watchdog.pid")" 2>/dev/null || true; rm -f "$dir/watchdog.pid"; }
-  stop_pids "$dir/pids"
+  if [ -f "$dir/watchdog.pid" ]; then
+    watchdog=$(cat "$dir/watchdog.pid")
+    # The watchdog itself ends up here (it execs this script); it must not kill itself.
+    [ "$watchdog" != "$$" ] && kill -TERM "$watchdog" 2>/dev/null || true
+    rm -f "$dir/watchdog.pid"
+  fi
+  if [ "${3:-}" = --purge ]; then
+    # The data goes away with DIR, so there is nothing to shut down gracefully for.
+    stop_pids "$dir/pids" 0
+    rm -rf "$dir"
+  else
+    stop_pids "$dir/pids"
+  fi
   log "stopped the control plane in $dir"
   exit 0
 fi
@@ -153,7 +165,7 @@ kill -0 "$(sed -n 3p "$dir/pids")" 2>/dev/null || fail "kube-controller-manager 
 
 if [ -n "$owner_pid" ]; then
   # Stops the control plane once the owner is gone, however it ended.
-  nohup bash -c 'while kill -0 "$1" 2>/dev/null && [ -f "$2/pids" ]; do sleep 1; done; exec bash "$3" stop "$2"' \
+  nohup bash -c 'while kill -0 "$1" 2>/dev/null && [ -f "$2/pids" ]; do sleep 1; done; exec bash "$3" stop "$2" --purge' \
     watchdog "$owner_pid" "$dir" "$here/controlplane.sh" >"$dir/watchdog.log" 2>&1 </dev/null &
   echo $! >"$dir/watchdog.pid"
 fi

@@ -1,0 +1,325 @@
+//! Test support for integration tests: a real control plane (etcd, kube-apiserver,
+//! kube-controller-manager) shared by the tests of one test binary, a fresh namespace per test,
+//! and child processes that never outlive their test.
+#![allow(dead_code)] // every test binary uses a different part of this module
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, Config};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Paths of the binaries `tests/k8s/build.sh` built (building what is missing).
+pub struct Binaries {
+    pub k8s: PathBuf,
+    pub capi: PathBuf,
+}
+
+impl Binaries {
+    pub fn kubectl(&self) -> PathBuf {
+        self.k8s.join("kubectl")
+    }
+}
+
+pub fn binaries() -> &'static Binaries {
+    static BINARIES: OnceLock<Binaries> = OnceLock::new();
+    BINARIES.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo_root().join("tests/k8s/build.sh"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("tests/k8s/build.sh runs");
+        assert!(out.status.success(), "tests/k8s/build.sh failed");
+        let env_file = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned();
+        let env: HashMap<String, String> = std::fs::read_to_string(&env_file)
+            .unwrap_or_else(|e| panic!("{env_file}: {e}"))
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+            .collect();
+        Binaries {
+            k8s: PathBuf::from(&env["CAPMS_K8S_BIN"]),
+            capi: PathBuf::from(&env["CAPMS_CAPI_BIN"]),
+        }
+    })
+}
+
+/// A control plane started by `tests/k8s/controlplane.sh`. Its watchdog stops it when this test
+/// binary exits, whether the tests passed, panicked or the process was killed.
+pub struct ControlPlane {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl ControlPlane {
+    /// The control plane of this test binary, started on first use, with our CRDs and Cluster
+    /// API's installed and established.
+    pub fn shared() -> &'static ControlPlane {
+        static SHARED: OnceLock<ControlPlane> = OnceLock::new();
+        SHARED.get_or_init(|| {
+            binaries();
+            let tmp = tempfile::Builder::new()
+                .prefix("capms-cp-")
+                .tempdir()
+                .expect("temp dir");
+            let dir = tmp.path().to_path_buf();
+            let status = Command::new("bash")
+                .arg(repo_root().join("tests/k8s/controlplane.sh"))
+                .args(["start"])
+                .arg(&dir)
+                .args(["--owner-pid", &std::process::id().to_string()])
+                .stdout(Stdio::null())
+                .status()
+                .expect("controlplane.sh runs");
+            assert!(
+                status.success(),
+                "the control plane did not start; logs in {}",
+                dir.display()
+            );
+            let cp = ControlPlane {
+                kubeconfig: dir.join("kubeconfig"),
+                dir,
+                _tmp: tmp,
+            };
+            cp.apply(&repo_root().join("manifests/crd"));
+            let capi_crds = binaries().capi.join("crd");
+            cp.apply(&capi_crds.join("core"));
+            cp.apply(&capi_crds.join("bootstrap"));
+            cp.kubectl(
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    "crd",
+                    "--all",
+                ],
+                &[],
+            );
+            cp
+        })
+    }
+
+    /// Server-side applies a manifest file or directory (CAPI's CRDs are too large for the
+    /// last-applied annotation of a client-side apply).
+    pub fn apply(&self, path: &Path) -> String {
+        self.kubectl(
+            &["apply", "--server-side", "--force-conflicts", "-f"],
+            &[path.to_path_buf()],
+        )
+    }
+
+    /// Runs the real kubectl against this control plane and returns its stdout; panics with its
+    /// stderr when it fails.
+    pub fn kubectl(&self, args: &[&str], paths: &[PathBuf]) -> String {
+        let out = self.kubectl_output(args, paths);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} {paths:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn kubectl_output(&self, args: &[&str], paths: &[PathBuf]) -> std::process::Output {
+        let mut cmd = Command::new(binaries().kubectl());
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        for p in paths {
+            cmd.arg(p);
+        }
+        cmd.output().expect("kubectl runs")
+    }
+
+    pub async fn client(&self) -> Client {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("client config");
+        Client::try_from(config).expect("client")
+    }
+
+    /// A fresh namespace for one test, deleted when the returned guard drops (also on panic).
+    pub async fn namespace(&self, prefix: &str) -> TestNamespace {
+        let client = self.client().await;
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta {
+                generate_name: Some(format!("{prefix}-")),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let created = Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace created");
+        TestNamespace {
+            name: created.metadata.name.expect("generated name"),
+            kubeconfig: self.kubeconfig.clone(),
+            client,
+        }
+    }
+
+    /// A serving certificate for 127.0.0.1 signed by this control plane's CA, written as
+    /// `tls.crt`/`tls.key` into `dir` (what a webhook server under test loads).
+    pub fn issue_serving_cert(&self, dir: &Path) {
+        std::fs::create_dir_all(dir).expect("cert dir");
+        let pki = self.dir.join("pki");
+        let script = r#"set -e
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=127.0.0.1 -keyout "$2/tls.key" -out "$2/tls.csr" 2>/dev/null
+openssl x509 -req -in "$2/tls.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -CAcreateserial -days 30 -out "$2/tls.crt" \
+  -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth') 2>/dev/null
+rm -f "$2/tls.csr""#;
+        let status = Command::new("bash")
+            .args(["-c", script, "issue"])
+            .arg(&pki)
+            .arg(dir)
+            .status()
+            .expect("openssl");
+        assert!(status.success(), "issuing a serving certificate failed");
+    }
+
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(self.dir.join("pki/ca.crt")).expect("CA certificate")
+    }
+}
+
+/// Waits until every CRD named here reports Established.
+pub async fn wait_established(client: &Client, names: &[String]) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in names {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(crds.clone(), name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} not Established within 60 s"))
+        .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
+    }
+}
+
+pub struct TestNamespace {
+    pub name: String,
+    pub client: Client,
+    kubeconfig: PathBuf,
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        // Drop cannot await; kubectl does the delete synchronously and does not wait for the
+        // namespace controller to finish.
+        let _ = Command::new(binaries().kubectl())
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args([
+                "delete",
+                "namespace",
+                &self.name,
+                "--wait=false",
+                "--ignore-not-found",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A child process that dies with its test: killed when the guard drops, and (through
+/// PR_SET_PDEATHSIG, via `setpriv`) when the thread that started it ends.
+pub struct ChildProcess {
+    pub name: String,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl ChildProcess {
+    pub fn spawn(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        log_dir: &Path,
+    ) -> Self {
+        let log = log_dir.join(format!("{name}.log"));
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--pdeathsig", "KILL", "--"])
+            .arg(program)
+            .args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("log fd"))
+            .stderr(log_file);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        ChildProcess {
+            name: name.to_owned(),
+            child,
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<_> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Polls `check` until it returns Some, or panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
