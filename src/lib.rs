@@ -1,2 +1,5 @@
 //! capms: a Cluster API infrastructure provider for metal-stack.
 pub mod api;
+pub mod metal;
+pub mod telemetry;
+pub mod tls;

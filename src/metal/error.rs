@@ -1,0 +1,155 @@
+//! The one error type of the metal-api client.
+
+use super::types::HttpErrorResponse;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// metal-api answered with an error status.
+    #[error("metal-api {endpoint} returned {status}: {message}")]
+    Api {
+        endpoint: &'static str,
+        status: u16,
+        message: String,
+    },
+    /// The request did not complete (connection refused or reset, DNS, TLS).
+    #[error("metal-api {endpoint} could not be reached: {source}")]
+    Transport {
+        endpoint: &'static str,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// metal-api did not answer within the request timeout.
+    #[error("metal-api {endpoint} did not answer within {timeout:?}")]
+    Timeout {
+        endpoint: &'static str,
+        timeout: std::time::Duration,
+    },
+    /// The answer was not the JSON we expect.
+    #[error("metal-api {endpoint} sent a response capms cannot read: {detail}")]
+    Decode {
+        endpoint: &'static str,
+        detail: String,
+    },
+    /// The client configuration is unusable.
+    #[error("metal-api client configuration: {0}")]
+    Config(String),
+}
+
+impl Error {
+    /// Bounded label for metrics and event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Api { status: 404, .. } => "metal_not_found",
+            Error::Api { status: 409, .. } => "metal_conflict",
+            Error::Api {
+                status: 401 | 403, ..
+            } => "metal_unauthorized",
+            Error::Api {
+                status: 400 | 422, ..
+            } => "metal_rejected",
+            Error::Api { .. } => "metal_server_error",
+            Error::Transport { .. } => "metal_unreachable",
+            Error::Timeout { .. } => "metal_timeout",
+            Error::Decode { .. } => "metal_bad_response",
+            Error::Config(_) => "metal_config",
+        }
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.status() == Some(404)
+    }
+
+    /// Worth trying again: metal-api unreachable, slow, or failing on its side.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Api { status, .. } => *status >= 500,
+            Error::Transport { .. } | Error::Timeout { .. } => true,
+            Error::Decode { .. } | Error::Config(_) => false,
+        }
+    }
+
+    /// The message metal-api gave, if this is an API error.
+    pub fn api_message(&self) -> Option<&str> {
+        match self {
+            Error::Api { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+}
+
+/// Reads an error body in any of the forms metal-api sends: a JSON string wrapping the compact
+/// `{statuscode, message}` object (what Go's TextMarshaler produces), the plain object, or a bare
+/// JSON string such as `"tenant x not allowed"`. Anything else is used as the message verbatim.
+pub fn decode_error_body(body: &[u8]) -> String {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::String(inner)) => {
+            match serde_json::from_str::<HttpErrorResponse>(&inner) {
+                Ok(e) => e.message,
+                Err(_) => inner,
+            }
+        }
+        Ok(value @ serde_json::Value::Object(_)) => {
+            match serde_json::from_value::<HttpErrorResponse>(value.clone()) {
+                Ok(e) => e.message,
+                Err(_) => value.to_string(),
+            }
+        }
+        _ => String::from_utf8_lossy(body).trim().to_owned(),
+    }
+}
+
+/// Encodes an error body the way metal-api does: the compact object wrapped in a JSON string.
+pub fn encode_error_body(status: u16, message: &str) -> String {
+    let inner = serde_json::json!({"statuscode": status, "message": message}).to_string();
+    serde_json::Value::String(inner).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_wrapped_form() {
+        let body = br#""{\"statuscode\":404,\"message\":\"NotFound no machine with id \\\"abc\\\" found\"}""#;
+        assert_eq!(
+            decode_error_body(body),
+            r#"NotFound no machine with id "abc" found"#
+        );
+    }
+
+    #[test]
+    fn plain_object_form() {
+        let body = br#"{"statuscode":422,"message":"no machine available"}"#;
+        assert_eq!(decode_error_body(body), "no machine available");
+    }
+
+    #[test]
+    fn bare_string_and_garbage() {
+        assert_eq!(
+            decode_error_body(br#""tenant  not allowed""#),
+            "tenant  not allowed"
+        );
+        assert_eq!(
+            decode_error_body(b"upstream connect error\n"),
+            "upstream connect error"
+        );
+        assert_eq!(decode_error_body(br#"{"other":1}"#), r#"{"other":1}"#);
+    }
+
+    #[test]
+    fn encoding_round_trips() {
+        let body = encode_error_body(409, "Conflict ip already allocated");
+        assert!(body.starts_with('"'), "string-wrapped: {body}");
+        assert_eq!(
+            decode_error_body(body.as_bytes()),
+            "Conflict ip already allocated"
+        );
+    }
+}
