@@ -1,5 +1,6 @@
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use std::time::Duration;
 
 /// capms: Cluster API infrastructure provider for metal-stack.
 #[derive(Parser)]
@@ -17,9 +18,81 @@ enum Command {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
+    /// Run the metal-api simulator (for tests, demos and development; never for production).
+    MetalSim(MetalSimArgs),
+}
+
+#[derive(Args)]
+struct MetalSimArgs {
+    /// Address to listen on. Keep it on loopback.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "METAL_SIM_LISTEN")]
+    listen: std::net::SocketAddr,
+    /// Base path of every metal-api route, for example `/metal`.
+    #[arg(long, default_value = "/")]
+    base_path: String,
+    /// Inventory YAML file; `builtin:default` (mini-lab on 127.0.0.0/8) or `builtin:seed000`.
+    #[arg(long, default_value = "builtin:default")]
+    inventory: String,
+    /// HMAC key of the Metal-View identity.
+    #[arg(
+        long,
+        default_value = "metal-view",
+        env = "METAL_SIM_HMAC_VIEW_KEY",
+        hide_env_values = true
+    )]
+    hmac_view_key: String,
+    /// HMAC key of the Metal-Edit identity.
+    #[arg(
+        long,
+        default_value = "metal-edit",
+        env = "METAL_SIM_HMAC_EDIT_KEY",
+        hide_env_values = true
+    )]
+    hmac_edit_key: String,
+    /// HMAC key of the Metal-Admin identity.
+    #[arg(
+        long,
+        default_value = "metal-admin",
+        env = "METAL_SIM_HMAC_ADMIN_KEY",
+        hide_env_values = true
+    )]
+    hmac_admin_key: String,
+    /// Allocation → Installing.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    installing_after: Duration,
+    /// Installing → Booting New Kernel.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    booting_after: Duration,
+    /// Booting New Kernel → Phoned Home.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    phoned_home_after: Duration,
+    /// Free → IPs released.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    ip_release_after: Duration,
+    /// IPs released → Waiting again.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    reclaim_after: Duration,
+}
+
+/// `250ms`, `2s`, `1m`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a number with a unit (ms, s, m)"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" | "" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        _ => Err(format!("{text:?}: unknown unit {unit:?}; valid: ms, s, m")),
+    }
 }
 
 fn main() -> anyhow::Result<()> {
+    capms::tls::install_default_provider();
     let cli = Cli::parse();
     match cli.command {
         Command::Crds { dir } => {
@@ -34,7 +107,57 @@ fn main() -> anyhow::Result<()> {
                 }
                 None => files.iter().for_each(|(_, yaml)| print!("{yaml}")),
             }
+            Ok(())
+        }
+        Command::MetalSim(args) => {
+            capms::telemetry::init_logging();
+            tokio::runtime::Runtime::new()?.block_on(metal_sim(args))
         }
     }
+}
+
+async fn metal_sim(args: MetalSimArgs) -> anyhow::Result<()> {
+    use capms::metal::hmac::AuthType;
+    use capms::sim::{HmacKeys, Sim, SimConfig, Timings, inventory::Inventory};
+    let inventory = match args.inventory.as_str() {
+        "builtin:default" => Inventory::default_lab(),
+        "builtin:seed000" => Inventory::seed000(),
+        path => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading inventory {path}"))?;
+            Inventory::parse(&text).map_err(|e| anyhow::anyhow!("inventory {path}: {e}"))?
+        }
+    };
+    let config = SimConfig {
+        base_path: args.base_path,
+        keys: HmacKeys {
+            keys: [
+                (AuthType::View, args.hmac_view_key),
+                (AuthType::Edit, args.hmac_edit_key),
+                (AuthType::Admin, args.hmac_admin_key),
+            ]
+            .into(),
+        },
+        timings: Timings {
+            installing: args.installing_after,
+            booting: args.booting_after,
+            phoned_home: args.phoned_home_after,
+            ip_release: args.ip_release_after,
+            reclaim: args.reclaim_after,
+        },
+    };
+    let sim = Sim::new(&inventory, config)
+        .map_err(|e| anyhow::anyhow!("inventory {}: {e}", args.inventory))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, base_path = %sim.config.base_path, machines = sim.state().machines.len(), "metal-api simulator listening");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    capms::sim::serve(listener, sim, shutdown)
+        .await
+        .context("serving")?;
     Ok(())
 }

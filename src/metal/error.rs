@@ -107,7 +107,12 @@ pub fn decode_error_body(body: &[u8]) -> String {
 
 /// Encodes an error body the way metal-api does: the compact object wrapped in a JSON string.
 pub fn encode_error_body(status: u16, message: &str) -> String {
-    let inner = serde_json::json!({"statuscode": status, "message": message}).to_string();
+    // Field order as Go writes it: statuscode, then message.
+    let inner = HttpErrorResponse {
+        statuscode: status,
+        message: message.to_owned(),
+    };
+    let inner = serde_json::to_string(&inner).unwrap_or_default();
     serde_json::Value::String(inner).to_string()
 }
 
