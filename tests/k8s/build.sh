@@ -52,6 +52,7 @@ CAPMS_K8S_BIN=$k8s_dir
 CAPMS_CAPI_BIN=$capi_dir
 CAPMS_K8S_VERSION=$k8s_version
 CAPMS_CAPI_VERSION=$CAPI_VERSION
+CAPMS_METALCTL=${metalctl_dir:-}/metalctl
 ENV
   echo "$cache/env-$1.sh"
 }
@@ -75,6 +76,20 @@ install_capi() { # name package
 install_capi cluster-api-manager sigs.k8s.io/cluster-api
 install_capi kubeadm-bootstrap-manager sigs.k8s.io/cluster-api/bootstrap/kubeadm
 install_capi clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl
+
+# metalctl, to look at the simulator as an operator would. The Go module proxy reachable here
+# refuses every github.com/metal-stack module (403 "This module version is not available"), so
+# a failure is reported, not fatal; where the proxy serves it, it is built and cached.
+METALCTL_VERSION=${METALCTL_VERSION:-v0.18.8}
+metalctl_dir="$cache/metalctl-$METALCTL_VERSION"
+if [ ! -x "$metalctl_dir/metalctl" ]; then
+  progress "building metalctl $METALCTL_VERSION"
+  if out=$(GOBIN="$metalctl_dir" GOFLAGS= go install "github.com/metal-stack/metalctl@$METALCTL_VERSION" 2>&1); then
+    progress "built metalctl"
+  else
+    progress "metalctl $METALCTL_VERSION cannot be built here: $(echo "$out" | tail -2 | tr '\n' ' ')"
+  fi
+fi
 
 # CAPI's CRDs ship inside its module zip; keep a copy next to the binaries.
 if [ ! -d "$capi_dir/crd" ]; then
