@@ -18,8 +18,47 @@ enum Command {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
+    /// Run the controllers (and the health and metrics endpoints).
+    Manager(ManagerArgs),
     /// Run the metal-api simulator (for tests, demos and development; never for production).
     MetalSim(MetalSimArgs),
+}
+
+#[derive(Args)]
+struct ManagerArgs {
+    /// Kubeconfig to use; default: $KUBECONFIG, then the in-cluster service account.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Only watch this namespace (default: all).
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Only reconcile objects labelled cluster.x-k8s.io/watch-filter=<value>.
+    #[arg(long)]
+    watch_filter: Option<String>,
+    /// Elect a leader among replicas; only the leader reconciles.
+    #[arg(long, default_value_t = false)]
+    leader_elect: bool,
+    /// How long a lease is valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    leader_elect_lease_duration: Duration,
+    /// A leader that cannot renew for this long stops.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    leader_elect_renew_deadline: Duration,
+    /// Pause between leader election attempts.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    leader_elect_retry_period: Duration,
+    /// Namespace of the leader election Lease (default: $POD_NAMESPACE, else capms-system).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "capms-system")]
+    leader_election_namespace: String,
+    /// Concurrent reconciles per controller.
+    #[arg(long, default_value_t = 10)]
+    concurrency: u16,
+    /// Address of /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:9440")]
+    health_addr: std::net::SocketAddr,
+    /// Address of /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_addr: std::net::SocketAddr,
 }
 
 #[derive(Args)]
@@ -109,6 +148,10 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Manager(args) => {
+            capms::telemetry::init_logging();
+            tokio::runtime::Runtime::new()?.block_on(manager(args))
+        }
         Command::MetalSim(args) => {
             capms::telemetry::init_logging();
             tokio::runtime::Runtime::new()?.block_on(metal_sim(args))
@@ -159,5 +202,115 @@ async fn metal_sim(args: MetalSimArgs) -> anyhow::Result<()> {
     capms::sim::serve(listener, sim, shutdown)
         .await
         .context("serving")?;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM; cloneable, so every task can wait on it.
+fn shutdown_signal() -> futures::future::Shared<futures::future::BoxFuture<'static, ()>> {
+    use futures::FutureExt;
+    async {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down");
+    }
+    .boxed()
+    .shared()
+}
+
+async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
+    use capms::controllers::{self, Context, Settings, leader};
+    use std::sync::Arc;
+    let client = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let config = kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await?;
+            kube::Client::try_from(config)?
+        }
+        None => kube::Client::try_default()
+            .await
+            .context("no kubeconfig and not in a cluster")?,
+    };
+    let metal = capms::metal::Client::new(capms::metal::Config::from_env()?)?;
+    let identity = format!(
+        "{}-{}",
+        std::env::var("POD_NAME")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| "capms".into()),
+        std::process::id()
+    );
+    let settings = Settings {
+        namespace: args.namespace.clone(),
+        watch_filter: args.watch_filter.clone(),
+        concurrency: args.concurrency,
+    };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metal,
+        settings,
+        Some(identity.clone()),
+    ));
+    let shutdown = shutdown_signal();
+    let readiness = Arc::new(capms::server::Readiness::default());
+    let health = capms::server::serve_plain(
+        args.health_addr,
+        capms::server::health_router(readiness.clone()),
+        shutdown.clone(),
+    );
+    let metrics = capms::server::serve_plain(
+        args.metrics_addr,
+        capms::server::metrics_router(),
+        shutdown.clone(),
+    );
+    let health = tokio::spawn(health);
+    let metrics = tokio::spawn(metrics);
+    readiness.set_started();
+    tracing::info!(identity, namespace = ?args.namespace, watch_filter = ?args.watch_filter, leader_elect = args.leader_elect, "capms manager starting");
+
+    if args.leader_elect {
+        let elector = leader::LeaderElector::new(
+            client,
+            leader::LeaseSettings {
+                namespace: args.leader_election_namespace.clone(),
+                name: "capms-controller-leader".into(),
+                identity,
+                lease_duration: args.leader_elect_lease_duration,
+                renew_deadline: args.leader_elect_renew_deadline,
+                retry_period: args.leader_elect_retry_period,
+            },
+        );
+        tokio::select! {
+            _ = elector.acquire() => {}
+            _ = shutdown.clone() => return Ok(()),
+        }
+        readiness
+            .leading
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::select! {
+            _ = controllers::run(ctx, shutdown.clone()) => {}
+            _ = elector.hold() => anyhow::bail!("lost leadership; exiting so that a fresh start rejoins the election"),
+        }
+    } else {
+        readiness
+            .leading
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        controllers::run(ctx, shutdown.clone()).await;
+    }
+    health.abort();
+    metrics.abort();
     Ok(())
 }

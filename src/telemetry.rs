@@ -33,3 +33,28 @@ pub fn record_metal_call(endpoint: &'static str, status: u16) {
 pub fn metal_call_counts() -> BTreeMap<(&'static str, u16), u64> {
     metal_calls().lock().map(|c| c.clone()).unwrap_or_default()
 }
+
+/// Reconcile counts and total seconds by kind and outcome (`success` or an error category).
+#[derive(Clone, Debug, Default)]
+pub struct ReconcileStats {
+    pub count: u64,
+    pub seconds: f64,
+}
+
+fn reconciles() -> &'static Mutex<BTreeMap<(&'static str, &'static str), ReconcileStats>> {
+    static RECONCILES: OnceLock<Mutex<BTreeMap<(&'static str, &'static str), ReconcileStats>>> =
+        OnceLock::new();
+    RECONCILES.get_or_init(Default::default)
+}
+
+pub fn record_reconcile(kind: &'static str, outcome: &'static str, elapsed: std::time::Duration) {
+    if let Ok(mut r) = reconciles().lock() {
+        let s = r.entry((kind, outcome)).or_default();
+        s.count += 1;
+        s.seconds += elapsed.as_secs_f64();
+    }
+}
+
+pub fn reconcile_stats() -> BTreeMap<(&'static str, &'static str), ReconcileStats> {
+    reconciles().lock().map(|r| r.clone()).unwrap_or_default()
+}

@@ -105,3 +105,70 @@ pub mod patterns {
     /// A metal-stack firewall rule comment: letters, `_`, `-` and space, no digits.
     pub const RULE_COMMENT: &str = r"^[A-Za-z_ -]*$";
 }
+
+/// A providerID as capms accepts it: `metalstack://<uuid>` (first metal-stack provider) or
+/// `metal://<partition>/<uuid>` (what capms writes and metal-ccm sets on Nodes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderId {
+    pub partition: Option<String>,
+    pub machine_id: String,
+}
+
+impl ProviderId {
+    pub fn parse(text: &str) -> Option<ProviderId> {
+        let (partition, machine_id) = if let Some(id) = text.strip_prefix("metalstack://") {
+            (None, id)
+        } else {
+            let rest = text.strip_prefix("metal://")?;
+            let (partition, id) = rest.split_once('/')?;
+            if partition.is_empty() {
+                return None;
+            }
+            (Some(partition.to_owned()), id)
+        };
+        let uuid_like = machine_id.len() == 36
+            && machine_id.char_indices().all(|(i, c)| {
+                if [8, 13, 18, 23].contains(&i) {
+                    c == '-'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            });
+        uuid_like.then(|| ProviderId {
+            partition,
+            machine_id: machine_id.to_owned(),
+        })
+    }
+
+    /// The form capms writes: `metal://<partition>/<uuid>`.
+    pub fn format(partition: &str, machine_id: &str) -> String {
+        format!("metal://{partition}/{machine_id}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_ids_in_both_forms() {
+        let seed = ProviderId::parse("metalstack://e0ab02d2-27cd-5a5e-8efc-080ba80cf258")
+            .expect("seed form");
+        assert_eq!(
+            (seed.partition, seed.machine_id.as_str()),
+            (None, "e0ab02d2-27cd-5a5e-8efc-080ba80cf258")
+        );
+        let ours = ProviderId::parse("metal://vagrant/e0ab02d2-27cd-5a5e-8efc-080ba80cf258")
+            .expect("capms form");
+        assert_eq!(ours.partition.as_deref(), Some("vagrant"));
+        for bad in [
+            "metal:///e0ab02d2-27cd-5a5e-8efc-080ba80cf258",
+            "metal://p/xyz",
+            "aws://x",
+            "metalstack://e0ab02d2",
+        ] {
+            assert_eq!(ProviderId::parse(bad), None, "{bad}");
+        }
+        assert_eq!(ProviderId::format("p", "id"), "metal://p/id");
+    }
+}

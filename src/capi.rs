@@ -1,0 +1,97 @@
+//! The parts of Cluster API's core types (v1beta2) capms reads. Unknown fields are ignored, so
+//! these stay valid as Cluster API adds fields.
+
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+
+/// Label Cluster API sets on every object of a cluster.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// Annotation that pauses reconciliation of one object.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// Annotation of objects an external system manages; capms leaves them alone.
+pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
+/// Label of the Machines of a control plane.
+pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+/// Label selecting which manager instance reconciles an object (`--watch-filter`).
+pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
+pub const GROUP: &str = "cluster.x-k8s.io";
+
+/// Reference to a provider object, as v1beta2 writes it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContractRef {
+    #[serde(default)]
+    pub api_group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+}
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "Cluster",
+    namespaced,
+    status = "ClusterStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure_ref: Option<ContractRef>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialization: Option<ClusterInitialization>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterInitialization {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure_provisioned: Option<bool>,
+}
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "Machine",
+    namespaced,
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSpec {
+    #[serde(default)]
+    pub cluster_name: String,
+    #[serde(default)]
+    pub bootstrap: Bootstrap,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure_ref: Option<ContractRef>,
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub provider_id: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Bootstrap {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_secret_name: Option<String>,
+}
+
+impl Cluster {
+    pub fn is_paused(&self) -> bool {
+        self.spec.paused == Some(true)
+    }
+}

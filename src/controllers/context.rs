@@ -1,0 +1,400 @@
+//! What every controller shares: clients, the event recorder, per-object poll backoff, and the
+//! helpers for conditions, owner tags, finalizers and status writes.
+
+use crate::metal;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Field manager of every write capms makes.
+pub const FIELD_MANAGER: &str = "capms";
+/// Prefix of capms' finalizers, labels and metal-api tags.
+pub const DOMAIN: &str = "metal-stack.infrastructure.cluster.x-k8s.io";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Metal(#[from] metal::Error),
+    /// Something a person has to fix in a spec or in metal-api; retried with backoff.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// Bounded label for metrics and event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "kube_conflict",
+            Error::Kube(_) => "kube_api",
+            Error::Metal(e) => e.category(),
+            Error::Invalid(_) => "invalid_spec",
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Settings every controller honours.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// Only watch this namespace.
+    pub namespace: Option<String>,
+    /// Only reconcile objects labelled `cluster.x-k8s.io/watch-filter=<value>`.
+    pub watch_filter: Option<String>,
+    /// Concurrent reconciles per controller.
+    pub concurrency: u16,
+}
+
+pub struct Context {
+    pub client: kube::Client,
+    pub metal: metal::Client,
+    pub recorder: Recorder,
+    pub settings: Settings,
+    polls: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(
+        client: kube::Client,
+        metal: metal::Client,
+        settings: Settings,
+        instance: Option<String>,
+    ) -> Context {
+        let reporter = Reporter {
+            controller: "capms".into(),
+            instance,
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metal,
+            settings,
+            polls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Api for a namespaced kind in `namespace`.
+    pub fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Next wait while polling metal-api for progress: 2 s, 4 s, 8 s, 16 s, then 30 s.
+    pub fn next_poll(&self, key: &str) -> Duration {
+        let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
+        let n = polls.entry(key.to_owned()).or_default();
+        *n = n.saturating_add(1);
+        poll_interval(*n)
+    }
+
+    pub fn reset_poll(&self, key: &str) {
+        self.polls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+
+    /// Publishes a Kubernetes Event; a failure to publish is logged, never fatal.
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!(error = %e, reason, "publishing an event failed");
+        }
+    }
+}
+
+/// The bounded, growing poll interval after `attempt` unsuccessful polls.
+pub fn poll_interval(attempt: u32) -> Duration {
+    Duration::from_secs((1u64 << attempt.clamp(1, 5)).min(30))
+}
+
+/// Sets a condition, keeping its lastTransitionTime when the status did not change.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+) {
+    let status = if ok { "True" } else { "False" };
+    let message = message.into();
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = Time(jiff::Timestamp::now());
+            }
+            c.status = status.into();
+            c.reason = reason.into();
+            c.message = message;
+            c.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message,
+            observed_generation: generation,
+            last_transition_time: Time(jiff::Timestamp::now()),
+        }),
+    }
+}
+
+pub fn condition_is_true(conditions: &[Condition], type_: &str) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// The kind of object an allocation in metal-api belongs to.
+#[derive(Clone, Copy, Debug)]
+pub enum OwnerKind {
+    Cluster,
+    Machine,
+    Firewall,
+}
+
+impl OwnerKind {
+    fn word(self) -> &'static str {
+        match self {
+            OwnerKind::Cluster => "cluster",
+            OwnerKind::Machine => "machine",
+            OwnerKind::Firewall => "firewall",
+        }
+    }
+}
+
+/// Owner marks put on everything capms allocates in metal-api: `<ns>.<name>` and the UID of the
+/// Kubernetes object. Every reconcile looks for them before allocating, so a lost status write
+/// never leads to a second allocation.
+pub fn owner_marks(
+    kind: OwnerKind,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> BTreeMap<String, String> {
+    [
+        (
+            format!("{DOMAIN}/{}-resource", kind.word()),
+            format!("{namespace}.{name}"),
+        ),
+        (format!("{DOMAIN}/{}-uid", kind.word()), uid.to_owned()),
+    ]
+    .into()
+}
+
+/// The owner marks as metal-api tags (`key=value`).
+pub fn owner_tags(marks: &BTreeMap<String, String>) -> Vec<String> {
+    marks.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// Does a tag list carry every owner mark?
+pub fn has_owner_tags(tags: &[String], marks: &BTreeMap<String, String>) -> bool {
+    owner_tags(marks).iter().all(|t| tags.contains(t))
+}
+
+/// `<ns>.<name>`, the cluster id capms uses in metal-stack tags and labels.
+pub fn cluster_id(namespace: &str, name: &str) -> String {
+    format!("{namespace}.{name}")
+}
+
+/// Adds `finalizer` (guarded by resourceVersion against concurrent writers). Returns whether it
+/// had to be added.
+pub async fn ensure_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    if obj.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(false);
+    }
+    let rv = obj.resource_version().unwrap_or_default();
+    let ops = if obj.meta().finalizers.is_none() {
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}
+        ])
+    } else {
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}
+        ])
+    };
+    let patch: json_patch::Patch =
+        serde_json::from_value(ops).map_err(|e| Error::Invalid(e.to_string()))?;
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::<()>::Json(patch),
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Removes `finalizer`, guarded by a test of its position.
+pub async fn remove_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let Some(index) = obj.finalizers().iter().position(|f| f == finalizer) else {
+        return Ok(());
+    };
+    let ops = serde_json::json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": finalizer},
+        {"op": "remove", "path": format!("/metadata/finalizers/{index}")}
+    ]);
+    let patch: json_patch::Patch =
+        serde_json::from_value(ops).map_err(|e| Error::Invalid(e.to_string()))?;
+    match api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes the whole status in one server-side apply: fields capms no longer sets go away.
+pub async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize,
+{
+    let body = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    match api
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Deleted meanwhile: nothing left to report on.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Is reconciliation paused, by the Cluster or by the object's own annotation?
+pub fn paused_reason<K: Resource>(
+    obj: &K,
+    cluster: Option<&crate::capi::Cluster>,
+) -> Option<String> {
+    if cluster.is_some_and(|c| c.is_paused()) {
+        return Some("Cluster spec.paused is true".into());
+    }
+    obj.annotations()
+        .contains_key(crate::capi::PAUSED_ANNOTATION)
+        .then(|| format!("{} annotation is set", crate::capi::PAUSED_ANNOTATION))
+}
+
+pub fn is_externally_managed<K: Resource>(obj: &K) -> bool {
+    obj.annotations()
+        .contains_key(crate::capi::MANAGED_BY_ANNOTATION)
+}
+
+/// The name of the owner of `kind` in the `cluster.x-k8s.io` group, if any.
+pub fn capi_owner<K: Resource>(obj: &K, kind: &str) -> Option<String> {
+    obj.owner_references()
+        .iter()
+        .find(|o| o.kind == kind && o.api_version.starts_with("cluster.x-k8s.io/"))
+        .map(|o| o.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_interval_grows_and_is_bounded() {
+        let waits: Vec<u64> = (0..8).map(|n| poll_interval(n).as_secs()).collect();
+        assert_eq!(waits, [2, 2, 4, 8, 16, 30, 30, 30]);
+    }
+
+    #[test]
+    fn conditions_keep_their_transition_time() {
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            "Ready",
+            false,
+            "Waiting",
+            "waiting",
+            Some(1),
+        );
+        let first = conditions[0].last_transition_time.clone();
+        std::thread::sleep(Duration::from_millis(5));
+        set_condition(
+            &mut conditions,
+            "Ready",
+            false,
+            "StillWaiting",
+            "still",
+            Some(2),
+        );
+        assert_eq!(
+            conditions[0].last_transition_time, first,
+            "same status, same transition time"
+        );
+        assert_eq!(conditions[0].reason, "StillWaiting");
+        set_condition(&mut conditions, "Ready", true, "Ready", "ok", Some(2));
+        assert_ne!(conditions[0].last_transition_time, first);
+        assert!(condition_is_true(&conditions, "Ready"));
+        assert_eq!(conditions.len(), 1);
+    }
+
+    #[test]
+    fn owner_marks_name_the_object_and_its_uid() {
+        let marks = owner_marks(OwnerKind::Machine, "ns", "m1", "uid-1");
+        let tags = owner_tags(&marks);
+        assert_eq!(
+            tags,
+            [
+                "metal-stack.infrastructure.cluster.x-k8s.io/machine-resource=ns.m1",
+                "metal-stack.infrastructure.cluster.x-k8s.io/machine-uid=uid-1"
+            ]
+        );
+        assert!(has_owner_tags(
+            &[tags[1].clone(), tags[0].clone(), "x".into()],
+            &marks
+        ));
+        assert!(!has_owner_tags(&tags[..1], &marks));
+    }
+}

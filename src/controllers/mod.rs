@@ -1,0 +1,156 @@
+//! The reconcile loops: MetalStackCluster, MetalStackFirewall and MetalStackMachine, one file
+//! each, sharing `context`; `leader` keeps only one replica reconciling.
+
+pub mod cluster;
+pub mod context;
+pub mod firewall;
+pub mod leader;
+pub mod machine;
+
+pub use context::{Context, Error, Settings};
+
+use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
+use crate::capi::{Cluster, Machine, WATCH_FILTER_LABEL};
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn api<K>(ctx: &Context) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match &ctx.settings.namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    }
+}
+
+/// Watch config of our own kinds: `--watch-filter` selects by label.
+fn own_watch(ctx: &Context) -> watcher::Config {
+    match &ctx.settings.watch_filter {
+        Some(value) => watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={value}")),
+        None => watcher::Config::default(),
+    }
+}
+
+fn error_policy<K: Resource<DynamicType = ()>>(
+    obj: Arc<K>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let kind = K::kind(&());
+    tracing::warn!(%kind, object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), category = error.category(), error = %error, "reconcile failed");
+    Action::requeue(ctx.next_poll(&obj.uid().unwrap_or_default()))
+}
+
+/// Runs `reconcile` and records its duration and outcome.
+async fn measured<K, F, Fut>(
+    kind: &'static str,
+    obj: Arc<K>,
+    ctx: Arc<Context>,
+    reconcile: F,
+) -> Result<Action, Error>
+where
+    F: Fn(Arc<K>, Arc<Context>) -> Fut,
+    Fut: Future<Output = Result<Action, Error>>,
+{
+    let started = Instant::now();
+    let result = reconcile(obj, ctx).await;
+    let outcome = match &result {
+        Ok(_) => "success",
+        Err(e) => e.category(),
+    };
+    crate::telemetry::record_reconcile(kind, outcome, started.elapsed());
+    result
+}
+
+fn log_outcome<T: std::fmt::Debug, E: std::fmt::Display>(
+    kind: &'static str,
+) -> impl Fn(Result<T, E>) -> std::future::Ready<()> {
+    move |result| {
+        if let Err(e) = result {
+            tracing::debug!(kind, error = %e, "controller event");
+        }
+        std::future::ready(())
+    }
+}
+
+/// Runs the three controllers until `shutdown` resolves.
+pub async fn run(
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
+    let config = controller::Config::default().concurrency(ctx.settings.concurrency);
+    let clusters = Controller::new(api::<MetalStackCluster>(&ctx), own_watch(&ctx))
+        .owns(api::<MetalStackFirewall>(&ctx), watcher::Config::default())
+        .watches(
+            api::<Cluster>(&ctx),
+            watcher::Config::default(),
+            |c: Cluster| {
+                let ns = c.namespace();
+                c.spec
+                    .infrastructure_ref
+                    .filter(|r| r.kind == "MetalStackCluster")
+                    .map(|r| {
+                        ObjectRef::<MetalStackCluster>::new(&r.name).within(&ns.unwrap_or_default())
+                    })
+            },
+        )
+        .with_config(config.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            |o, c| measured("MetalStackCluster", o, c, cluster::reconcile),
+            error_policy,
+            ctx.clone(),
+        )
+        .for_each(log_outcome("MetalStackCluster"));
+    let firewalls = Controller::new(api::<MetalStackFirewall>(&ctx), own_watch(&ctx))
+        .watches(
+            api::<MetalStackCluster>(&ctx),
+            watcher::Config::default(),
+            |c: MetalStackCluster| {
+                let ns = c.namespace().unwrap_or_default();
+                Some(
+                    ObjectRef::<MetalStackFirewall>::new(&cluster::firewall_name(&c.name_any()))
+                        .within(&ns),
+                )
+            },
+        )
+        .with_config(config.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            |o, c| measured("MetalStackFirewall", o, c, firewall::reconcile),
+            error_policy,
+            ctx.clone(),
+        )
+        .for_each(log_outcome("MetalStackFirewall"));
+    let machines = Controller::new(api::<MetalStackMachine>(&ctx), own_watch(&ctx))
+        .watches(
+            api::<Machine>(&ctx),
+            watcher::Config::default(),
+            |m: Machine| {
+                let ns = m.namespace();
+                m.spec
+                    .infrastructure_ref
+                    .filter(|r| r.kind == "MetalStackMachine")
+                    .map(|r| {
+                        ObjectRef::<MetalStackMachine>::new(&r.name).within(&ns.unwrap_or_default())
+                    })
+            },
+        )
+        .with_config(config)
+        .graceful_shutdown_on(shutdown)
+        .run(
+            |o, c| measured("MetalStackMachine", o, c, machine::reconcile),
+            error_policy,
+            ctx.clone(),
+        )
+        .for_each(log_outcome("MetalStackMachine"));
+    tokio::join!(clusters, firewalls, machines);
+}
