@@ -1,0 +1,409 @@
+//! The reconcile loops end to end: the real kube-apiserver and Cluster API core manager, the
+//! `capms manager` binary, and the metal-api simulator with seed 000's inventory.
+
+mod support;
+
+use capms::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
+use capms::metal::types::*;
+use capms::sim::inventory::Inventory;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::{
+    ChildProcess, ControlPlane, RunningSim, TestNamespace, binaries, eventually, free_port,
+    repo_root,
+};
+
+const MSC: &str = "metal-stack-cluster";
+const MSM: &str = "metal-stack-machine";
+const FIREWALL_MACHINE: &str = "2294c949-88f6-5390-8154-fa53d93a3313";
+const WORKER_MACHINE: &str = "e0ab02d2-27cd-5a5e-8efc-080ba80cf258";
+
+/// Everything one test needs, torn down on drop (processes killed, namespace deleted).
+struct Env {
+    ns: TestNamespace,
+    sim: RunningSim,
+    _capi: ChildProcess,
+    capms: Option<ChildProcess>,
+    work: tempfile::TempDir,
+}
+
+impl Env {
+    async fn start(prefix: &str) -> Env {
+        let cp = ControlPlane::shared();
+        let ns = cp.namespace(prefix).await;
+        let sim = RunningSim::start(Inventory::seed000(), "/metal").await;
+        let work = tempfile::tempdir().expect("temp dir");
+        let cert_dir = work.path().join("capi-certs");
+        cp.issue_serving_cert(&cert_dir);
+        let capi = ChildProcess::spawn(
+            "cluster-api-manager",
+            &binaries().capi.join("cluster-api-manager"),
+            &[
+                format!("--kubeconfig={}", cp.kubeconfig.display()),
+                format!("--webhook-port={}", free_port()),
+                format!("--webhook-cert-dir={}", cert_dir.display()),
+                format!("--health-addr=127.0.0.1:{}", free_port()),
+                format!("--diagnostics-address=127.0.0.1:{}", free_port()),
+                "--insecure-diagnostics".into(),
+                "--leader-elect=false".into(),
+                format!("--namespace={}", ns.name),
+            ],
+            &[],
+            work.path(),
+        );
+        let mut env = Env {
+            ns,
+            sim,
+            _capi: capi,
+            capms: None,
+            work,
+        };
+        env.start_capms(&[]);
+        env
+    }
+
+    fn capms_args(&self, extra: &[&str]) -> Vec<String> {
+        let cp = ControlPlane::shared();
+        let mut args = vec![
+            "manager".to_owned(),
+            format!("--kubeconfig={}", cp.kubeconfig.display()),
+            format!("--namespace={}", self.ns.name),
+            format!("--health-addr=127.0.0.1:{}", free_port()),
+            format!("--metrics-addr=127.0.0.1:{}", free_port()),
+            format!("--leader-election-namespace={}", self.ns.name),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    }
+
+    fn spawn_capms(&self, name: &str, extra: &[&str]) -> ChildProcess {
+        ChildProcess::spawn(
+            name,
+            std::path::Path::new(env!("CARGO_BIN_EXE_capms")),
+            &self.capms_args(extra),
+            &[
+                ("METAL_API_URL", self.sim.url.as_str()),
+                ("METAL_API_HMAC", "metal-edit"),
+                ("METAL_API_HMAC_AUTH_TYPE", "Metal-Edit"),
+                ("RUST_LOG", "info,capms=debug"),
+            ],
+            self.work.path(),
+        )
+    }
+
+    fn start_capms(&mut self, extra: &[&str]) {
+        self.capms = Some(self.spawn_capms("capms", extra));
+    }
+
+    fn capms_log(&self) -> String {
+        self.capms
+            .as_ref()
+            .map(|c| c.log_tail())
+            .unwrap_or_default()
+    }
+
+    fn client(&self) -> kube::Client {
+        self.ns.client.clone()
+    }
+
+    fn dynamic(&self, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        Api::namespaced_with(
+            self.client(),
+            &self.ns.name,
+            &kube::api::ApiResource::from_gvk_with_plural(&gvk, plural),
+        )
+    }
+
+    /// Server-side applies a manifest as given, only moved into the test's namespace.
+    async fn apply(&self, mut manifest: Value) {
+        manifest["metadata"]["namespace"] = json!(self.ns.name);
+        let api_version = manifest["apiVersion"]
+            .as_str()
+            .expect("apiVersion")
+            .to_owned();
+        let kind = manifest["kind"].as_str().expect("kind").to_owned();
+        let name = manifest["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_owned();
+        let plural = format!("{}s", kind.to_lowercase());
+        self.dynamic(&api_version, &kind, &plural)
+            .patch(
+                &name,
+                &PatchParams::apply("capms-test").force(),
+                &Patch::Apply(&manifest),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+    }
+
+    async fn apply_seed_cluster(&self, cluster_name: &str, msc: Value) {
+        self.apply(msc.clone()).await;
+        self.apply(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": cluster_name},
+            "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": msc["metadata"]["name"]}}
+        }))
+        .await;
+    }
+
+    async fn apply_seed_machine(&self, cluster_name: &str) {
+        self.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "test1-controlplane-0-user-data"},
+            "stringData": {"value": "#cloud-config\nhostname: node-1\n", "format": "cloud-config"}}))
+        .await;
+        self.apply(fixture("metalstackmachine-initial.yaml")).await;
+        self.apply(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": cluster_name, "labels": {"cluster.x-k8s.io/control-plane": ""}},
+            "spec": {
+                "clusterName": cluster_name,
+                "bootstrap": {"dataSecretName": "test1-controlplane-0-user-data"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackMachine", "name": MSM}
+            }
+        }))
+        .await;
+    }
+
+    async fn metal_state(&self) -> (Vec<Network>, Vec<Ip>, Vec<Machine>) {
+        let client = self.sim.editor();
+        let networks = client
+            .networks()
+            .await
+            .expect("networks")
+            .into_iter()
+            .filter(|n| n.parentnetworkid.is_some())
+            .collect();
+        let ips = client
+            .ip_find(&IpFindRequest::default())
+            .await
+            .expect("ips");
+        let machines = client
+            .machine_find(&MachineFindRequest::default())
+            .await
+            .expect("machines");
+        (networks, ips, machines)
+    }
+}
+
+fn fixture(name: &str) -> Value {
+    let text = std::fs::read_to_string(repo_root().join("tests/fixtures/seed000").join(name))
+        .expect("fixture");
+    serde_saphyr::from_str(&text).expect("YAML")
+}
+
+async fn wait_ready<K>(env: &Env, api: &Api<K>, name: &str, ready: impl Fn(&K) -> bool) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let what = format!("{} {name} to become ready", std::any::type_name::<K>());
+    let log = env.capms_log();
+    let found = tokio::time::timeout(
+        Duration::from_secs(90),
+        eventually(&what, Duration::from_secs(90), || async {
+            api.get(name).await.ok().filter(|o| ready(o))
+        }),
+    )
+    .await;
+    match found {
+        Ok(o) => o,
+        Err(_) => panic!("timed out waiting for {what}; capms log:\n{log}"),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn seed_000_reaches_its_reconciled_state_and_deletion_frees_everything() {
+    let env = Env::start("seed").await;
+    let before = env.metal_state().await;
+    env.apply_seed_cluster(MSC, fixture("metalstackcluster-initial.yaml"))
+        .await;
+    env.apply_seed_machine(MSC).await;
+
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+
+    let msc = wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    let status = msc.status.clone().expect("status");
+    assert_eq!(
+        status.initialization.and_then(|i| i.provisioned),
+        Some(true),
+        "ready and provisioned together"
+    );
+    let owner = &msc
+        .metadata
+        .owner_references
+        .clone()
+        .expect("owner references")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Cluster", MSC),
+        "owned by the Cluster, as the seed shows"
+    );
+    assert_eq!(
+        msc.spec
+            .control_plane_endpoint
+            .clone()
+            .and_then(|e| e.host)
+            .as_deref(),
+        Some("100.255.254.1")
+    );
+    assert_eq!(
+        status.allocated_control_plane_ip.as_deref(),
+        Some("100.255.254.1"),
+        "the given host is reserved as a static IP"
+    );
+    for condition in [
+        "Ready",
+        "NetworkReady",
+        "ControlPlaneIPReady",
+        "FirewallReady",
+    ] {
+        assert!(
+            status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == condition && c.status == "True"),
+            "{condition} in {:?}",
+            status.conditions
+        );
+    }
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Paused" && c.status == "False")
+    );
+
+    let fw = firewalls
+        .get(&format!("{MSC}-firewall"))
+        .await
+        .expect("firewall created from firewallSpec");
+    assert!(fw.status.as_ref().is_some_and(|s| s.ready));
+    assert_eq!(
+        fw.status.as_ref().and_then(|s| s.machine_id.as_deref()),
+        Some(FIREWALL_MACHINE),
+        "the seed's preset firewall machine"
+    );
+
+    let msm = wait_ready(&env, &machines, MSM, |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    assert_eq!(
+        msm.spec.provider_id.as_deref(),
+        Some("metalstack://e0ab02d2-27cd-5a5e-8efc-080ba80cf258"),
+        "a providerID the user wrote is kept"
+    );
+    let owner = &msm
+        .metadata
+        .owner_references
+        .clone()
+        .expect("owner references")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Machine", MSC),
+        "owned by the Machine, as the seed shows"
+    );
+    let mstatus = msm.status.clone().expect("status");
+    assert_eq!(
+        mstatus.initialization.and_then(|i| i.provisioned),
+        Some(true)
+    );
+    let kinds: Vec<_> = mstatus
+        .addresses
+        .iter()
+        .map(|a| serde_json::to_value(a.type_).expect("type"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [json!("InternalIP"), json!("Hostname"), json!("InternalDNS")],
+        "the seed's address kinds"
+    );
+    assert!(
+        mstatus.addresses[0].address.starts_with("172.22."),
+        "InternalIP from the cluster's private network"
+    );
+    assert!(
+        msm.metadata
+            .labels
+            .clone()
+            .unwrap_or_default()
+            .contains_key("machine.metal-stack.io/rack")
+    );
+
+    // The simulator holds exactly one network, one control-plane IP, one firewall and one machine.
+    let (networks, ips, metal_machines) = env.metal_state().await;
+    assert_eq!(networks.len(), 1, "{networks:?}");
+    let allocated: Vec<_> = metal_machines
+        .iter()
+        .filter(|m| m.allocation.is_some())
+        .collect();
+    assert_eq!(allocated.len(), 2, "one firewall and one machine");
+    let worker = allocated
+        .iter()
+        .find(|m| m.id == WORKER_MACHINE)
+        .expect("the seed's machine");
+    let wa = worker.allocation.as_ref().expect("allocation");
+    assert_eq!(
+        wa.user_data, "#cloud-config\nhostname: node-1\n",
+        "bootstrap data passed as user data"
+    );
+    assert_eq!(
+        wa.image.as_ref().map(|i| i.id.as_str()),
+        Some("ubuntu-cloud-init-20.04.20201126")
+    );
+    assert_eq!(wa.role, "machine");
+    let firewall = allocated
+        .iter()
+        .find(|m| m.id == FIREWALL_MACHINE)
+        .expect("the seed's firewall machine");
+    assert_eq!(
+        firewall.allocation.as_ref().map(|a| a.role.as_str()),
+        Some("firewall")
+    );
+    let cp_ips: Vec<_> = ips
+        .iter()
+        .filter(|ip| ip.networkid == "internet-vagrant-lab" && ip.type_ == "static")
+        .collect();
+    assert_eq!(cp_ips.len(), 1, "{ips:?}");
+
+    // Delete the Cluster: Cluster API deletes the Machine, capms frees everything it allocated.
+    let cluster_api = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    cluster_api
+        .delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete cluster");
+    let log = env.capms_log();
+    eventually(
+        "the Cluster and its infrastructure to be gone",
+        Duration::from_secs(120),
+        || async {
+            let gone = cluster_api.get_opt(MSC).await.ok()?.is_none()
+                && clusters.get_opt(MSC).await.ok()?.is_none()
+                && machines.get_opt(MSM).await.ok()?.is_none();
+            gone.then_some(())
+        },
+    )
+    .await;
+    let _ = log;
+    // Machines return to Waiting and their IPs are released a moment after the free.
+    eventually(
+        "the simulator to end as it began",
+        Duration::from_secs(30),
+        || async {
+            let now = env.metal_state().await;
+            let waiting = now
+                .2
+                .iter()
+                .all(|m| m.allocation.is_none() && m.last_event() == Some(event::WAITING));
+            (now.0.is_empty() && now.1 == before.1 && waiting).then_some(())
+        },
+    )
+    .await;
+}
