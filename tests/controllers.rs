@@ -30,9 +30,19 @@ struct Env {
 
 impl Env {
     async fn start(prefix: &str) -> Env {
+        let mut env = Self::without_capms(prefix).await;
+        env.start_capms(&[]);
+        env
+    }
+
+    async fn without_capms(prefix: &str) -> Env {
+        Self::with_inventory(prefix, Inventory::seed000()).await
+    }
+
+    async fn with_inventory(prefix: &str, inventory: Inventory) -> Env {
         let cp = ControlPlane::shared();
         let ns = cp.namespace(prefix).await;
-        let sim = RunningSim::start(Inventory::seed000(), "/metal").await;
+        let sim = RunningSim::start(inventory, "/metal").await;
         let work = tempfile::tempdir().expect("temp dir");
         let cert_dir = work.path().join("capi-certs");
         cp.issue_serving_cert(&cert_dir);
@@ -63,25 +73,25 @@ impl Env {
         env
     }
 
-    fn capms_args(&self, extra: &[&str]) -> Vec<String> {
+    fn capms_args(&self, extra: &[&str], metrics_port: u16) -> Vec<String> {
         let cp = ControlPlane::shared();
         let mut args = vec![
             "manager".to_owned(),
             format!("--kubeconfig={}", cp.kubeconfig.display()),
             format!("--namespace={}", self.ns.name),
             format!("--health-addr=127.0.0.1:{}", free_port()),
-            format!("--metrics-addr=127.0.0.1:{}", free_port()),
+            format!("--metrics-addr=127.0.0.1:{metrics_port}"),
             format!("--leader-election-namespace={}", self.ns.name),
         ];
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         args
     }
 
-    fn spawn_capms(&self, name: &str, extra: &[&str]) -> ChildProcess {
+    fn spawn_capms(&self, name: &str, extra: &[&str], metrics_port: u16) -> ChildProcess {
         ChildProcess::spawn(
             name,
             std::path::Path::new(env!("CARGO_BIN_EXE_capms")),
-            &self.capms_args(extra),
+            &self.capms_args(extra, metrics_port),
             &[
                 ("METAL_API_URL", self.sim.url.as_str()),
                 ("METAL_API_HMAC", "metal-edit"),
@@ -93,7 +103,7 @@ impl Env {
     }
 
     fn start_capms(&mut self, extra: &[&str]) {
-        self.capms = Some(self.spawn_capms("capms", extra));
+        self.capms = Some(self.spawn_capms("capms", extra, free_port()));
     }
 
     fn capms_log(&self) -> String {
@@ -186,6 +196,20 @@ impl Env {
             .expect("machines");
         (networks, ips, machines)
     }
+}
+
+/// A cluster in the default (mini-lab on loopback) inventory that lets capms allocate every
+/// resource itself: no endpoint host, no preset machines.
+fn lab_cluster() -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackCluster",
+        "metadata": {"name": MSC},
+        "spec": {
+            "partition": "mini-lab", "projectID": "00000000-0000-0000-0000-000000000001", "publicNetworkID": "internet-mini-lab",
+            "firewallSpec": {"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86",
+                "rules": {"egress": [{"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"], "comment": "allow https"}]}}
+        }
+    })
 }
 
 fn fixture(name: &str) -> Value {
@@ -443,6 +467,26 @@ impl Env {
         assert!(response.status().is_success());
     }
 
+    async fn add_lab_machine(&self, cluster_name: &str, name: &str, secret: &str) {
+        self.apply(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",
+            "metadata": {"name": name},
+            "spec": {"image": "ubuntu-26.4", "machineType": "v1-small-x86"}
+        }))
+        .await;
+        self.add_owning_machine(cluster_name, name, secret).await;
+    }
+
+    async fn add_owning_machine(&self, cluster_name: &str, name: &str, secret: &str) {
+        self.apply(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": name},
+            "spec": {"clusterName": cluster_name, "bootstrap": {"dataSecretName": secret},
+                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackMachine", "name": name}}
+        }))
+        .await;
+    }
+
     async fn add_machine(&self, cluster_name: &str, name: &str, secret: &str, annotations: Value) {
         let mut msm = fixture("metalstackmachine-initial.yaml");
         msm["metadata"]["name"] = json!(name);
@@ -618,5 +662,194 @@ async fn every_waiting_cause_shows_as_a_condition_and_recovers() {
             .count(),
         3,
         "firewall, worker-b and worker-c"
+    );
+}
+
+/// Every allocated metal-api machine carries the owner tags of exactly one object, and no object
+/// has two machines.
+fn assert_one_machine_per_owner(machines: &[Machine]) {
+    let mut owners = std::collections::BTreeMap::new();
+    for m in machines.iter().filter(|m| m.allocation.is_some()) {
+        let owner: Vec<_> = m
+            .tags
+            .iter()
+            .filter(|t| t.contains("-uid="))
+            .cloned()
+            .collect();
+        assert_eq!(owner.len(), 1, "machine {} has owner tags {owner:?}", m.id);
+        assert!(
+            owners.insert(owner[0].clone(), m.id.clone()).is_none(),
+            "two machines for {}",
+            owner[0]
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn killing_the_manager_at_any_point_never_allocates_twice() {
+    // The default inventory and no preset machines: every allocation is one capms must find
+    // again by its owner tags, the ephemeral control-plane IP included.
+    let mut env = Env::with_inventory("crash", Inventory::default_lab()).await;
+    env.start_capms(&[]);
+    let before = env.metal_state().await;
+    // Slow metal-api down so that kills land between allocations and status writes.
+    env.set_faults(json!({"latency_ms": 120})).await;
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    for worker in ["worker-x", "worker-y"] {
+        env.add_lab_machine(MSC, worker, "bootstrap").await;
+    }
+
+    for round in 0..14u64 {
+        tokio::time::sleep(Duration::from_millis(150 + (round * 211) % 700)).await;
+        // Drop kills with SIGKILL and reaps the process.
+        drop(env.capms.take());
+        env.start_capms(&[]);
+    }
+    env.set_faults(json!({})).await;
+
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    for name in ["worker-x", "worker-y"] {
+        wait_ready(&env, &machines, name, |m| {
+            m.status.as_ref().is_some_and(|s| s.ready)
+        })
+        .await;
+    }
+    let (networks, ips, metal_machines) = env.metal_state().await;
+    assert_eq!(networks.len(), 1, "one private network: {networks:?}");
+    let cp_ips: Vec<_> = ips
+        .iter()
+        .filter(|ip| ip.name.ends_with("-control-plane"))
+        .collect();
+    assert_eq!(cp_ips.len(), 1, "one control-plane IP: {ips:?}");
+    assert_eq!(
+        metal_machines
+            .iter()
+            .filter(|m| m.allocation.is_some())
+            .count(),
+        3,
+        "firewall, worker-x, worker-y"
+    );
+    assert_one_machine_per_owner(&metal_machines);
+
+    let cluster_api = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    cluster_api
+        .delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete cluster");
+    eventually("everything freed", Duration::from_secs(120), || async {
+        let now = env.metal_state().await;
+        let waiting = now
+            .2
+            .iter()
+            .all(|m| m.allocation.is_none() && m.last_event() == Some(event::WAITING));
+        (cluster_api.get_opt(MSC).await.ok()?.is_none()
+            && now.0.is_empty()
+            && now.1 == before.1
+            && waiting)
+            .then_some(())
+    })
+    .await;
+}
+
+async fn reconcile_count(metrics_port: u16) -> Option<u64> {
+    let text = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    Some(
+        text.lines()
+            .filter(|l| l.starts_with("capms_reconcile_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn only_the_leader_reconciles_and_killing_it_hands_over() {
+    capms::tls::install_default_provider();
+    let env = Env::without_capms("leader").await;
+    let ports = [free_port(), free_port()];
+    let election = [
+        "--leader-elect",
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=500ms",
+    ];
+    let spawn = |i: usize| env.spawn_capms(&format!("capms-{i}"), &election, ports[i]);
+    let mut managers = vec![Some(spawn(0)), Some(spawn(1))];
+    env.apply_seed_cluster(MSC, fixture("metalstackcluster-initial.yaml"))
+        .await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.client(), &env.ns.name);
+    let holder = |lease: &k8s_openapi::api::coordination::v1::Lease| {
+        lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.clone())
+            .unwrap_or_default()
+    };
+    let lease = leases.get("capms-controller-leader").await.expect("lease");
+    let leader_pid = holder(&lease)
+        .rsplit('-')
+        .next()
+        .and_then(|p| p.parse::<u32>().ok())
+        .expect("identity ends with the pid");
+    let leader = managers
+        .iter()
+        .position(|m| m.as_ref().is_some_and(|m| m.pid() == leader_pid))
+        .expect("one of ours leads");
+    let standby = 1 - leader;
+    assert!(
+        reconcile_count(ports[leader]).await.unwrap_or(0) > 0,
+        "the leader reconciles"
+    );
+    assert_eq!(
+        reconcile_count(ports[standby]).await,
+        Some(0),
+        "the standby serves metrics but does not reconcile"
+    );
+
+    // Kill the leader; the standby takes the lease over and reconciles new work.
+    let killed = managers[leader].as_ref().expect("leader").pid();
+    drop(managers[leader].take());
+    assert!(
+        !std::path::Path::new(&format!("/proc/{killed}")).exists(),
+        "leader {killed} is gone"
+    );
+    let standby_pid = managers[standby].as_ref().expect("standby").pid();
+    eventually(
+        "the standby to take the lease over",
+        Duration::from_secs(20),
+        || async {
+            let lease = leases.get("capms-controller-leader").await.ok()?;
+            holder(&lease)
+                .ends_with(&format!("-{standby_pid}"))
+                .then_some(())
+        },
+    )
+    .await;
+    env.apply_seed_machine(MSC).await;
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    wait_ready(&env, &machines, MSM, |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    assert!(
+        reconcile_count(ports[standby]).await.unwrap_or(0) > 0,
+        "the new leader reconciles"
     );
 }
