@@ -21,6 +21,8 @@ const WORKER_MACHINE: &str = "e0ab02d2-27cd-5a5e-8efc-080ba80cf258";
 
 /// Everything one test needs, torn down on drop (processes killed, namespace deleted).
 struct Env {
+    /// Who capms runs as; the admin kubeconfig when None.
+    kubeconfig: Option<std::path::PathBuf>,
     ns: TestNamespace,
     sim: RunningSim,
     _capi: ChildProcess,
@@ -62,22 +64,25 @@ impl Env {
             &[],
             work.path(),
         );
-        let mut env = Env {
+        Env {
+            kubeconfig: None,
             ns,
             sim,
             _capi: capi,
             capms: None,
             work,
-        };
-        env.start_capms(&[]);
-        env
+        }
     }
 
     fn capms_args(&self, extra: &[&str], metrics_port: u16) -> Vec<String> {
         let cp = ControlPlane::shared();
+        let kubeconfig = self
+            .kubeconfig
+            .clone()
+            .unwrap_or_else(|| cp.kubeconfig.clone());
         let mut args = vec![
             "manager".to_owned(),
-            format!("--kubeconfig={}", cp.kubeconfig.display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
             format!("--namespace={}", self.ns.name),
             format!("--health-addr=127.0.0.1:{}", free_port()),
             format!("--metrics-addr=127.0.0.1:{metrics_port}"),
@@ -852,4 +857,146 @@ async fn only_the_leader_reconciles_and_killing_it_hands_over() {
         reconcile_count(ports[standby]).await.unwrap_or(0) > 0,
         "the new leader reconciles"
     );
+}
+
+/// The shipped ClusterRole under a test-unique name, optionally without the `/status` rules.
+fn shipped_cluster_role(name: &str, with_status: bool) -> Value {
+    let text =
+        std::fs::read_to_string(repo_root().join("manifests/rbac/role.yaml")).expect("role.yaml");
+    let mut role: Value = serde_saphyr::from_str(&text).expect("YAML");
+    role["metadata"]["name"] = json!(name);
+    if !with_status {
+        let rules: Vec<Value> = role["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .filter(|r| {
+                !r["resources"].as_array().is_some_and(|rs| {
+                    rs.iter()
+                        .any(|x| x.as_str().is_some_and(|x| x.ends_with("/status")))
+                })
+            })
+            .cloned()
+            .collect();
+        role["rules"] = json!(rules);
+    }
+    role
+}
+
+async fn bind_user(env: &Env, user: &str, role: Value) {
+    let client = env.client();
+    let role_name = role["metadata"]["name"].as_str().expect("name").to_owned();
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    roles
+        .patch(
+            &role_name,
+            &PatchParams::apply("capms-test").force(),
+            &Patch::Apply(&role),
+        )
+        .await
+        .expect("cluster role");
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": user},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    });
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client);
+    bindings
+        .patch(
+            user,
+            &PatchParams::apply("capms-test").force(),
+            &Patch::Apply(&binding),
+        )
+        .await
+        .expect("binding");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffices() {
+    let mut env = Env::with_inventory("nostatus", Inventory::default_lab()).await;
+    let cp = ControlPlane::shared();
+    let full = format!("capms-full-{}", env.ns.name);
+    let blind = format!("capms-blind-{}", env.ns.name);
+    bind_user(&env, &full, shipped_cluster_role(&full, true)).await;
+    bind_user(&env, &blind, shipped_cluster_role(&blind, false)).await;
+    let full_kubeconfig = cp.user_kubeconfig(&full, env.work.path());
+    let blind_kubeconfig = cp.user_kubeconfig(&blind, env.work.path());
+    let allocated =
+        |machines: &[Machine]| machines.iter().filter(|m| m.allocation.is_some()).count();
+
+    // Phase 1: every status write is refused (403). Network, IP and firewall are still found
+    // again by their owner tags on every retry.
+    env.kubeconfig = Some(blind_kubeconfig.clone());
+    env.start_capms(&[]);
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    eventually(
+        "the firewall allocated without any status write",
+        Duration::from_secs(60),
+        || async {
+            let (_, _, machines) = env.metal_state().await;
+            (allocated(&machines) == 1).then_some(())
+        },
+    )
+    .await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    assert!(
+        clusters.get(MSC).await.expect("msc").status.is_none(),
+        "status writes were dropped"
+    );
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (networks, ips, machines) = env.metal_state().await;
+    assert_eq!(networks.len(), 1, "{networks:?}");
+    assert_eq!(
+        ips.iter()
+            .filter(|ip| ip.name.ends_with("-control-plane"))
+            .count(),
+        1,
+        "{ips:?}"
+    );
+    assert_eq!(
+        allocated(&machines),
+        1,
+        "still one firewall after repeated reconciles"
+    );
+
+    // Phase 2: capms with the shipped ClusterRole finishes the job.
+    drop(env.capms.take());
+    env.kubeconfig = Some(full_kubeconfig.clone());
+    env.start_capms(&[]);
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+
+    // Phase 3: a worker while status writes are refused again, then the shipped role again.
+    drop(env.capms.take());
+    env.kubeconfig = Some(blind_kubeconfig);
+    env.start_capms(&[]);
+    env.add_lab_machine(MSC, "worker-z", "bootstrap").await;
+    eventually(
+        "worker-z allocated without any status write",
+        Duration::from_secs(60),
+        || async {
+            let (_, _, machines) = env.metal_state().await;
+            (allocated(&machines) == 2).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (_, _, machines) = env.metal_state().await;
+    assert_eq!(allocated(&machines), 2, "one firewall, one worker");
+    assert_one_machine_per_owner(&machines);
+    drop(env.capms.take());
+    env.kubeconfig = Some(full_kubeconfig);
+    env.start_capms(&[]);
+    let workers: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    wait_ready(&env, &workers, "worker-z", |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    let (_, _, machines) = env.metal_state().await;
+    assert_eq!(allocated(&machines), 2);
+    assert_one_machine_per_owner(&machines);
 }

@@ -294,6 +294,30 @@ async fn provision(
     }
 }
 
+/// The cluster's private network as far as it exists: recorded in status, given in spec, or
+/// found in metal-api by the cluster's owner labels (so a lost status write does not hide it).
+pub async fn private_network(msc: &MetalStackCluster, ctx: &Context) -> Result<Option<String>> {
+    if let Some(id) = msc
+        .status
+        .as_ref()
+        .and_then(|s| s.network_id.clone())
+        .or_else(|| msc.spec.private_network_id.clone())
+    {
+        return Ok(Some(id));
+    }
+    let find = NetworkFindRequest {
+        labels: Some(marks(msc)),
+        ..Default::default()
+    };
+    Ok(ctx
+        .metal
+        .network_find(&find)
+        .await?
+        .into_iter()
+        .next()
+        .map(|n| n.id))
+}
+
 /// The private network: the one in spec.privateNetworkID, the one capms allocated before (found
 /// by its owner labels), or a new one.
 async fn ensure_network(

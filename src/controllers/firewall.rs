@@ -120,7 +120,7 @@ pub async fn reconcile(fw: Arc<MetalStackFirewall>, ctx: Arc<Context>) -> Result
         "",
         generation,
     );
-    let Some(network_id) = msc.status.as_ref().and_then(|s| s.network_id.clone()) else {
+    let Some(network_id) = super::cluster::private_network(&msc, &ctx).await? else {
         set_condition(
             &mut status.conditions,
             "Ready",

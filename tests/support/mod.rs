@@ -377,3 +377,50 @@ impl Drop for RunningSim {
         }
     }
 }
+
+impl ControlPlane {
+    /// A kubeconfig for user `name` (no groups), with a client certificate from this control
+    /// plane's CA: what RBAC tests run a component as.
+    pub fn user_kubeconfig(&self, name: &str, dir: &Path) -> PathBuf {
+        std::fs::create_dir_all(dir).expect("dir");
+        let pki = self.dir.join("pki");
+        let script = r#"set -e
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$3" -keyout "$2/$3.key" -out "$2/$3.csr" 2>/dev/null
+openssl x509 -req -in "$2/$3.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -CAcreateserial -days 30 -out "$2/$3.crt" \
+  -extfile <(printf 'extendedKeyUsage=clientAuth') 2>/dev/null"#;
+        let status = Command::new("bash")
+            .args(["-c", script, "issue"])
+            .arg(&pki)
+            .arg(dir)
+            .arg(name)
+            .status()
+            .expect("openssl");
+        assert!(
+            status.success(),
+            "issuing a client certificate for {name} failed"
+        );
+        let admin = std::fs::read_to_string(&self.kubeconfig).expect("admin kubeconfig");
+        let server = admin
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server: "))
+            .expect("server")
+            .to_owned();
+        let b64 = |p: PathBuf| {
+            let out = Command::new("base64")
+                .arg("-w0")
+                .arg(p)
+                .output()
+                .expect("base64");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: {name}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: {name}\n  context: {{cluster: local, user: {name}}}\ncurrent-context: {name}\n",
+            b64(pki.join("ca.crt")),
+            b64(dir.join(format!("{name}.crt"))),
+            b64(dir.join(format!("{name}.key"))),
+        );
+        let path = dir.join(format!("{name}.kubeconfig"));
+        std::fs::write(&path, kubeconfig).expect("write kubeconfig");
+        path
+    }
+}
