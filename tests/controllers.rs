@@ -1000,3 +1000,35 @@ async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffice
     assert_eq!(allocated(&machines), 2);
     assert_one_machine_per_owner(&machines);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn seed_000_standalone_firewall_reaches_ready() {
+    let env = Env::start("firewall").await;
+    // The seed's firewall belongs to cluster test1-v8vmn (its cluster-name label); that cluster's
+    // MetalStackCluster is the seed's, without a firewallSpec of its own.
+    let mut msc = fixture("metalstackcluster-initial.yaml");
+    msc["metadata"]["name"] = json!("test1-v8vmn");
+    msc["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("firewallSpec");
+    env.apply_seed_cluster("test1-v8vmn", msc).await;
+    env.apply(fixture("metalstackfirewall-initial.yaml")).await;
+
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    let fw = wait_ready(&env, &firewalls, "test1-v8vmn", |f| {
+        f.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    assert_eq!(
+        fw.spec.provider_id.as_deref(),
+        Some("metalstack://2294c949-88f6-5390-8154-fa53d93a3313")
+    );
+    let machine = env
+        .sim
+        .editor()
+        .firewall(FIREWALL_MACHINE)
+        .await
+        .expect("the seed's firewall machine is a firewall now");
+    assert_eq!(machine.last_event(), Some(event::PHONED_HOME));
+}
