@@ -7,3 +7,4 @@ pub mod server;
 pub mod sim;
 pub mod telemetry;
 pub mod tls;
+pub mod webhooks;

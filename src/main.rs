@@ -18,8 +18,10 @@ enum Command {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
-    /// Run the controllers (and the health and metrics endpoints).
+    /// Run the controllers, the admission webhooks and the health and metrics endpoints.
     Manager(ManagerArgs),
+    /// Print the webhook Service and configurations (generated from the server's route table).
+    Webhooks,
     /// Run the metal-api simulator (for tests, demos and development; never for production).
     MetalSim(MetalSimArgs),
 }
@@ -59,6 +61,27 @@ struct ManagerArgs {
     /// Address of /metrics.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: std::net::SocketAddr,
+    /// Port of the admission webhooks (HTTPS).
+    #[arg(long, default_value_t = 9443)]
+    webhook_port: u16,
+    /// Address the webhook server binds to.
+    #[arg(long, default_value = "0.0.0.0")]
+    webhook_host: std::net::IpAddr,
+    /// Directory with tls.crt and tls.key of the webhook server (re-read when they change).
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("k8s-webhook-server/serving-certs"))]
+    webhook_cert_dir: std::path::PathBuf,
+    /// What admission does when metal-api cannot be reached: admit with a warning, or deny.
+    #[arg(long, value_enum, default_value_t = MetalUnreachable::Admit)]
+    metal_unreachable: MetalUnreachable,
+    /// How often the metal-api catalog admission checks against is refreshed.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    catalog_refresh: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum MetalUnreachable {
+    Admit,
+    Deny,
 }
 
 #[derive(Args)]
@@ -146,6 +169,14 @@ fn main() -> anyhow::Result<()> {
                 }
                 None => files.iter().for_each(|(_, yaml)| print!("{yaml}")),
             }
+            Ok(())
+        }
+        Command::Webhooks => {
+            print!(
+                "{}",
+                capms::webhooks::install_manifests_yaml()
+                    .context("rendering the webhook manifests")?
+            );
             Ok(())
         }
         Command::Manager(args) => {
@@ -246,6 +277,8 @@ async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
             .context("no kubeconfig and not in a cluster")?,
     };
     let metal = capms::metal::Client::new(capms::metal::Config::from_env()?)?;
+    let catalog = capms::webhooks::catalog::CatalogCache::new(metal.clone());
+    catalog.spawn_refresher(args.catalog_refresh);
     let identity = format!(
         "{}-{}",
         std::env::var("POD_NAME")
@@ -278,6 +311,34 @@ async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     );
     let health = tokio::spawn(health);
     let metrics = tokio::spawn(metrics);
+
+    // Webhooks serve on every replica, leader or not.
+    let cert = capms::server::tls::ReloadingCert::new(&args.webhook_cert_dir);
+    if let Err(e) = cert.refresh() {
+        tracing::warn!(error = %e, "webhook certificate not loaded yet; /readyz reports unready until it is");
+    }
+    let _ = readiness.webhook_cert.set(cert.clone());
+    let webhook_state = capms::webhooks::WebhookState {
+        client: Some(client.clone()),
+        catalog,
+        deny_when_metal_unreachable: args.metal_unreachable == MetalUnreachable::Deny,
+    };
+    let webhook_handle = axum_server::Handle::new();
+    let webhook_addr = std::net::SocketAddr::new(args.webhook_host, args.webhook_port);
+    let webhooks = tokio::spawn(capms::server::serve_tls(
+        webhook_addr,
+        capms::webhooks::router(webhook_state),
+        cert,
+        webhook_handle.clone(),
+    ));
+    {
+        let shutdown = shutdown.clone();
+        let handle = webhook_handle.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            handle.graceful_shutdown(Some(Duration::from_secs(5)));
+        });
+    }
     readiness.set_started();
     tracing::info!(identity, namespace = ?args.namespace, watch_filter = ?args.watch_filter, leader_elect = args.leader_elect, "capms manager starting");
 
@@ -310,6 +371,8 @@ async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
             .store(true, std::sync::atomic::Ordering::SeqCst);
         controllers::run(ctx, shutdown.clone()).await;
     }
+    webhook_handle.graceful_shutdown(Some(Duration::from_secs(5)));
+    let _ = webhooks.await;
     health.abort();
     metrics.abort();
     Ok(())

@@ -58,3 +58,48 @@ pub fn record_reconcile(kind: &'static str, outcome: &'static str, elapsed: std:
 pub fn reconcile_stats() -> BTreeMap<(&'static str, &'static str), ReconcileStats> {
     reconciles().lock().map(|r| r.clone()).unwrap_or_default()
 }
+
+/// Upper bounds (seconds) of the admission latency histogram buckets.
+pub const ADMISSION_BUCKETS: [f64; 8] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
+
+#[derive(Clone, Debug, Default)]
+pub struct AdmissionStats {
+    pub count: u64,
+    pub seconds: f64,
+    /// Cumulative counts per bucket of `ADMISSION_BUCKETS`.
+    pub buckets: [u64; 8],
+}
+
+type AdmissionKey = (&'static str, &'static str, String, &'static str);
+
+fn admissions() -> &'static Mutex<BTreeMap<AdmissionKey, AdmissionStats>> {
+    static ADMISSIONS: OnceLock<Mutex<BTreeMap<AdmissionKey, AdmissionStats>>> = OnceLock::new();
+    ADMISSIONS.get_or_init(Default::default)
+}
+
+/// Counts one admission request by kind, step (mutate/validate), operation and result.
+pub fn record_admission(
+    kind: &'static str,
+    step: &'static str,
+    operation: &str,
+    result: &'static str,
+    elapsed: std::time::Duration,
+) {
+    if let Ok(mut a) = admissions().lock() {
+        let s = a
+            .entry((kind, step, operation.to_owned(), result))
+            .or_default();
+        s.count += 1;
+        let secs = elapsed.as_secs_f64();
+        s.seconds += secs;
+        for (i, bound) in ADMISSION_BUCKETS.iter().enumerate() {
+            if secs <= *bound {
+                s.buckets[i] += 1;
+            }
+        }
+    }
+}
+
+pub fn admission_stats() -> BTreeMap<AdmissionKey, AdmissionStats> {
+    admissions().lock().map(|a| a.clone()).unwrap_or_default()
+}

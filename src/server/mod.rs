@@ -1,6 +1,8 @@
 //! The manager's plain-HTTP endpoints: `/healthz` and `/readyz` for the kubelet, `/metrics` in
 //! Prometheus text format.
 
+pub mod tls;
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -17,6 +19,8 @@ pub struct Readiness {
     pub started: AtomicBool,
     /// This replica leads and its controllers run (false on a standby replica).
     pub leading: AtomicBool,
+    /// The webhook certificate, when webhooks are served: ready only once it is loaded.
+    pub webhook_cert: std::sync::OnceLock<Arc<tls::ReloadingCert>>,
 }
 
 impl Readiness {
@@ -95,6 +99,50 @@ pub fn render_metrics() -> String {
             s.count
         );
     }
+    let _ = writeln!(
+        out,
+        "# HELP capms_admission_requests_total Admission requests by kind, step, operation and result."
+    );
+    let _ = writeln!(out, "# TYPE capms_admission_requests_total counter");
+    let admissions = crate::telemetry::admission_stats();
+    for ((kind, step, operation, result), s) in &admissions {
+        let _ = writeln!(
+            out,
+            "capms_admission_requests_total{{kind=\"{kind}\",step=\"{step}\",operation=\"{operation}\",result=\"{result}\"}} {}",
+            s.count
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP capms_admission_duration_seconds Admission latency."
+    );
+    let _ = writeln!(out, "# TYPE capms_admission_duration_seconds histogram");
+    for ((kind, step, operation, result), s) in &admissions {
+        let labels = format!(
+            "kind=\"{kind}\",step=\"{step}\",operation=\"{operation}\",result=\"{result}\""
+        );
+        for (bound, n) in crate::telemetry::ADMISSION_BUCKETS.iter().zip(s.buckets) {
+            let _ = writeln!(
+                out,
+                "capms_admission_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "capms_admission_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+            s.count
+        );
+        let _ = writeln!(
+            out,
+            "capms_admission_duration_seconds_sum{{{labels}}} {}",
+            s.seconds
+        );
+        let _ = writeln!(
+            out,
+            "capms_admission_duration_seconds_count{{{labels}}} {}",
+            s.count
+        );
+    }
     out
 }
 
@@ -118,5 +166,31 @@ pub async fn serve_plain(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Limits of the webhook server: the apiserver sends small reviews and waits at most 10 s.
+const MAX_REVIEW_BYTES: usize = 2 * 1024 * 1024;
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves `router` over TLS (1.2 and 1.3, the certificate re-read when it changes on disk) until
+/// `handle` is told to shut down.
+pub async fn serve_tls(
+    addr: std::net::SocketAddr,
+    router: Router,
+    cert: Arc<tls::ReloadingCert>,
+    handle: axum_server::Handle<std::net::SocketAddr>,
+) -> std::io::Result<()> {
+    let config = cert.server_config().map_err(std::io::Error::other)?;
+    let rustls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(config));
+    let app = router
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ));
+    axum_server::bind_rustls(addr, rustls)
+        .handle(handle)
+        .serve(app.into_make_service())
         .await
 }
