@@ -15,6 +15,7 @@ build:
 ## Regenerate the committed CRDs from the Rust types.
 generate:
 	$(CARGO) run --locked --quiet -- crds --dir manifests/crd
+	$(CARGO) run --locked --quiet -- webhooks > webhooks/manifests.yaml
 
 ## Build (only what is missing) the real Kubernetes, etcd and Cluster API binaries.
 binaries:

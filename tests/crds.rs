@@ -318,3 +318,16 @@ fn immutable_fields_carry_cel_rules() {
         (Some(1.0), Some(65535.0))
     );
 }
+
+#[test]
+fn committed_webhook_manifests_match_the_route_table() {
+    let committed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("webhooks/manifests.yaml"),
+    )
+    .expect("webhooks/manifests.yaml");
+    let generated = capms::webhooks::install_manifests_yaml().expect("renders");
+    assert!(
+        committed == generated,
+        "webhooks/manifests.yaml differs from `capms webhooks`; run `make generate` and commit the result"
+    );
+}

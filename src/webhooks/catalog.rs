@@ -18,6 +18,22 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// The catalog of a simulator's state (tests and the demo check against the simulator).
+    pub fn of_simulator(state: &crate::sim::state::State) -> Catalog {
+        Catalog {
+            partitions: state.partitions.values().cloned().collect(),
+            sizes: state.sizes.values().cloned().collect(),
+            images: state.images.values().cloned().collect(),
+            projects: state.projects.values().cloned().collect(),
+            networks: state.network_list(),
+            machines: state
+                .machines
+                .values()
+                .map(|m| state.machine_view(m))
+                .collect(),
+        }
+    }
+
     pub async fn fetch(client: &metal::Client) -> Result<Catalog, metal::Error> {
         let all_machines = crate::metal::types::MachineFindRequest::default();
         let (partitions, sizes, images, projects, networks, machines) = tokio::try_join!(
@@ -62,6 +78,16 @@ impl CatalogCache {
             refreshing: tokio::sync::Mutex::new(()),
             max_wait: Duration::from_secs(3),
         })
+    }
+
+    /// A cache that starts out with `catalog` (tests, and callers that fetched one already).
+    pub fn with_catalog(client: metal::Client, catalog: Catalog) -> Arc<CatalogCache> {
+        let cache = Self::new(client);
+        *cache.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
+            catalog: Arc::new(catalog),
+            fetched: Instant::now(),
+        });
+        cache
     }
 
     fn current(&self) -> Option<(Arc<Catalog>, Instant)> {

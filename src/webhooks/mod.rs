@@ -142,8 +142,23 @@ pub fn router(state: WebhookState) -> Router {
     router.with_state(state)
 }
 
+/// The review as the apiserver reads it. kube-core writes the patch as an array of numbers; Go's
+/// `[]byte` is canonically a base64 string, so that is what goes on the wire.
 fn reply(response: AdmissionResponse) -> Response {
-    axum::Json(response.into_review()).into_response()
+    let mut review = match serde_json::to_value(response.into_review()) {
+        Ok(v) => v,
+        Err(e) => json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                          "response": {"uid": "", "allowed": false, "status": {"message": format!("encoding the response: {e}")}}}),
+    };
+    if let Some(Value::Array(bytes)) = review.pointer("/response/patch") {
+        use base64::Engine;
+        let raw: Vec<u8> = bytes
+            .iter()
+            .filter_map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+            .collect();
+        review["response"]["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(raw));
+    }
+    axum::Json(review).into_response()
 }
 
 async fn admit(state: WebhookState, route: Route, body: Bytes) -> Response {
