@@ -34,14 +34,22 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
-    if readiness.started.load(Ordering::SeqCst) {
-        (StatusCode::OK, "ok".to_owned())
-    } else {
-        (
+    if !readiness.started.load(Ordering::SeqCst) {
+        return (
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: starting".to_owned(),
-        )
+        );
     }
+    if let Some(cert) = readiness.webhook_cert.get()
+        && !cert.is_loaded()
+        && let Err(e) = cert.refresh()
+    {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: webhook certificate not loaded: {e}"),
+        );
+    }
+    (StatusCode::OK, "ok".to_owned())
 }
 
 async fn metrics() -> impl IntoResponse {

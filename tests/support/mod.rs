@@ -175,19 +175,12 @@ impl ControlPlane {
     /// A serving certificate for 127.0.0.1 signed by this control plane's CA, written as
     /// `tls.crt`/`tls.key` into `dir` (what a webhook server under test loads).
     pub fn issue_serving_cert(&self, dir: &Path) {
-        std::fs::create_dir_all(dir).expect("cert dir");
-        let pki = self.dir.join("pki");
-        let script = r#"set -e
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=127.0.0.1 -keyout "$2/tls.key" -out "$2/tls.csr" 2>/dev/null
-openssl x509 -req -in "$2/tls.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -CAcreateserial -days 30 -out "$2/tls.crt" \
-  -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth') 2>/dev/null
-rm -f "$2/tls.csr""#;
         let status = Command::new("bash")
-            .args(["-c", script, "issue"])
-            .arg(&pki)
+            .arg(repo_root().join("certs/make-local-certs.sh"))
+            .arg(self.dir.join("pki"))
             .arg(dir)
             .status()
-            .expect("openssl");
+            .expect("certs/make-local-certs.sh runs");
         assert!(status.success(), "issuing a serving certificate failed");
     }
 

@@ -1,0 +1,426 @@
+//! The admission webhooks as the real kube-apiserver and kubectl see them, and the TLS server's
+//! properties: TLS 1.2+, certificate rotation on disk, readiness, metrics.
+
+mod support;
+
+use capms::sim::inventory::Inventory;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::{ChildProcess, ControlPlane, RunningSim, TestNamespace, eventually, free_port};
+
+struct Manager {
+    process: ChildProcess,
+    webhook_port: u16,
+    health_port: u16,
+    metrics_port: u16,
+}
+
+fn start_manager(ns: &str, sim: &RunningSim, cert_dir: &Path, work: &Path, name: &str) -> Manager {
+    let cp = ControlPlane::shared();
+    let (webhook_port, health_port, metrics_port) = (free_port(), free_port(), free_port());
+    let process = ChildProcess::spawn(
+        name,
+        Path::new(env!("CARGO_BIN_EXE_capms")),
+        &[
+            "manager".into(),
+            format!("--kubeconfig={}", cp.kubeconfig.display()),
+            format!("--namespace={ns}"),
+            "--webhook-host=127.0.0.1".into(),
+            format!("--webhook-port={webhook_port}"),
+            format!("--webhook-cert-dir={}", cert_dir.display()),
+            format!("--health-addr=127.0.0.1:{health_port}"),
+            format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+        ],
+        &[
+            ("METAL_API_URL", sim.url.as_str()),
+            ("METAL_API_HMAC", "metal-edit"),
+            ("RUST_LOG", "info"),
+        ],
+        work,
+    );
+    Manager {
+        process,
+        webhook_port,
+        health_port,
+        metrics_port,
+    }
+}
+
+async fn readyz(port: u16) -> Option<u16> {
+    reqwest::get(format!("http://127.0.0.1:{port}/readyz"))
+        .await
+        .ok()
+        .map(|r| r.status().as_u16())
+}
+
+/// Registers our webhook configurations with the apiserver, pointed at the manager on loopback,
+/// trusting only the test CA, and scoped to the test's namespace.
+fn register_webhooks(cp: &ControlPlane, ns: &TestNamespace, port: u16, dir: &Path) {
+    let config = capms::webhooks::ClientConfig::Url {
+        base: format!("https://127.0.0.1:{port}"),
+        ca_bundle: cp.ca_pem(),
+    };
+    for mut doc in capms::webhooks::webhook_configurations(&config, None) {
+        for w in doc["webhooks"].as_array_mut().expect("webhooks") {
+            w["namespaceSelector"] =
+                json!({"matchLabels": {"kubernetes.io/metadata.name": ns.name}});
+        }
+        let file = dir.join(format!("{}.json", doc["kind"].as_str().expect("kind")));
+        std::fs::write(&file, serde_json::to_vec(&doc).expect("json")).expect("write");
+        cp.apply(&file);
+    }
+}
+
+fn write(dir: &Path, name: &str, manifest: Value) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).expect("json")).expect("write");
+    path
+}
+
+fn machine(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine", "metadata": {"name": name}, "spec": spec})
+}
+
+fn lab_cluster(name: &str, public_network: &str, endpoint: Value) -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha3", "kind": "MetalStackCluster", "metadata": {"name": name},
+           "spec": {"partition": "mini-lab", "projectID": "00000000-0000-0000-0000-000000000001",
+                    "publicNetworkID": public_network, "controlPlaneEndpoint": endpoint}})
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
+    capms::tls::install_default_provider();
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("webhooks").await;
+    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let work = tempfile::tempdir().expect("temp dir");
+    let cert_dir = work.path().join("certs");
+    cp.issue_serving_cert(&cert_dir);
+    let mut manager = start_manager(&ns.name, &sim, &cert_dir, work.path(), "capms");
+    let health = manager.health_port;
+    eventually(
+        "the webhook server to be ready",
+        Duration::from_secs(30),
+        || async { (readyz(health).await == Some(200)).then_some(()) },
+    )
+    .await;
+    register_webhooks(cp, &ns, manager.webhook_port, work.path());
+
+    let apply =
+        |file: &PathBuf| cp.kubectl_output(&["apply", "-n", &ns.name, "-f"], &[file.clone()]);
+    let refused = |file: PathBuf, expected: &[&str]| {
+        let out = apply(&file);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{} was admitted", file.display());
+        for e in expected {
+            assert!(
+                stderr.contains(e),
+                "kubectl's error for {} lacks {e:?}:\n{stderr}",
+                file.display()
+            );
+        }
+    };
+    let d = work.path();
+    refused(
+        write(
+            d,
+            "image.json",
+            machine(
+                "bad-image",
+                json!({"image": "ubuntu-99.04", "machineType": "v1-small-x86"}),
+            ),
+        ),
+        &[
+            "denied the request",
+            "spec.image: image \"ubuntu-99.04\" does not resolve",
+            "valid machine images: capms-ubuntu-1.33.5, capms-ubuntu-1.34.1, debian-13.0, ubuntu-26.4",
+        ],
+    );
+    refused(
+        write(
+            d,
+            "size.json",
+            machine(
+                "bad-size",
+                json!({"image": "ubuntu-26.4", "machineType": "c1-xlarge-x86"}),
+            ),
+        ),
+        &[
+            "spec.machineType: machine type \"c1-xlarge-x86\" is not a metal-stack size; valid: v1-small-x86",
+        ],
+    );
+    refused(
+        write(
+            d,
+            "fw-image.json",
+            machine(
+                "fw-image",
+                json!({"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86"}),
+            ),
+        ),
+        &[
+            "spec.image: image \"firewall-ubuntu-3.0\" resolves to firewall-ubuntu-3.0 which has features [firewall], not machine",
+        ],
+    );
+    refused(
+        write(
+            d,
+            "partition.json",
+            machine(
+                "bad-partition",
+                json!({"image": "ubuntu-26.4", "machineType": "v1-small-x86", "partition": "vagrant"}),
+            ),
+        ),
+        &["spec.partition: partition \"vagrant\" does not exist in metal-api; valid: mini-lab"],
+    );
+    refused(
+        write(
+            d,
+            "private.json",
+            lab_cluster(
+                "private-public",
+                "tenant-super-network-mini-lab",
+                json!({"host": "127.100.0.9"}),
+            ),
+        ),
+        &[
+            "spec.publicNetworkID: network \"tenant-super-network-mini-lab\" is not an external network",
+            "valid external networks: internet-mini-lab",
+        ],
+    );
+
+    // A good cluster is admitted and comes back defaulted (port 6443).
+    let out = apply(&write(
+        d,
+        "good.json",
+        lab_cluster("good", "internet-mini-lab", json!({"host": "127.100.0.9"})),
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = cp.kubectl(
+        &[
+            "get",
+            "-n",
+            &ns.name,
+            "metalstackcluster",
+            "good",
+            "-o",
+            "json",
+        ],
+        &[],
+    );
+    let got: Value = serde_json::from_str(&got).expect("json");
+    assert_eq!(
+        got["spec"]["controlPlaneEndpoint"],
+        json!({"host": "127.100.0.9", "port": 6443})
+    );
+    // A good machine with the cluster-name label gets its cluster's partition.
+    let mut labelled = machine(
+        "good-machine",
+        json!({"image": "ubuntu-26.4", "machineType": "v1-small-x86"}),
+    );
+    labelled["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "good"});
+    cp.apply(&write(d, "cluster.json", json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "good", "namespace": ns.name},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": "good"}}})));
+    let out = apply(&write(d, "good-machine.json", labelled));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_str(&cp.kubectl(
+        &[
+            "get",
+            "-n",
+            &ns.name,
+            "metalstackmachine",
+            "good-machine",
+            "-o",
+            "json",
+        ],
+        &[],
+    ))
+    .expect("json");
+    assert_eq!(got["spec"]["partition"], "mini-lab");
+
+    // Immutability on update, and deletion is never blocked.
+    let out = cp.kubectl_output(
+        &[
+            "patch",
+            "-n",
+            &ns.name,
+            "metalstackcluster",
+            "good",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"publicNetworkID":"other"}}"#,
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("spec.publicNetworkID: is immutable once set")
+    );
+    cp.kubectl(
+        &[
+            "delete",
+            "-n",
+            &ns.name,
+            "metalstackmachine",
+            "good-machine",
+            "--wait=false",
+        ],
+        &[],
+    );
+
+    // /metrics is Prometheus text and counts admissions.
+    let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", manager.metrics_port))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for line in metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("not a sample: {line}"));
+        assert!(value.parse::<f64>().is_ok(), "bad value in {line}");
+        let name = series.split('{').next().unwrap_or_default();
+        assert!(
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "bad metric name in {line}"
+        );
+        if series.contains('{') {
+            assert!(series.ends_with('}'), "bad labels in {line}");
+        }
+    }
+    assert!(metrics.contains("capms_admission_requests_total{kind=\"MetalStackMachine\",step=\"validate\",operation=\"CREATE\",result=\"denied\"}"), "{metrics}");
+    assert!(metrics.contains("capms_admission_duration_seconds_bucket{"));
+    assert!(manager.process.is_running());
+}
+
+fn openssl_connect(port: u16, version_flag: &str) -> String {
+    let out = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            version_flag,
+            "-servername",
+            "127.0.0.1",
+            "-cipher",
+            "DEFAULT:@SECLEVEL=0",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn served_serial(port: u16) -> String {
+    let script = format!(
+        "openssl s_client -connect 127.0.0.1:{port} -servername 127.0.0.1 </dev/null 2>/dev/null | openssl x509 -noout -serial"
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .expect("openssl");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn file_serial(cert: &Path) -> String {
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-serial", "-in"])
+        .arg(cert)
+        .output()
+        .expect("openssl");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn tls_server_needs_tls12_rotates_certificates_and_is_unready_without_them() {
+    capms::tls::install_default_provider();
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("tls").await;
+    let sim = RunningSim::start(Inventory::default_lab(), "/").await;
+    let work = tempfile::tempdir().expect("temp dir");
+    let cert_dir = work.path().join("certs");
+    std::fs::create_dir_all(&cert_dir).expect("dir");
+    let manager = start_manager(&ns.name, &sim, &cert_dir, work.path(), "capms-tls");
+    let (health, port) = (manager.health_port, manager.webhook_port);
+
+    // No certificate yet: the pod must not take traffic.
+    eventually("/readyz to answer", Duration::from_secs(30), || async {
+        readyz(health).await.map(|_| ())
+    })
+    .await;
+    let body = reqwest::get(format!("http://127.0.0.1:{health}/readyz"))
+        .await
+        .expect("readyz")
+        .text()
+        .await
+        .expect("body");
+    assert_eq!(
+        readyz(health).await,
+        Some(503),
+        "unready until certificates load: {body}; files: {:?}; log:\n{}",
+        std::fs::read_dir(&cert_dir).map(|d| d.count()).ok(),
+        manager.process.log_tail()
+    );
+    cp.issue_serving_cert(&cert_dir);
+    eventually("/readyz to turn ready", Duration::from_secs(10), || async {
+        (readyz(health).await == Some(200)).then_some(())
+    })
+    .await;
+
+    // TLS 1.2 and 1.3 are served; TLS 1.1 and plain HTTP are not.
+    for ok in ["-tls1_2", "-tls1_3"] {
+        let out = openssl_connect(port, ok);
+        assert!(
+            out.contains("-----BEGIN CERTIFICATE-----"),
+            "{ok} must work:\n{out}"
+        );
+    }
+    let old = openssl_connect(port, "-tls1_1");
+    assert!(
+        !old.contains("-----BEGIN CERTIFICATE-----")
+            && old.contains("no peer certificate available"),
+        "TLS 1.1 must fail:\n{old}"
+    );
+    let plain = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/"))
+        .send()
+        .await;
+    assert!(
+        plain.is_err() || !plain.as_ref().is_ok_and(|r| r.status().is_success()),
+        "plain HTTP is refused"
+    );
+
+    // A certificate swapped on disk is served to the next connection, without a restart.
+    let first = served_serial(port);
+    assert_eq!(first, file_serial(&cert_dir.join("tls.crt")));
+    let next_dir = work.path().join("next");
+    cp.issue_serving_cert(&next_dir);
+    // Swap both files the way a rename-based writer does.
+    for f in ["tls.key", "tls.crt"] {
+        std::fs::copy(next_dir.join(f), cert_dir.join(format!("{f}.new"))).expect("copy");
+        std::fs::rename(cert_dir.join(format!("{f}.new")), cert_dir.join(f)).expect("rename");
+    }
+    let second = served_serial(port);
+    assert_ne!(second, first, "a new certificate after the swap");
+    assert_eq!(second, file_serial(&next_dir.join("tls.crt")));
+    let _ = (&ns, &sim);
+}
