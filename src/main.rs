@@ -362,14 +362,14 @@ async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
             .leading
             .store(true, std::sync::atomic::Ordering::SeqCst);
         tokio::select! {
-            _ = controllers::run(ctx, shutdown.clone()) => {}
+            _ = controllers::run(ctx, shutdown.clone(), readiness.caches_synced.clone()) => {}
             _ = elector.hold() => anyhow::bail!("lost leadership; exiting so that a fresh start rejoins the election"),
         }
     } else {
         readiness
             .leading
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        controllers::run(ctx, shutdown.clone()).await;
+        controllers::run(ctx, shutdown.clone(), readiness.caches_synced.clone()).await;
     }
     webhook_handle.graceful_shutdown(Some(Duration::from_secs(5)));
     let _ = webhooks.await;

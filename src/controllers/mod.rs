@@ -81,10 +81,29 @@ fn log_outcome<T: std::fmt::Debug, E: std::fmt::Display>(
     }
 }
 
-/// Runs the three controllers until `shutdown` resolves.
+/// Resolves once `store` has its first full listing. kube-runtime's readiness signal wakes only
+/// the most recent of several waiters (the controller's own runner waits on it too), so this
+/// polls again every 250 ms; once the signal is in, every poll returns at once.
+async fn synced<K>(store: &kube::runtime::reflector::Store<K>)
+where
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    while tokio::time::timeout(
+        std::time::Duration::from_millis(250),
+        store.wait_until_ready(),
+    )
+    .await
+    .is_err()
+    {}
+}
+
+/// Runs the three controllers until `shutdown` resolves. `caches_synced` turns true once the
+/// watch caches of all three have their first full listing.
 pub async fn run(
     ctx: Arc<Context>,
     shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
+    caches_synced: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);
     let clusters = Controller::new(api::<MetalStackCluster>(&ctx), own_watch(&ctx))
@@ -101,7 +120,9 @@ pub async fn run(
                         ObjectRef::<MetalStackCluster>::new(&r.name).within(&ns.unwrap_or_default())
                     })
             },
-        )
+        );
+    let cluster_store = clusters.store();
+    let clusters = clusters
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone())
         .run(
@@ -110,18 +131,19 @@ pub async fn run(
             ctx.clone(),
         )
         .for_each(log_outcome("MetalStackCluster"));
-    let firewalls = Controller::new(api::<MetalStackFirewall>(&ctx), own_watch(&ctx))
-        .watches(
-            api::<MetalStackCluster>(&ctx),
-            watcher::Config::default(),
-            |c: MetalStackCluster| {
-                let ns = c.namespace().unwrap_or_default();
-                Some(
-                    ObjectRef::<MetalStackFirewall>::new(&cluster::firewall_name(&c.name_any()))
-                        .within(&ns),
-                )
-            },
-        )
+    let firewalls = Controller::new(api::<MetalStackFirewall>(&ctx), own_watch(&ctx)).watches(
+        api::<MetalStackCluster>(&ctx),
+        watcher::Config::default(),
+        |c: MetalStackCluster| {
+            let ns = c.namespace().unwrap_or_default();
+            Some(
+                ObjectRef::<MetalStackFirewall>::new(&cluster::firewall_name(&c.name_any()))
+                    .within(&ns),
+            )
+        },
+    );
+    let firewall_store = firewalls.store();
+    let firewalls = firewalls
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone())
         .run(
@@ -130,20 +152,21 @@ pub async fn run(
             ctx.clone(),
         )
         .for_each(log_outcome("MetalStackFirewall"));
-    let machines = Controller::new(api::<MetalStackMachine>(&ctx), own_watch(&ctx))
-        .watches(
-            api::<Machine>(&ctx),
-            watcher::Config::default(),
-            |m: Machine| {
-                let ns = m.namespace();
-                m.spec
-                    .infrastructure_ref
-                    .filter(|r| r.kind == "MetalStackMachine")
-                    .map(|r| {
-                        ObjectRef::<MetalStackMachine>::new(&r.name).within(&ns.unwrap_or_default())
-                    })
-            },
-        )
+    let machines = Controller::new(api::<MetalStackMachine>(&ctx), own_watch(&ctx)).watches(
+        api::<Machine>(&ctx),
+        watcher::Config::default(),
+        |m: Machine| {
+            let ns = m.namespace();
+            m.spec
+                .infrastructure_ref
+                .filter(|r| r.kind == "MetalStackMachine")
+                .map(|r| {
+                    ObjectRef::<MetalStackMachine>::new(&r.name).within(&ns.unwrap_or_default())
+                })
+        },
+    );
+    let machine_store = machines.store();
+    let machines = machines
         .with_config(config)
         .graceful_shutdown_on(shutdown)
         .run(
@@ -152,5 +175,14 @@ pub async fn run(
             ctx.clone(),
         )
         .for_each(log_outcome("MetalStackMachine"));
+    tokio::spawn(async move {
+        tokio::join!(
+            synced(&cluster_store),
+            synced(&firewall_store),
+            synced(&machine_store)
+        );
+        tracing::info!("controller caches synced");
+        caches_synced.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
     tokio::join!(clusters, firewalls, machines);
 }

@@ -19,6 +19,8 @@ pub struct Readiness {
     pub started: AtomicBool,
     /// This replica leads and its controllers run (false on a standby replica).
     pub leading: AtomicBool,
+    /// The leader's controller caches have synced.
+    pub caches_synced: Arc<AtomicBool>,
     /// The webhook certificate, when webhooks are served: ready only once it is loaded.
     pub webhook_cert: std::sync::OnceLock<Arc<tls::ReloadingCert>>,
 }
@@ -47,6 +49,12 @@ async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: webhook certificate not loaded: {e}"),
+        );
+    }
+    if readiness.leading.load(Ordering::SeqCst) && !readiness.caches_synced.load(Ordering::SeqCst) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: controller caches not synced yet".to_owned(),
         );
     }
     (StatusCode::OK, "ok".to_owned())
