@@ -5,7 +5,7 @@ CARGO ?= cargo
 CAPMS_CACHE ?= $(HOME)/.cache/capms
 export CAPMS_CACHE
 
-.PHONY: all build generate binaries test test-unit controlplane controlplane-down fmt lint
+.PHONY: all build generate binaries test test-unit controlplane controlplane-down fmt lint release-manifests
 
 all: build
 
@@ -43,3 +43,8 @@ fmt:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+## The clusterctl release files (infrastructure-components.yaml, metadata.yaml,
+## cluster-template.yaml) in out/release.
+release-manifests:
+	bash manifests/release.sh out/release

@@ -288,7 +288,7 @@ async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     );
     let settings = Settings {
         namespace: args.namespace.clone(),
-        watch_filter: args.watch_filter.clone(),
+        watch_filter: args.watch_filter.clone().filter(|f| !f.is_empty()),
         concurrency: args.concurrency,
     };
     let ctx = Arc::new(Context::new(

@@ -53,6 +53,7 @@ CAPMS_CAPI_BIN=$capi_dir
 CAPMS_K8S_VERSION=$k8s_version
 CAPMS_CAPI_VERSION=$CAPI_VERSION
 CAPMS_METALCTL=${metalctl_dir:-}/metalctl
+CAPMS_CERT_MANAGER=${cm_dir:-}
 ENV
   echo "$cache/env-$1.sh"
 }
@@ -89,6 +90,20 @@ if [ ! -x "$metalctl_dir/metalctl" ]; then
   else
     progress "metalctl $METALCTL_VERSION cannot be built here: $(echo "$out" | tail -2 | tr '\n' ' ')"
   fi
+fi
+
+# cert-manager's CRDs (plain YAML in its module), so install tests can apply our Issuer and
+# Certificate.
+CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-v1.21.2}
+cm_dir="$cache/cert-manager-$CERT_MANAGER_VERSION"
+if [ ! -d "$cm_dir/crd" ]; then
+  progress "fetching cert-manager $CERT_MANAGER_VERSION CRDs"
+  src=$(GOFLAGS= go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  mkdir -p "$cm_dir/crd.partial"
+  cp "$src"/deploy/crds/*.yaml "$cm_dir/crd.partial/"
+  chmod -R u+w "$cm_dir/crd.partial"
+  mv "$cm_dir/crd.partial" "$cm_dir/crd"
 fi
 
 # CAPI's CRDs ship inside its module zip; keep a copy next to the binaries.

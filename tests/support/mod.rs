@@ -23,6 +23,7 @@ pub fn repo_root() -> &'static Path {
 pub struct Binaries {
     pub k8s: PathBuf,
     pub capi: PathBuf,
+    pub cert_manager: PathBuf,
 }
 
 impl Binaries {
@@ -53,6 +54,7 @@ pub fn binaries() -> &'static Binaries {
         Binaries {
             k8s: PathBuf::from(&env["CAPMS_K8S_BIN"]),
             capi: PathBuf::from(&env["CAPMS_CAPI_BIN"]),
+            cert_manager: PathBuf::from(env.get("CAPMS_CERT_MANAGER").cloned().unwrap_or_default()),
         }
     })
 }

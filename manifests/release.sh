@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Assembles the clusterctl release files into OUT_DIR (default out/release):
+#   infrastructure-components.yaml  namespace, CRDs, RBAC, manager, webhooks, certificates
+#   metadata.yaml                   release series → contract
+#   cluster-template.yaml           a workload cluster
+# ${VAR} placeholders stay for clusterctl to substitute at install time.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root/out/release}
+mkdir -p "$out"
+{
+  for f in "$root"/manifests/namespace.yaml "$root"/manifests/crd/*.yaml "$root"/manifests/rbac/*.yaml \
+           "$root"/manifests/manager/*.yaml "$root"/webhooks/manifests.yaml "$root"/certs/certificate.yaml; do
+    echo "---"
+    sed '1{/^---$/d}' "$f"
+  done
+} > "$out/infrastructure-components.yaml"
+cp "$root/manifests/clusterctl/metadata.yaml" "$out/metadata.yaml"
+cp "$root/manifests/clusterctl/cluster-template.yaml" "$out/cluster-template.yaml"
+echo "$out"

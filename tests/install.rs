@@ -1,0 +1,312 @@
+//! Installing capms like a provider: the clusterctl release files, processed and rendered by the
+//! real clusterctl, accepted by the real kube-apiserver (with our webhooks in the path).
+
+mod support;
+
+use capms::sim::inventory::Inventory;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::{ChildProcess, ControlPlane, RunningSim, binaries, eventually, free_port, repo_root};
+
+fn release(dir: &Path) -> PathBuf {
+    let out = Command::new("bash")
+        .arg(repo_root().join("manifests/release.sh"))
+        .arg(dir)
+        .output()
+        .expect("release.sh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.to_path_buf()
+}
+
+/// Runs the real clusterctl with `env` and returns its stdout.
+fn clusterctl(args: &[&str], env: &[(&str, &str)]) -> String {
+    let cp = ControlPlane::shared();
+    let home = tempfile::tempdir().expect("home");
+    let out = Command::new(binaries().capi.join("clusterctl"))
+        .args(args)
+        .env("KUBECONFIG", &cp.kubeconfig)
+        .env("HOME", home.path())
+        .envs(env.iter().copied())
+        .output()
+        .expect("clusterctl");
+    assert!(
+        out.status.success(),
+        "clusterctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn kinds(yaml: &str) -> Vec<String> {
+    yaml.lines()
+        .filter_map(|l| l.strip_prefix("kind: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn release_files_are_complete_and_install_on_a_fresh_control_plane() {
+    let cp = ControlPlane::shared();
+    let dir = tempfile::tempdir().expect("dir");
+    let out = release(dir.path());
+    for f in [
+        "infrastructure-components.yaml",
+        "metadata.yaml",
+        "cluster-template.yaml",
+    ] {
+        assert!(out.join(f).exists(), "{f} is produced");
+    }
+    let metadata = std::fs::read_to_string(out.join("metadata.yaml")).expect("metadata");
+    assert!(metadata.contains("kind: Metadata") && metadata.contains("contract: v1beta2"));
+
+    // clusterctl's own variable processing, as `clusterctl init` would do it.
+    let components = clusterctl(
+        &[
+            "generate",
+            "yaml",
+            "--from",
+            &out.join("infrastructure-components.yaml").to_string_lossy(),
+        ],
+        &[
+            ("METAL_API_URL", "http://127.0.0.1:8080/metal"),
+            ("METAL_API_HMAC", "metal-edit"),
+        ],
+    );
+    assert!(!components.contains("${"), "every variable substituted");
+    let processed = dir.path().join("components.yaml");
+    std::fs::write(&processed, &components).expect("write");
+    let kinds = kinds(&components);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "Namespace").count(),
+        1,
+        "exactly one Namespace (clusterctl contract)"
+    );
+    assert!(kinds.contains(&"Deployment".to_owned()));
+
+    // The documents themselves: provider label everywhere, container named manager, one namespace.
+    let docs: Vec<serde_json::Value> = components
+        .split("\n---")
+        .filter(|d| d.contains("kind:"))
+        .map(|d| serde_saphyr::from_str(d).expect("YAML document"))
+        .collect();
+    for d in &docs {
+        assert_eq!(
+            d["metadata"]["labels"]["cluster.x-k8s.io/provider"], "infrastructure-metal-stack",
+            "{} {}",
+            d["kind"], d["metadata"]["name"]
+        );
+        if let Some(ns) = d["metadata"]["namespace"].as_str() {
+            assert_eq!(ns, "capms-system");
+        }
+    }
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["name"], "manager");
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+
+    // cert-manager's CRDs, then every object of ours: all accepted by the real apiserver.
+    cp.apply(&binaries().cert_manager.join("crd"));
+    cp.kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd",
+            "--all",
+        ],
+        &[],
+    );
+    cp.apply(&processed);
+    let listed = cp.kubectl(&["get", "-f"], &[processed.clone()]);
+    for name in [
+        "capms-controller-manager",
+        "capms-webhook-service",
+        "capms-serving-cert",
+        "capms-manager-role",
+        "capms-validating-webhook-configuration",
+    ] {
+        assert!(listed.contains(name), "{name} exists:\n{listed}");
+    }
+    // Leave the cluster usable for other tests: these webhook configurations point at a Service
+    // that no pod serves here.
+    cp.kubectl(
+        &[
+            "delete",
+            "mutatingwebhookconfiguration",
+            "capms-mutating-webhook-configuration",
+        ],
+        &[],
+    );
+    cp.kubectl(
+        &[
+            "delete",
+            "validatingwebhookconfiguration",
+            "capms-validating-webhook-configuration",
+        ],
+        &[],
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_webhooks() {
+    capms::tls::install_default_provider();
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("template").await;
+    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let work = tempfile::tempdir().expect("dir");
+    let out = release(&work.path().join("release"));
+    let cert_dir = work.path().join("certs");
+    cp.issue_serving_cert(&cert_dir);
+    let (webhook_port, health_port) = (free_port(), free_port());
+    let _manager = ChildProcess::spawn(
+        "capms",
+        Path::new(env!("CARGO_BIN_EXE_capms")),
+        &[
+            "manager".into(),
+            format!("--kubeconfig={}", cp.kubeconfig.display()),
+            format!("--namespace={}", ns.name),
+            "--webhook-host=127.0.0.1".into(),
+            format!("--webhook-port={webhook_port}"),
+            format!("--webhook-cert-dir={}", cert_dir.display()),
+            format!("--health-addr=127.0.0.1:{health_port}"),
+            format!("--metrics-addr=127.0.0.1:{}", free_port()),
+        ],
+        &[
+            ("METAL_API_URL", sim.url.as_str()),
+            ("METAL_API_HMAC", "metal-edit"),
+        ],
+        work.path(),
+    );
+    eventually("capms ready", Duration::from_secs(30), || async {
+        let r = reqwest::get(format!("http://127.0.0.1:{health_port}/readyz"))
+            .await
+            .ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+    let config = capms::webhooks::ClientConfig::Url {
+        base: format!("https://127.0.0.1:{webhook_port}"),
+        ca_bundle: cp.ca_pem(),
+    };
+    for mut doc in capms::webhooks::webhook_configurations(&config, None) {
+        doc["metadata"]["name"] = json!(format!(
+            "{}-{}",
+            doc["metadata"]["name"].as_str().expect("name"),
+            ns.name
+        ));
+        for w in doc["webhooks"].as_array_mut().expect("webhooks") {
+            w["namespaceSelector"] =
+                json!({"matchLabels": {"kubernetes.io/metadata.name": ns.name}});
+        }
+        let file = work
+            .path()
+            .join(format!("{}.json", doc["kind"].as_str().expect("kind")));
+        std::fs::write(&file, serde_json::to_vec(&doc).expect("json")).expect("write");
+        cp.apply(&file);
+    }
+
+    let rendered = clusterctl(
+        &[
+            "generate",
+            "cluster",
+            "demo",
+            "--from",
+            &out.join("cluster-template.yaml").to_string_lossy(),
+            "--kubernetes-version",
+            "v1.33.5",
+            "--worker-machine-count",
+            "2",
+            "--target-namespace",
+            &ns.name,
+        ],
+        &[
+            ("METAL_PARTITION", "mini-lab"),
+            ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
+            ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
+            ("METAL_WORKER_IMAGE", "ubuntu-26.4"),
+        ],
+    );
+    assert_eq!(
+        kinds(&rendered),
+        [
+            "Cluster",
+            "MetalStackCluster",
+            "MetalStackMachineTemplate",
+            "KubeadmConfigTemplate",
+            "MachineDeployment"
+        ]
+    );
+    let file = work.path().join("cluster.yaml");
+    std::fs::write(&file, &rendered).expect("write");
+    let applied = cp.kubectl_output(&["apply", "--server-side", "-f"], &[file]);
+    assert!(
+        applied.status.success(),
+        "the rendered template is accepted: {}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let msc: serde_json::Value = serde_json::from_str(&cp.kubectl(
+        &[
+            "get",
+            "-n",
+            &ns.name,
+            "metalstackcluster",
+            "demo",
+            "-o",
+            "json",
+        ],
+        &[],
+    ))
+    .expect("json");
+    assert_eq!(msc["spec"]["controlPlaneEndpoint"]["port"], 6443);
+    assert_eq!(
+        msc["spec"]["firewallSpec"]["rules"]["egress"][0]["protocol"],
+        "tcp"
+    );
+
+    // The same template with an image metal-api does not have is refused at once.
+    let bad = clusterctl(
+        &[
+            "generate",
+            "cluster",
+            "bad",
+            "--from",
+            &out.join("cluster-template.yaml").to_string_lossy(),
+            "--kubernetes-version",
+            "v1.33.5",
+            "--target-namespace",
+            &ns.name,
+        ],
+        &[
+            ("METAL_PARTITION", "mini-lab"),
+            ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
+            ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
+        ],
+    );
+    let file = work.path().join("bad.yaml");
+    std::fs::write(&file, &bad).expect("write");
+    let refused = cp.kubectl_output(&["apply", "--server-side", "-f"], &[file]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("spec.template.spec.image: image \"ubuntu-24.4\" does not resolve"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
