@@ -419,3 +419,40 @@ openssl x509 -req -in "$2/$3.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -CAcreatese
         path
     }
 }
+
+impl ControlPlane {
+    /// Registers Cluster API's own admission webhooks (from its module's
+    /// `config/webhook/manifests.yaml`), pointed at a manager serving on 127.0.0.1:`port` with a
+    /// certificate of this control plane's CA, scoped to `namespace`.
+    pub fn register_capi_webhooks(&self, port: u16, namespace: &str, work: &Path) {
+        use base64::Engine;
+        let text = std::fs::read_to_string(binaries().capi.join("crd/core-webhook/manifests.yaml"))
+            .expect("CAPI webhook manifests");
+        let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem());
+        for (i, doc) in text
+            .split("\n---")
+            .filter(|d| d.contains("kind:"))
+            .enumerate()
+        {
+            let mut config: serde_json::Value =
+                serde_saphyr::from_str(doc).expect("CAPI webhook YAML");
+            let name = config["metadata"]["name"]
+                .as_str()
+                .unwrap_or("capi")
+                .to_owned();
+            config["metadata"]["name"] = serde_json::json!(format!("capi-{name}-{namespace}"));
+            for w in config["webhooks"].as_array_mut().into_iter().flatten() {
+                let path = w["clientConfig"]["service"]["path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                w["clientConfig"] = serde_json::json!({"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": ca});
+                w["namespaceSelector"] =
+                    serde_json::json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});
+            }
+            let file = work.join(format!("capi-webhooks-{i}.json"));
+            std::fs::write(&file, serde_json::to_vec(&config).expect("json")).expect("write");
+            self.apply(&file);
+        }
+    }
+}
