@@ -5,7 +5,7 @@ CARGO ?= cargo
 CAPMS_CACHE ?= $(HOME)/.cache/capms
 export CAPMS_CACHE
 
-.PHONY: all build generate binaries test test-unit controlplane controlplane-down fmt lint release-manifests
+.PHONY: all build generate binaries test test-unit controlplane controlplane-down fmt lint release-manifests demo demo-down
 
 all: build
 
@@ -48,3 +48,11 @@ lint:
 ## cluster-template.yaml) in out/release.
 release-manifests:
 	bash manifests/release.sh out/release
+
+## The whole flow locally: control plane, simulator, capms, Cluster API, a cluster with two
+## workers; it keeps running until `make demo-down`.
+demo:
+	bash tests/k8s/demo.sh up
+
+demo-down:
+	bash tests/k8s/demo.sh down

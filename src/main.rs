@@ -21,9 +21,27 @@ enum Command {
     /// Run the controllers, the admission webhooks and the health and metrics endpoints.
     Manager(ManagerArgs),
     /// Print the webhook Service and configurations (generated from the server's route table).
-    Webhooks,
+    Webhooks {
+        /// Point the configurations at this URL (a local apiserver) instead of the Service.
+        #[arg(long, requires = "ca_file")]
+        url: Option<String>,
+        /// CA bundle the apiserver trusts for --url.
+        #[arg(long)]
+        ca_file: Option<std::path::PathBuf>,
+    },
+    /// Look at metal-api as an operator would (METAL_API_URL, METAL_API_HMAC, …).
+    Metal {
+        #[command(subcommand)]
+        what: MetalCommand,
+    },
     /// Run the metal-api simulator (for tests, demos and development; never for production).
     MetalSim(MetalSimArgs),
+}
+
+#[derive(Subcommand)]
+enum MetalCommand {
+    /// List machines: id, partition, size, rack, allocation, last event, liveliness, IPs.
+    Machines,
 }
 
 #[derive(Args)]
@@ -171,7 +189,7 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Webhooks => {
+        Command::Webhooks { url: None, .. } => {
             print!(
                 "{}",
                 capms::webhooks::install_manifests_yaml()
@@ -179,6 +197,25 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Webhooks {
+            url: Some(base),
+            ca_file,
+        } => {
+            let ca_bundle = match &ca_file {
+                Some(path) => {
+                    std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
+                }
+                None => anyhow::bail!("--url needs --ca-file"),
+            };
+            let config = capms::webhooks::ClientConfig::Url { base, ca_bundle };
+            for doc in capms::webhooks::webhook_configurations(&config, None) {
+                println!("---\n{}", serde_saphyr::to_string(&doc)?);
+            }
+            Ok(())
+        }
+        Command::Metal {
+            what: MetalCommand::Machines,
+        } => tokio::runtime::Runtime::new()?.block_on(metal_machines()),
         Command::Manager(args) => {
             capms::telemetry::init_logging();
             tokio::runtime::Runtime::new()?.block_on(manager(args))
@@ -375,5 +412,38 @@ async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     let _ = webhooks.await;
     health.abort();
     metrics.abort();
+    Ok(())
+}
+
+async fn metal_machines() -> anyhow::Result<()> {
+    let client = capms::metal::Client::new(capms::metal::Config::from_env()?)?;
+    let machines = client.machine_find(&Default::default()).await?;
+    println!(
+        "{:<38} {:<10} {:<14} {:<8} {:<28} {:<20} {:<9} IPS",
+        "ID", "PARTITION", "SIZE", "RACK", "ALLOCATION", "LAST EVENT", "LIVE"
+    );
+    for m in machines {
+        let allocation = m
+            .allocation
+            .as_ref()
+            .map(|a| format!("{} ({})", a.hostname, a.role))
+            .unwrap_or_else(|| "-".into());
+        let ips: Vec<String> = m
+            .allocation
+            .iter()
+            .flat_map(|a| a.networks.iter().flat_map(|n| n.ips.clone()))
+            .collect();
+        println!(
+            "{:<38} {:<10} {:<14} {:<8} {:<28} {:<20} {:<9} {}",
+            m.id,
+            m.partition.as_ref().map(|p| p.id.as_str()).unwrap_or("-"),
+            m.size.as_ref().map(|s| s.id.as_str()).unwrap_or("-"),
+            m.rackid,
+            allocation,
+            m.last_event().unwrap_or("-"),
+            m.liveliness,
+            ips.join(",")
+        );
+    }
     Ok(())
 }
