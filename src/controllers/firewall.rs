@@ -142,6 +142,17 @@ pub async fn reconcile(fw: Arc<MetalStackFirewall>, ctx: Arc<Context>) -> Result
     let result = ensure_allocated(&fw, &msc, &network_id, &ctx, &mut status).await;
     let action = match result {
         Ok(machine) => {
+            // Name the machine in spec.providerID, as MetalStackMachines do (a preset one is kept).
+            if fw.spec.provider_id.is_none() {
+                let provider_id = ProviderId::format(&msc.spec.partition, &machine.id);
+                let patch = serde_json::json!({"spec": {"providerID": provider_id}});
+                api.patch(
+                    &fw.name_any(),
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await?;
+            }
             let health = health_of(&machine);
             let (healthy, reason, message) = health.condition();
             set_condition(
