@@ -54,6 +54,7 @@ CAPMS_K8S_VERSION=$k8s_version
 CAPMS_CAPI_VERSION=$CAPI_VERSION
 CAPMS_METALCTL=${metalctl_dir:-}/metalctl
 CAPMS_CERT_MANAGER=${cm_dir:-}
+CAPMS_CERT_MANAGER_BIN=${cm_bin_dir:-}
 ENV
   echo "$cache/env-$1.sh"
 }
@@ -105,6 +106,20 @@ if [ ! -d "$cm_dir/crd" ]; then
   chmod -R u+w "$cm_dir/crd.partial"
   mv "$cm_dir/crd.partial" "$cm_dir/crd"
 fi
+
+# cert-manager's controller and cainjector, built through their own wrapper module
+# (tests/cert-manager: v1.11.5's go.mod has a replace directive, so go install refuses it).
+cm_bin=$(cd "$here/../cert-manager" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)
+cm_bin_dir="$cache/cert-manager-$cm_bin"
+mkdir -p "$cm_bin_dir"
+for cmd in controller cainjector; do
+  [ -x "$cm_bin_dir/$cmd" ] && continue
+  progress "building cert-manager $cmd $cm_bin"
+  start=$SECONDS
+  (cd "$here/../cert-manager" && go build -trimpath -ldflags "-s -w" -o "$cm_bin_dir/$cmd.partial" "github.com/cert-manager/cert-manager/cmd/$cmd")
+  mv "$cm_bin_dir/$cmd.partial" "$cm_bin_dir/$cmd"
+  progress "built cert-manager $cmd in $((SECONDS - start)) s"
+done
 
 # CAPI's CRDs ship inside its module zip; keep a copy next to the binaries.
 if [ ! -d "$capi_dir/crd" ]; then

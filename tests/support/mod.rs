@@ -24,6 +24,8 @@ pub struct Binaries {
     pub k8s: PathBuf,
     pub capi: PathBuf,
     pub cert_manager: PathBuf,
+    /// cert-manager's controller and cainjector.
+    pub cert_manager_bin: PathBuf,
 }
 
 impl Binaries {
@@ -55,6 +57,11 @@ pub fn binaries() -> &'static Binaries {
             k8s: PathBuf::from(&env["CAPMS_K8S_BIN"]),
             capi: PathBuf::from(&env["CAPMS_CAPI_BIN"]),
             cert_manager: PathBuf::from(env.get("CAPMS_CERT_MANAGER").cloned().unwrap_or_default()),
+            cert_manager_bin: PathBuf::from(
+                env.get("CAPMS_CERT_MANAGER_BIN")
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
         }
     })
 }
