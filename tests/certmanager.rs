@@ -12,10 +12,13 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use std::path::Path;
+
 use std::process::Command;
 use std::time::Duration;
-use support::{ChildProcess, ControlPlane, RunningSim, binaries, eventually, free_port, repo_root};
+use support::{
+    CapmsManager, ChildProcess, ControlPlane, RunningSim, binaries, eventually, free_port,
+    repo_root,
+};
 
 const NS: &str = "capms-system";
 
@@ -29,16 +32,7 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
 
     // cert-manager's CRDs, controller and cainjector.
     cp.apply(&binaries().cert_manager.join("crd"));
-    cp.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd",
-            "--all",
-        ],
-        &[],
-    );
+    cp.wait_crds_established();
     let kubeconfig = format!("--kubeconfig={}", cp.kubeconfig.display());
     let _controller = ChildProcess::spawn(
         "cert-manager-controller",
@@ -155,36 +149,16 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
     .await;
 
     // capms serves the issued certificate on loopback.
-    let (webhook_port, health_port) = (free_port(), free_port());
-    let capms = ChildProcess::spawn(
+    let capms = CapmsManager::start(
         "capms",
-        Path::new(env!("CARGO_BIN_EXE_capms")),
-        &[
-            "manager".into(),
-            format!("--kubeconfig={}", cp.kubeconfig.display()),
-            "--namespace=capms-e2e".into(),
-            "--webhook-host=127.0.0.1".into(),
-            format!("--webhook-port={webhook_port}"),
-            format!("--webhook-cert-dir={}", cert_dir.display()),
-            format!("--health-addr=127.0.0.1:{health_port}"),
-            format!("--metrics-addr=127.0.0.1:{}", free_port()),
-            format!("--leader-election-namespace={NS}"),
-        ],
-        &[
-            ("METAL_API_URL", sim.url.as_str()),
-            ("METAL_API_HMAC", "metal-edit"),
-        ],
+        "capms-e2e",
+        &sim.url,
+        &cert_dir,
         work.path(),
+        &[format!("--leader-election-namespace={NS}")],
     );
-    eventually("capms ready", Duration::from_secs(30), || async {
-        reqwest::get(format!("http://127.0.0.1:{health_port}/readyz"))
-            .await
-            .ok()?
-            .status()
-            .is_success()
-            .then_some(())
-    })
-    .await;
+    capms.wait_ready().await;
+    let webhook_port = capms.webhook_port;
 
     // Point the webhooks at the loopback URL instead of the Service; the injected caBundle stays.
     for (kind, api_name) in [
@@ -255,7 +229,7 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
     let refused = cp.kubectl_output(&["apply", "-f"], &[bad]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "denied");
-    assert!(stderr.contains("spec.machineType: machine type \"m2-tiny\" is not a metal-stack size; valid: v1-small-x86"), "{stderr}\ncapms:\n{}", capms.log_tail());
+    assert!(stderr.contains("spec.machineType: machine type \"m2-tiny\" is not a metal-stack size; valid: v1-small-x86"), "{stderr}\ncapms:\n{}", capms.process.log_tail());
     let good = work.path().join("good.json");
     std::fs::write(&good, serde_json::to_vec(&json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",
         "metadata": {"name": "good", "namespace": "capms-e2e"}, "spec": {"image": "ubuntu-26.4", "machineType": "v1-small-x86", "partition": "mini-lab"}})).expect("json")).expect("write");

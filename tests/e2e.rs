@@ -9,9 +9,12 @@ use capms::metal::types::{IpFindRequest, MachineFindRequest, event};
 use capms::sim::inventory::Inventory;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use std::path::Path;
+
 use std::time::Duration;
-use support::{ChildProcess, ControlPlane, RunningSim, binaries, eventually, free_port, repo_root};
+use support::{
+    CapmsManager, ChildProcess, ControlPlane, RunningSim, binaries, eventually, free_port,
+    repo_root,
+};
 
 fn dynamic(
     client: &kube::Client,
@@ -77,56 +80,10 @@ async fn machine_deployment_scales_and_deletion_frees_everything() {
     cp.register_capi_webhooks(capi_webhook_port, &ns.name, work.path());
     let certs = work.path().join("certs");
     cp.issue_serving_cert(&certs);
-    let (webhook_port, health_port) = (free_port(), free_port());
-    let capms = ChildProcess::spawn(
-        "capms",
-        Path::new(env!("CARGO_BIN_EXE_capms")),
-        &[
-            "manager".into(),
-            format!("--kubeconfig={}", cp.kubeconfig.display()),
-            format!("--namespace={}", ns.name),
-            "--webhook-host=127.0.0.1".into(),
-            format!("--webhook-port={webhook_port}"),
-            format!("--webhook-cert-dir={}", certs.display()),
-            format!("--health-addr=127.0.0.1:{health_port}"),
-            format!("--metrics-addr=127.0.0.1:{}", free_port()),
-        ],
-        &[
-            ("METAL_API_URL", sim.url.as_str()),
-            ("METAL_API_HMAC", "metal-edit"),
-        ],
-        work.path(),
-    );
-    eventually("capms ready", Duration::from_secs(30), || async {
-        reqwest::get(format!("http://127.0.0.1:{health_port}/readyz"))
-            .await
-            .ok()?
-            .status()
-            .is_success()
-            .then_some(())
-    })
-    .await;
+    let capms = CapmsManager::start("capms", &ns.name, &sim.url, &certs, work.path(), &[]);
+    capms.wait_ready().await;
     // Our webhooks in the path, as in a real install (scoped to this namespace).
-    let config = capms::webhooks::ClientConfig::Url {
-        base: format!("https://127.0.0.1:{webhook_port}"),
-        ca_bundle: cp.ca_pem(),
-    };
-    for mut doc in capms::webhooks::webhook_configurations(&config, None) {
-        doc["metadata"]["name"] = json!(format!(
-            "{}-{}",
-            doc["metadata"]["name"].as_str().expect("name"),
-            ns.name
-        ));
-        for w in doc["webhooks"].as_array_mut().expect("webhooks") {
-            w["namespaceSelector"] =
-                json!({"matchLabels": {"kubernetes.io/metadata.name": ns.name}});
-        }
-        let file = work
-            .path()
-            .join(format!("{}.json", doc["kind"].as_str().expect("kind")));
-        std::fs::write(&file, serde_json::to_vec(&doc).expect("json")).expect("write");
-        cp.apply(&file);
-    }
+    cp.register_capms_webhooks(capms.webhook_port, &ns.name, work.path());
 
     // The demo's cluster, moved into this test's namespace.
     let text = std::fs::read_to_string(repo_root().join("manifests/demo/cluster.yaml"))
@@ -183,7 +140,7 @@ async fn machine_deployment_scales_and_deletion_frees_everything() {
             .collect();
         format!(
             "{}\n--- objects:\n{}\n--- capi:\n{}",
-            capms.log_tail(),
+            capms.process.log_tail(),
             interesting.join("\n"),
             _capi.log_tail()
         )

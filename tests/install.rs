@@ -7,8 +7,8 @@ use capms::sim::inventory::Inventory;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
-use support::{ChildProcess, ControlPlane, RunningSim, binaries, eventually, free_port, repo_root};
+
+use support::{CapmsManager, ControlPlane, RunningSim, binaries, repo_root};
 
 fn release(dir: &Path) -> PathBuf {
     let out = Command::new("bash")
@@ -123,16 +123,7 @@ fn release_files_are_complete_and_install_on_a_fresh_control_plane() {
 
     // cert-manager's CRDs, then every object of ours: all accepted by the real apiserver.
     cp.apply(&binaries().cert_manager.join("crd"));
-    cp.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd",
-            "--all",
-        ],
-        &[],
-    );
+    cp.wait_crds_established();
     cp.apply(&processed);
     let listed = cp.kubectl(&["get", "-f"], &[processed.clone()]);
     for name in [
@@ -174,53 +165,9 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
     let out = release(&work.path().join("release"));
     let cert_dir = work.path().join("certs");
     cp.issue_serving_cert(&cert_dir);
-    let (webhook_port, health_port) = (free_port(), free_port());
-    let _manager = ChildProcess::spawn(
-        "capms",
-        Path::new(env!("CARGO_BIN_EXE_capms")),
-        &[
-            "manager".into(),
-            format!("--kubeconfig={}", cp.kubeconfig.display()),
-            format!("--namespace={}", ns.name),
-            "--webhook-host=127.0.0.1".into(),
-            format!("--webhook-port={webhook_port}"),
-            format!("--webhook-cert-dir={}", cert_dir.display()),
-            format!("--health-addr=127.0.0.1:{health_port}"),
-            format!("--metrics-addr=127.0.0.1:{}", free_port()),
-        ],
-        &[
-            ("METAL_API_URL", sim.url.as_str()),
-            ("METAL_API_HMAC", "metal-edit"),
-        ],
-        work.path(),
-    );
-    eventually("capms ready", Duration::from_secs(30), || async {
-        let r = reqwest::get(format!("http://127.0.0.1:{health_port}/readyz"))
-            .await
-            .ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
-    let config = capms::webhooks::ClientConfig::Url {
-        base: format!("https://127.0.0.1:{webhook_port}"),
-        ca_bundle: cp.ca_pem(),
-    };
-    for mut doc in capms::webhooks::webhook_configurations(&config, None) {
-        doc["metadata"]["name"] = json!(format!(
-            "{}-{}",
-            doc["metadata"]["name"].as_str().expect("name"),
-            ns.name
-        ));
-        for w in doc["webhooks"].as_array_mut().expect("webhooks") {
-            w["namespaceSelector"] =
-                json!({"matchLabels": {"kubernetes.io/metadata.name": ns.name}});
-        }
-        let file = work
-            .path()
-            .join(format!("{}.json", doc["kind"].as_str().expect("kind")));
-        std::fs::write(&file, serde_json::to_vec(&doc).expect("json")).expect("write");
-        cp.apply(&file);
-    }
+    let capms = CapmsManager::start("capms", &ns.name, &sim.url, &cert_dir, work.path(), &[]);
+    capms.wait_ready().await;
+    cp.register_capms_webhooks(capms.webhook_port, &ns.name, work.path());
 
     let rendered = clusterctl(
         &[

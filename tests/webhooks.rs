@@ -8,70 +8,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use support::{ChildProcess, ControlPlane, RunningSim, TestNamespace, eventually, free_port};
-
-struct Manager {
-    process: ChildProcess,
-    webhook_port: u16,
-    health_port: u16,
-    metrics_port: u16,
-}
-
-fn start_manager(ns: &str, sim: &RunningSim, cert_dir: &Path, work: &Path, name: &str) -> Manager {
-    let cp = ControlPlane::shared();
-    let (webhook_port, health_port, metrics_port) = (free_port(), free_port(), free_port());
-    let process = ChildProcess::spawn(
-        name,
-        Path::new(env!("CARGO_BIN_EXE_capms")),
-        &[
-            "manager".into(),
-            format!("--kubeconfig={}", cp.kubeconfig.display()),
-            format!("--namespace={ns}"),
-            "--webhook-host=127.0.0.1".into(),
-            format!("--webhook-port={webhook_port}"),
-            format!("--webhook-cert-dir={}", cert_dir.display()),
-            format!("--health-addr=127.0.0.1:{health_port}"),
-            format!("--metrics-addr=127.0.0.1:{metrics_port}"),
-        ],
-        &[
-            ("METAL_API_URL", sim.url.as_str()),
-            ("METAL_API_HMAC", "metal-edit"),
-            ("RUST_LOG", "info"),
-        ],
-        work,
-    );
-    Manager {
-        process,
-        webhook_port,
-        health_port,
-        metrics_port,
-    }
-}
-
-async fn readyz(port: u16) -> Option<u16> {
-    reqwest::get(format!("http://127.0.0.1:{port}/readyz"))
-        .await
-        .ok()
-        .map(|r| r.status().as_u16())
-}
-
-/// Registers our webhook configurations with the apiserver, pointed at the manager on loopback,
-/// trusting only the test CA, and scoped to the test's namespace.
-fn register_webhooks(cp: &ControlPlane, ns: &TestNamespace, port: u16, dir: &Path) {
-    let config = capms::webhooks::ClientConfig::Url {
-        base: format!("https://127.0.0.1:{port}"),
-        ca_bundle: cp.ca_pem(),
-    };
-    for mut doc in capms::webhooks::webhook_configurations(&config, None) {
-        for w in doc["webhooks"].as_array_mut().expect("webhooks") {
-            w["namespaceSelector"] =
-                json!({"matchLabels": {"kubernetes.io/metadata.name": ns.name}});
-        }
-        let file = dir.join(format!("{}.json", doc["kind"].as_str().expect("kind")));
-        std::fs::write(&file, serde_json::to_vec(&doc).expect("json")).expect("write");
-        cp.apply(&file);
-    }
-}
+use support::{CapmsManager, ControlPlane, RunningSim, eventually};
 
 fn write(dir: &Path, name: &str, manifest: Value) -> PathBuf {
     let path = dir.join(name);
@@ -98,15 +35,14 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     let work = tempfile::tempdir().expect("temp dir");
     let cert_dir = work.path().join("certs");
     cp.issue_serving_cert(&cert_dir);
-    let mut manager = start_manager(&ns.name, &sim, &cert_dir, work.path(), "capms");
-    let health = manager.health_port;
+    let mut manager = CapmsManager::start("capms", &ns.name, &sim.url, &cert_dir, work.path(), &[]);
     eventually(
         "the webhook server to be ready",
         Duration::from_secs(30),
-        || async { (readyz(health).await == Some(200)).then_some(()) },
+        || async { (manager.readyz().await == Some(200)).then_some(()) },
     )
     .await;
-    register_webhooks(cp, &ns, manager.webhook_port, work.path());
+    cp.register_capms_webhooks(manager.webhook_port, &ns.name, work.path());
 
     let apply =
         |file: &PathBuf| cp.kubectl_output(&["apply", "-n", &ns.name, "-f"], &[file.clone()]);
@@ -359,12 +295,12 @@ async fn tls_server_needs_tls12_rotates_certificates_and_is_unready_without_them
     let work = tempfile::tempdir().expect("temp dir");
     let cert_dir = work.path().join("certs");
     std::fs::create_dir_all(&cert_dir).expect("dir");
-    let manager = start_manager(&ns.name, &sim, &cert_dir, work.path(), "capms-tls");
+    let manager = CapmsManager::start("capms-tls", &ns.name, &sim.url, &cert_dir, work.path(), &[]);
     let (health, port) = (manager.health_port, manager.webhook_port);
 
     // No certificate yet: the pod must not take traffic.
     eventually("/readyz to answer", Duration::from_secs(30), || async {
-        readyz(health).await.map(|_| ())
+        manager.readyz().await.map(|_| ())
     })
     .await;
     let body = reqwest::get(format!("http://127.0.0.1:{health}/readyz"))
@@ -374,7 +310,7 @@ async fn tls_server_needs_tls12_rotates_certificates_and_is_unready_without_them
         .await
         .expect("body");
     assert_eq!(
-        readyz(health).await,
+        manager.readyz().await,
         Some(503),
         "unready until certificates load: {body}; files: {:?}; log:\n{}",
         std::fs::read_dir(&cert_dir).map(|d| d.count()).ok(),
@@ -382,7 +318,7 @@ async fn tls_server_needs_tls12_rotates_certificates_and_is_unready_without_them
     );
     cp.issue_serving_cert(&cert_dir);
     eventually("/readyz to turn ready", Duration::from_secs(10), || async {
-        (readyz(health).await == Some(200)).then_some(())
+        (manager.readyz().await == Some(200)).then_some(())
     })
     .await;
 

@@ -108,16 +108,7 @@ impl ControlPlane {
             let capi_crds = binaries().capi.join("crd");
             cp.apply(&capi_crds.join("core"));
             cp.apply(&capi_crds.join("bootstrap"));
-            cp.kubectl(
-                &[
-                    "wait",
-                    "--for=condition=Established",
-                    "--timeout=60s",
-                    "crd",
-                    "--all",
-                ],
-                &[],
-            );
+            cp.wait_crds_established();
             cp
         })
     }
@@ -460,6 +451,120 @@ impl ControlPlane {
             let file = work.join(format!("capi-webhooks-{i}.json"));
             std::fs::write(&file, serde_json::to_vec(&config).expect("json")).expect("write");
             self.apply(&file);
+        }
+    }
+}
+
+impl ControlPlane {
+    /// Waits until every CRD installed so far is Established.
+    pub fn wait_crds_established(&self) {
+        self.kubectl(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd",
+                "--all",
+            ],
+            &[],
+        );
+    }
+
+    /// Registers capms' webhook configurations pointed at 127.0.0.1:`port`, trusting this
+    /// control plane's CA, scoped to `namespace` (and named after it, so tests do not collide).
+    pub fn register_capms_webhooks(&self, port: u16, namespace: &str, work: &Path) {
+        let config = capms::webhooks::ClientConfig::Url {
+            base: format!("https://127.0.0.1:{port}"),
+            ca_bundle: self.ca_pem(),
+        };
+        for mut doc in capms::webhooks::webhook_configurations(&config, None) {
+            let name = doc["metadata"]["name"]
+                .as_str()
+                .unwrap_or("capms")
+                .to_owned();
+            doc["metadata"]["name"] = serde_json::json!(format!("{name}-{namespace}"));
+            for w in doc["webhooks"].as_array_mut().into_iter().flatten() {
+                w["namespaceSelector"] =
+                    serde_json::json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});
+            }
+            let file = work.join(format!(
+                "capms-{}-{namespace}.json",
+                doc["kind"].as_str().unwrap_or("webhooks")
+            ));
+            std::fs::write(&file, serde_json::to_vec(&doc).expect("json")).expect("write");
+            self.apply(&file);
+        }
+    }
+}
+
+/// A `capms manager` process of a test, its webhooks on 127.0.0.1.
+pub struct CapmsManager {
+    pub process: ChildProcess,
+    pub webhook_port: u16,
+    pub health_port: u16,
+    pub metrics_port: u16,
+}
+
+impl CapmsManager {
+    /// Starts `capms manager` for `namespace` against the shared control plane and `metal_api_url`,
+    /// serving webhooks with the certificate in `cert_dir`.
+    pub fn start(
+        name: &str,
+        namespace: &str,
+        metal_api_url: &str,
+        cert_dir: &Path,
+        work: &Path,
+        extra: &[String],
+    ) -> CapmsManager {
+        let cp = ControlPlane::shared();
+        let (webhook_port, health_port, metrics_port) = (free_port(), free_port(), free_port());
+        let mut args = vec![
+            "manager".to_owned(),
+            format!("--kubeconfig={}", cp.kubeconfig.display()),
+            format!("--namespace={namespace}"),
+            "--webhook-host=127.0.0.1".into(),
+            format!("--webhook-port={webhook_port}"),
+            format!("--webhook-cert-dir={}", cert_dir.display()),
+            format!("--health-addr=127.0.0.1:{health_port}"),
+            format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+        ];
+        args.extend(extra.iter().cloned());
+        let process = ChildProcess::spawn(
+            name,
+            Path::new(env!("CARGO_BIN_EXE_capms")),
+            &args,
+            &[
+                ("METAL_API_URL", metal_api_url),
+                ("METAL_API_HMAC", "metal-edit"),
+                ("RUST_LOG", "info"),
+            ],
+            work,
+        );
+        CapmsManager {
+            process,
+            webhook_port,
+            health_port,
+            metrics_port,
+        }
+    }
+
+    /// The status `/readyz` answers with, if it answers.
+    pub async fn readyz(&self) -> Option<u16> {
+        reqwest::get(format!("http://127.0.0.1:{}/readyz", self.health_port))
+            .await
+            .ok()
+            .map(|r| r.status().as_u16())
+    }
+
+    pub async fn wait_ready(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while self.readyz().await != Some(200) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "capms not ready after 30 s; log:\n{}",
+                self.process.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 }
