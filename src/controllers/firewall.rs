@@ -2,7 +2,7 @@
 
 use super::cluster::CLUSTER_ID_KEY;
 use super::context::*;
-use super::machine::{Health, allocation_of, health_of};
+use super::machine::{Health, allocation_of, free_owned_machines, health_of};
 use crate::api::common::ProviderId;
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus, Protocol};
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
@@ -83,7 +83,14 @@ pub async fn reconcile(fw: Arc<MetalStackFirewall>, ctx: Arc<Context>) -> Result
                 generation,
             );
             apply_status(&api, fw.as_ref(), &status).await?;
-            free_ours(&fw, &ctx, &status).await?;
+            free_owned_machines(
+                &ctx,
+                fw.as_ref(),
+                &marks(&fw),
+                status.machine_id.clone(),
+                "Firewall",
+            )
+            .await?;
             remove_finalizer(&api, fw.as_ref(), FINALIZER).await?;
         }
         return Ok(Action::await_change());
@@ -357,46 +364,4 @@ async fn ensure_allocated(
         fw.metadata.generation,
     );
     Ok(machine)
-}
-
-/// Frees the firewall machine, if (and only if) capms allocated it for this object.
-async fn free_ours(
-    fw: &MetalStackFirewall,
-    ctx: &Context,
-    status: &MetalStackFirewallStatus,
-) -> Result<()> {
-    let marks = marks(fw);
-    let find = MachineFindRequest {
-        tags: owner_tags(&marks),
-        ..Default::default()
-    };
-    let mut ids: Vec<String> = ctx
-        .metal
-        .machine_find(&find)
-        .await?
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
-    ids.extend(status.machine_id.clone());
-    ids.sort();
-    ids.dedup();
-    for id in ids {
-        match ctx.metal.machine(&id).await {
-            Ok(m) if has_owner_tags(&m.tags, &marks) => {
-                ctx.metal.machine_free(&id).await?;
-                ctx.event(
-                    fw,
-                    false,
-                    "FirewallFreed",
-                    "FreeFirewall",
-                    format!("freed firewall machine {id}"),
-                )
-                .await;
-            }
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
 }

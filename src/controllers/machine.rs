@@ -187,7 +187,13 @@ pub async fn reconcile(msm: Arc<MetalStackMachine>, ctx: Arc<Context>) -> Result
             status.initialization = None;
             waiting(&mut status, "Deleting", "freeing the machine".into());
             apply_status(&api, msm.as_ref(), &status).await?;
-            free_ours(&msm, &ctx).await?;
+            let recorded = msm
+                .spec
+                .provider_id
+                .as_deref()
+                .and_then(ProviderId::parse)
+                .map(|p| p.machine_id);
+            free_owned_machines(&ctx, msm.as_ref(), &marks(&msm), recorded, "Machine").await?;
             remove_finalizer(&api, msm.as_ref(), FINALIZER).await?;
         }
         return Ok(Action::await_change());
@@ -542,38 +548,39 @@ async fn record_machine(
     Ok(())
 }
 
-/// Frees the machine if (and only if) capms allocated it for this object.
-async fn free_ours(msm: &MetalStackMachine, ctx: &Context) -> Result<()> {
-    let marks = marks(msm);
+/// Frees every metal-stack machine that carries `marks` (found by tag, plus the `recorded`
+/// one), and only those: capms never frees a machine it did not allocate for this object.
+pub async fn free_owned_machines<K: kube::Resource<DynamicType = ()>>(
+    ctx: &Context,
+    obj: &K,
+    marks: &BTreeMap<String, String>,
+    recorded: Option<String>,
+    what: &str,
+) -> Result<()> {
+    let find = MachineFindRequest {
+        tags: owner_tags(marks),
+        ..Default::default()
+    };
     let mut ids: Vec<String> = ctx
         .metal
-        .machine_find(&MachineFindRequest {
-            tags: owner_tags(&marks),
-            ..Default::default()
-        })
+        .machine_find(&find)
         .await?
         .into_iter()
         .map(|m| m.id)
         .collect();
-    ids.extend(
-        msm.spec
-            .provider_id
-            .as_deref()
-            .and_then(ProviderId::parse)
-            .map(|p| p.machine_id),
-    );
+    ids.extend(recorded);
     ids.sort();
     ids.dedup();
     for id in ids {
         match ctx.metal.machine(&id).await {
-            Ok(m) if m.allocation.is_some() && has_owner_tags(&m.tags, &marks) => {
+            Ok(m) if m.allocation.is_some() && has_owner_tags(&m.tags, marks) => {
                 ctx.metal.machine_free(&id).await?;
                 ctx.event(
-                    msm,
+                    obj,
                     false,
-                    "MachineFreed",
-                    "FreeMachine",
-                    format!("freed machine {id}"),
+                    &format!("{what}Freed"),
+                    &format!("Free{what}"),
+                    format!("freed {} {id}", what.to_lowercase()),
                 )
                 .await;
             }
