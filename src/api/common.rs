@@ -11,6 +11,8 @@ pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 pub const STORAGE_VERSION: &str = "v1alpha4";
 /// Served for manifests written against the first metal-stack provider; same schema, no conversion.
 pub const LEGACY_VERSION: &str = "v1alpha3";
+/// Port of the control-plane endpoint when the spec does not name one.
+pub const DEFAULT_API_PORT: i32 = 6443;
 /// Label that marks every object capms ships, as clusterctl expects.
 pub const PROVIDER_LABEL: (&str, &str) =
     ("cluster.x-k8s.io/provider", "infrastructure-metal-stack");
@@ -87,11 +89,6 @@ pub fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars:
     );
     schema.insert("maxItems".into(), 32.into());
     schema
-}
-
-/// The condition of the given type, if present.
-pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
-    conditions.iter().find(|c| c.type_ == type_)
 }
 
 /// Patterns the schema enforces; kept here so webhooks and tests use the same text.

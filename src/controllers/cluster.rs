@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/cluster";
-pub const DEFAULT_PORT: i32 = 6443;
 /// Tag of the control-plane IP, next to the owner tags.
 const PURPOSE_CONTROL_PLANE: &str =
     "metal-stack.infrastructure.cluster.x-k8s.io/purpose=control-plane";
@@ -151,12 +150,7 @@ fn uid(msc: &MetalStackCluster) -> String {
 }
 
 fn marks(msc: &MetalStackCluster) -> std::collections::BTreeMap<String, String> {
-    owner_marks(
-        OwnerKind::Cluster,
-        &msc.namespace().unwrap_or_default(),
-        &msc.name_any(),
-        &uid(msc),
-    )
+    owner_marks_of(OwnerKind::Cluster, msc)
 }
 
 async fn provision(
@@ -396,7 +390,9 @@ async fn ensure_control_plane_ip(
     status: &mut MetalStackClusterStatus,
 ) -> Result<String> {
     let endpoint = msc.spec.control_plane_endpoint.clone().unwrap_or_default();
-    let port = endpoint.port.unwrap_or(DEFAULT_PORT);
+    let port = endpoint
+        .port
+        .unwrap_or(crate::api::common::DEFAULT_API_PORT);
     let marks = marks(msc);
     let tags = owner_tags(&marks);
     let ns = msc.namespace().unwrap_or_default();

@@ -168,12 +168,6 @@ pub fn set_condition(
     }
 }
 
-pub fn condition_is_true(conditions: &[Condition], type_: &str) -> bool {
-    conditions
-        .iter()
-        .any(|c| c.type_ == type_ && c.status == "True")
-}
-
 /// The kind of object an allocation in metal-api belongs to.
 #[derive(Clone, Copy, Debug)]
 pub enum OwnerKind {
@@ -209,6 +203,16 @@ pub fn owner_marks(
         (format!("{DOMAIN}/{}-uid", kind.word()), uid.to_owned()),
     ]
     .into()
+}
+
+/// The owner marks of `obj`.
+pub fn owner_marks_of<K: Resource>(kind: OwnerKind, obj: &K) -> BTreeMap<String, String> {
+    owner_marks(
+        kind,
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+        &obj.uid().unwrap_or_default(),
+    )
 }
 
 /// The owner marks as metal-api tags (`key=value`).
@@ -376,7 +380,7 @@ mod tests {
         assert_eq!(conditions[0].reason, "StillWaiting");
         set_condition(&mut conditions, "Ready", true, "Ready", "ok", Some(2));
         assert_ne!(conditions[0].last_transition_time, first);
-        assert!(condition_is_true(&conditions, "Ready"));
+        assert_eq!(conditions[0].status, "True");
         assert_eq!(conditions.len(), 1);
     }
 

@@ -53,12 +53,7 @@ async fn owning_cluster(
 }
 
 fn marks(fw: &MetalStackFirewall) -> std::collections::BTreeMap<String, String> {
-    owner_marks(
-        OwnerKind::Firewall,
-        &fw.namespace().unwrap_or_default(),
-        &fw.name_any(),
-        &fw.uid().unwrap_or_default(),
-    )
+    owner_marks_of(OwnerKind::Firewall, fw)
 }
 
 pub async fn reconcile(fw: Arc<MetalStackFirewall>, ctx: Arc<Context>) -> Result<Action> {

@@ -110,12 +110,7 @@ pub async fn allocation_of(
 }
 
 fn marks(msm: &MetalStackMachine) -> BTreeMap<String, String> {
-    owner_marks(
-        OwnerKind::Machine,
-        &msm.namespace().unwrap_or_default(),
-        &msm.name_any(),
-        &msm.uid().unwrap_or_default(),
-    )
+    owner_marks_of(OwnerKind::Machine, msm)
 }
 
 /// Addresses as Cluster API shows them: InternalIP from the private networks, ExternalIP from

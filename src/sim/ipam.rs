@@ -175,12 +175,6 @@ impl Ipam {
         Ok(())
     }
 
-    pub fn is_used(&self, cidr: &Cidr, ip: IpAddr) -> bool {
-        self.prefixes
-            .get(cidr)
-            .is_some_and(|r| r.used.contains(&addr_to_u128(ip)))
-    }
-
     pub fn used_count(&self, cidr: &Cidr) -> u64 {
         self.prefixes.get(cidr).map_or(0, |r| r.used.len() as u64)
     }
@@ -189,10 +183,6 @@ impl Ipam {
         self.prefixes
             .get(cidr)
             .map_or(0, |r| r.children.len() as u64)
-    }
-
-    pub fn has_prefix(&self, cidr: &Cidr) -> bool {
-        self.prefixes.contains_key(cidr)
     }
 
     /// Usable addresses of a prefix (network and broadcast excluded for IPv4).

@@ -9,7 +9,7 @@ use crate::api::{
     MetalStackMachineTemplate,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
-use crate::controllers::context::{OwnerKind, owner_marks};
+use crate::controllers::context::{OwnerKind, owner_marks_of};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -400,12 +400,7 @@ async fn validate(
         Kind::Firewall => {
             let (_, obj): (Value, MetalStackFirewall) = typed(object, "MetalStackFirewall")?;
             let old: Option<(Value, MetalStackFirewall)> = old_typed(request)?;
-            let ours = owner_marks(
-                OwnerKind::Firewall,
-                &obj.namespace().unwrap_or_default(),
-                &obj.name_any(),
-                &obj.uid().unwrap_or_default(),
-            );
+            let ours = owner_marks_of(OwnerKind::Firewall, &obj);
             with_catalog(state, |catalog| {
                 let mut report = Report::default();
                 rules::validate_firewall(
@@ -424,12 +419,7 @@ async fn validate(
         Kind::Machine => {
             let (_, obj): (Value, MetalStackMachine) = typed(object, "MetalStackMachine")?;
             let old: Option<(Value, MetalStackMachine)> = old_typed(request)?;
-            let ours = owner_marks(
-                OwnerKind::Machine,
-                &obj.namespace().unwrap_or_default(),
-                &obj.name_any(),
-                &obj.uid().unwrap_or_default(),
-            );
+            let ours = owner_marks_of(OwnerKind::Machine, &obj);
             with_catalog(state, |catalog| {
                 let mut report = Report::default();
                 rules::validate_machine(

@@ -14,8 +14,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 
-pub const DEFAULT_PORT: i32 = 6443;
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
     pub path: String,
@@ -82,7 +80,9 @@ pub fn default_cluster(spec: &mut MetalStackClusterSpec) {
     let endpoint = spec
         .control_plane_endpoint
         .get_or_insert_with(ApiEndpoint::default);
-    endpoint.port.get_or_insert(DEFAULT_PORT);
+    endpoint
+        .port
+        .get_or_insert(crate::api::common::DEFAULT_API_PORT);
     if let Some(fw) = &mut spec.firewall_spec {
         default_firewall(fw);
     }

@@ -268,7 +268,7 @@ fn firewall_rules_and_provider_ids_are_checked() {
         })
         .expect("network")
         .id;
-    let marks = owner_marks(OwnerKind::Firewall, "ns", "fw", "uid-1");
+    let marks = crate::controllers::context::owner_marks(OwnerKind::Firewall, "ns", "fw", "uid-1");
     let req = crate::metal::types::MachineAllocateRequest {
         uuid: Some("00000000-0000-0000-0000-000000000002".into()),
         projectid: PROJECT.into(),
