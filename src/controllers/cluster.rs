@@ -71,26 +71,15 @@ pub async fn reconcile(msc: Arc<MetalStackCluster>, ctx: Arc<Context>) -> Result
         apply_status(&api, &msc, &status).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
-    if let Some(reason) = paused_reason(msc.as_ref(), Some(&cluster)) {
-        set_condition(
-            &mut status.conditions,
-            "Paused",
-            true,
-            "Paused",
-            reason,
-            generation,
-        );
+    if record_pause(
+        &mut status.conditions,
+        msc.as_ref(),
+        Some(&cluster),
+        generation,
+    ) {
         apply_status(&api, &msc, &status).await?;
         return Ok(Action::await_change());
     }
-    set_condition(
-        &mut status.conditions,
-        "Paused",
-        false,
-        "NotPaused",
-        "",
-        generation,
-    );
     if ensure_finalizer(&api, msc.as_ref(), FINALIZER).await? {
         return Ok(Action::await_change());
     }

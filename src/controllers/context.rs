@@ -317,7 +317,7 @@ where
 }
 
 /// Is reconciliation paused, by the Cluster or by the object's own annotation?
-pub fn paused_reason<K: Resource>(
+fn paused_reason<K: Resource>(
     obj: &K,
     cluster: Option<&crate::capi::Cluster>,
 ) -> Option<String> {
@@ -327,6 +327,26 @@ pub fn paused_reason<K: Resource>(
     obj.annotations()
         .contains_key(crate::capi::PAUSED_ANNOTATION)
         .then(|| format!("{} annotation is set", crate::capi::PAUSED_ANNOTATION))
+}
+
+/// Keeps the `Paused` condition true to the cause (True with it, or False/NotPaused) and tells
+/// whether reconciliation stops here.
+pub fn record_pause<K: Resource>(
+    conditions: &mut Vec<Condition>,
+    obj: &K,
+    cluster: Option<&crate::capi::Cluster>,
+    generation: Option<i64>,
+) -> bool {
+    match paused_reason(obj, cluster) {
+        Some(reason) => {
+            set_condition(conditions, "Paused", true, "Paused", reason, generation);
+            true
+        }
+        None => {
+            set_condition(conditions, "Paused", false, "NotPaused", "", generation);
+            false
+        }
+    }
 }
 
 pub fn is_externally_managed<K: Resource>(obj: &K) -> bool {

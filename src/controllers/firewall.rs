@@ -102,26 +102,15 @@ pub async fn reconcile(fw: Arc<MetalStackFirewall>, ctx: Arc<Context>) -> Result
         apply_status(&api, fw.as_ref(), &status).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
-    if let Some(reason) = paused_reason(fw.as_ref(), cluster.as_ref()) {
-        set_condition(
-            &mut status.conditions,
-            "Paused",
-            true,
-            "Paused",
-            reason,
-            generation,
-        );
+    if record_pause(
+        &mut status.conditions,
+        fw.as_ref(),
+        cluster.as_ref(),
+        generation,
+    ) {
         apply_status(&api, fw.as_ref(), &status).await?;
         return Ok(Action::await_change());
     }
-    set_condition(
-        &mut status.conditions,
-        "Paused",
-        false,
-        "NotPaused",
-        "",
-        generation,
-    );
     let Some(network_id) = super::cluster::private_network(&msc, &ctx).await? else {
         set_condition(
             &mut status.conditions,
