@@ -321,6 +321,12 @@ async fn ensure_network(
         status.network_id = Some(id.clone());
         return Ok(id.clone());
     }
+    // Recorded by an earlier reconcile: no need to ask metal-api again. The lookup by owner
+    // labels below is for when that record was lost (crash, refused status write).
+    if let Some(id) = status.allocated_network_id.clone() {
+        status.network_id = Some(id.clone());
+        return Ok(id);
+    }
     let marks = marks(msc);
     let find = NetworkFindRequest {
         labels: Some(marks.clone()),
@@ -425,6 +431,8 @@ async fn ensure_control_plane_ip(
             status.allocated_control_plane_ip = Some(ip.ipaddress.clone());
             ip.ipaddress
         }
+        // Reserved by an earlier reconcile.
+        Some(host) if status.allocated_control_plane_ip.as_deref() == Some(host) => host.to_owned(),
         Some(host) => {
             if let Some(ip) = reserve_given_host(msc, ctx, host, &tags).await? {
                 status.allocated_control_plane_ip = Some(ip);

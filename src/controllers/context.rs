@@ -317,10 +317,7 @@ where
 }
 
 /// Is reconciliation paused, by the Cluster or by the object's own annotation?
-fn paused_reason<K: Resource>(
-    obj: &K,
-    cluster: Option<&crate::capi::Cluster>,
-) -> Option<String> {
+fn paused_reason<K: Resource>(obj: &K, cluster: Option<&crate::capi::Cluster>) -> Option<String> {
     if cluster.is_some_and(|c| c.is_paused()) {
         return Some("Cluster spec.paused is true".into());
     }
