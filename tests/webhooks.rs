@@ -358,5 +358,4 @@ async fn tls_server_needs_tls12_rotates_certificates_and_is_unready_without_them
     let second = served_serial(port);
     assert_ne!(second, first, "a new certificate after the swap");
     assert_eq!(second, file_serial(&next_dir.join("tls.crt")));
-    let _ = (&ns, &sim);
 }
