@@ -558,6 +558,39 @@ async fn every_waiting_cause_shows_as_a_condition_and_recovers() {
     })
     .await;
 
+    // A cluster naming a private network metal-api does not have: the condition names the field
+    // and the networks that would do.
+    let mut bad = fixture("metalstackcluster-initial.yaml");
+    bad["metadata"]["name"] = json!("bad-network");
+    bad["spec"]["privateNetworkID"] = json!("nowhere");
+    bad["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("firewallSpec");
+    env.apply_seed_cluster("bad-network", bad).await;
+    let network_message = |c: &MetalStackCluster| {
+        c.status
+            .as_ref()
+            .and_then(|s| condition(&s.conditions, "NetworkReady"))
+            .map(|c| c.message.clone())
+            .unwrap_or_default()
+    };
+    let rejected = wait_condition(
+        &clusters,
+        "bad-network",
+        "NetworkReady names the field",
+        |c| {
+            network_message(c)
+                .starts_with("spec.privateNetworkID: network \"nowhere\" does not exist")
+        },
+    )
+    .await;
+    assert!(
+        network_message(&rejected).contains("valid private networks of the project:"),
+        "{}",
+        network_message(&rejected)
+    );
+
     // A Machine whose bootstrap Secret does not exist yet.
     env.add_machine(MSC, "worker-a", "worker-a-bootstrap", json!({}))
         .await;

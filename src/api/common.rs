@@ -137,6 +137,13 @@ impl ProviderId {
         })
     }
 
+    /// Parses the providerID of a spec, with an error that names the field and the valid forms.
+    pub fn parse_spec(text: &str) -> Result<ProviderId, String> {
+        Self::parse(text).ok_or_else(|| {
+            format!("spec.providerID {text:?} is neither metalstack://<uuid> nor metal://<partition>/<uuid>")
+        })
+    }
+
     /// The form capms writes: `metal://<partition>/<uuid>`.
     pub fn format(partition: &str, machine_id: &str) -> String {
         format!("metal://{partition}/{machine_id}")
@@ -167,5 +174,10 @@ mod tests {
             assert_eq!(ProviderId::parse(bad), None, "{bad}");
         }
         assert_eq!(ProviderId::format("p", "id"), "metal://p/id");
+        let err = ProviderId::parse_spec("aws://x").expect_err("not ours");
+        assert_eq!(
+            err,
+            "spec.providerID \"aws://x\" is neither metalstack://<uuid> nor metal://<partition>/<uuid>"
+        );
     }
 }

@@ -312,8 +312,14 @@ async fn ensure_network(
         match ctx.metal.network(id).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {
+                let valid = network_choices(ctx, |n| {
+                    n.parentnetworkid.is_some()
+                        && n.projectid == msc.spec.project_id
+                        && n.partitionid == msc.spec.partition
+                })
+                .await;
                 return Err(Error::Invalid(format!(
-                    "spec.privateNetworkID: network {id:?} does not exist in metal-api"
+                    "spec.privateNetworkID: network {id:?} does not exist in metal-api; valid private networks of the project: {valid}"
                 )));
             }
             Err(e) => return Err(e.into()),
@@ -461,20 +467,20 @@ async fn reserve_given_host(
     let Ok(address) = host.parse::<IpAddr>() else {
         return Ok(None);
     };
-    let network = ctx
-        .metal
-        .network(&msc.spec.public_network_id)
-        .await
-        .map_err(|e| {
-            if e.is_not_found() {
-                Error::Invalid(format!(
-                    "spec.publicNetworkID: network {:?} does not exist in metal-api",
-                    msc.spec.public_network_id
-                ))
-            } else {
-                e.into()
-            }
-        })?;
+    let network = match ctx.metal.network(&msc.spec.public_network_id).await {
+        Ok(n) => n,
+        Err(e) if e.is_not_found() => {
+            let valid = network_choices(ctx, |n| {
+                n.parentnetworkid.is_none() && !n.privatesuper && !n.underlay
+            })
+            .await;
+            return Err(Error::Invalid(format!(
+                "spec.publicNetworkID: network {:?} does not exist in metal-api; valid external networks: {valid}",
+                msc.spec.public_network_id
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let inside = network
         .prefixes
         .iter()
@@ -520,6 +526,24 @@ fn owner_marks_from_tags(tags: &[String]) -> std::collections::BTreeMap<String, 
         .filter_map(|t| t.split_once('='))
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
+}
+
+/// The ids of metal-api's networks that `fits`, for an error message (only asked on that path).
+async fn network_choices(
+    ctx: &Context,
+    fits: impl Fn(&crate::metal::types::Network) -> bool,
+) -> String {
+    match ctx.metal.networks().await {
+        Ok(all) => {
+            let ids: Vec<String> = all.into_iter().filter(|n| fits(n)).map(|n| n.id).collect();
+            if ids.is_empty() {
+                "none".into()
+            } else {
+                ids.join(", ")
+            }
+        }
+        Err(_) => "(metal-api could not list them)".into(),
+    }
 }
 
 /// Deletion: wait for the cluster's machines, delete the firewall and wait for it, then free the

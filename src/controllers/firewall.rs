@@ -214,7 +214,7 @@ async fn ensure_allocated(
 ) -> Result<Machine> {
     let marks = marks(fw);
     let preset = match &fw.spec.provider_id {
-        Some(p) => Some(ProviderId::parse(p).ok_or_else(|| Error::Invalid(format!("spec.providerID {p:?} is neither metalstack://<uuid> nor metal://<partition>/<uuid>")))?),
+        Some(p) => Some(ProviderId::parse_spec(p).map_err(Error::Invalid)?),
         None => None,
     };
     let find = MachineFindRequest {

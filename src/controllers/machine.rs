@@ -390,7 +390,7 @@ async fn ensure_allocated(plan: &AllocationPlan<'_>, ctx: &Context) -> Result<Ma
     let msm = plan.msm;
     let marks = marks(msm);
     let preset = match &msm.spec.provider_id {
-        Some(p) => Some(ProviderId::parse(p).ok_or_else(|| Error::Invalid(format!("spec.providerID {p:?} is neither metalstack://<uuid> nor metal://<partition>/<uuid>")))?),
+        Some(p) => Some(ProviderId::parse_spec(p).map_err(Error::Invalid)?),
         None => None,
     };
     // A providerID capms wrote itself names the machine it allocated: look it up, never preset.
