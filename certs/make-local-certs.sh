@@ -16,12 +16,17 @@ if [ ! -f "$ca_dir/ca.crt" ]; then
     -keyout "$ca_dir/ca.key" -out "$ca_dir/ca.crt" 2>/dev/null
 fi
 first=${sans%% *}
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=${first#*:}" \
-  -keyout "$out_dir/tls.key.tmp" -out "$out_dir/tls.csr" 2>/dev/null
-openssl x509 -req -in "$out_dir/tls.csr" -CA "$ca_dir/ca.crt" -CAkey "$ca_dir/ca.key" -CAcreateserial -days 30 \
-  -out "$out_dir/tls.crt.tmp" \
-  -extfile <(printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature' "$(echo "$sans" | tr ' ' ',')") 2>/dev/null
-rm -f "$out_dir/tls.csr"
+# openssl is chatty on stderr; keep its words and show them only when a step fails.
+log="$out_dir/openssl.log"
+quiet() { "$@" 2>"$log" || { cat "$log" >&2; rm -f "$log"; return 1; }; }
+quiet openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=${first#*:}" \
+  -keyout "$out_dir/tls.key.tmp" -out "$out_dir/tls.csr"
+# A random serial rather than -CAcreateserial: several tests sign with one CA at the same time,
+# and a shared ca.srl file is a race between them.
+quiet openssl x509 -req -in "$out_dir/tls.csr" -CA "$ca_dir/ca.crt" -CAkey "$ca_dir/ca.key" \
+  -set_serial "0x$(openssl rand -hex 16)" -days 30 -out "$out_dir/tls.crt.tmp" \
+  -extfile <(printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature' "$(echo "$sans" | tr ' ' ',')")
+rm -f "$out_dir/tls.csr" "$log"
 # Key first, then certificate, each by rename: a server reading in between sees a consistent pair
 # or the old one.
 mv "$out_dir/tls.key.tmp" "$out_dir/tls.key"

@@ -81,7 +81,7 @@ if [ ! -f "$pki/ca.crt" ]; then
       -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
     issue() { # name subject extensions
       ec -subj "$2" -keyout "$1.key" -out "$1.csr"
-      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 \
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -set_serial "0x$(openssl rand -hex 16)" -days 365 \
         -out "$1.crt" -extfile <(printf '%b' "$3") 2>/dev/null
       rm -f "$1.csr"
     }

@@ -377,10 +377,12 @@ impl ControlPlane {
     pub fn user_kubeconfig(&self, name: &str, dir: &Path) -> PathBuf {
         std::fs::create_dir_all(dir).expect("dir");
         let pki = self.dir.join("pki");
+        // A random serial, not -CAcreateserial: tests sign with this CA concurrently and a shared
+        // ca.srl file races.
         let script = r#"set -e
 openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$3" -keyout "$2/$3.key" -out "$2/$3.csr" 2>/dev/null
-openssl x509 -req -in "$2/$3.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -CAcreateserial -days 30 -out "$2/$3.crt" \
-  -extfile <(printf 'extendedKeyUsage=clientAuth') 2>/dev/null"#;
+openssl x509 -req -in "$2/$3.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -days 30 -out "$2/$3.crt" \
+  -set_serial "0x$(openssl rand -hex 16)" -extfile <(printf 'extendedKeyUsage=clientAuth') 2>/dev/null"#;
         let status = Command::new("bash")
             .args(["-c", script, "issue"])
             .arg(&pki)
