@@ -36,7 +36,7 @@ async fn crds_establish_and_seed_objects_round_trip_in_both_versions() {
         .into_iter()
         .filter_map(|c| c.metadata.name)
         .collect();
-    assert_eq!(names.len(), 5);
+    assert_eq!(names.len(), 6);
     wait_established(&client, &names).await;
     let ns = cp.namespace("crds").await;
 
@@ -136,6 +136,37 @@ async fn crds_establish_and_seed_objects_round_trip_in_both_versions() {
         .expect_err("port out of range");
     assert!(
         err.to_string().contains("spec.controlPlaneEndpoint.port"),
+        "{err}"
+    );
+    // The seed's cluster has a firewallSpec; a template besides it is refused.
+    let err = api
+        .patch(
+            "metal-stack-cluster-v1alpha4",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"firewallTemplateRef": {"name": "edge"}}})),
+        )
+        .await
+        .expect_err("firewallSpec and firewallTemplateRef exclude each other");
+    assert!(
+        err.to_string()
+            .contains("set firewallSpec or firewallTemplateRef, not both"),
+        "{err}"
+    );
+    // A firewall template that names a machine is refused.
+    let templates = api_for(&client, &ns.name, "v1alpha4", "MetalStackFirewallTemplate");
+    let pinned: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackFirewallTemplate",
+        "metadata": {"name": "pinned"},
+        "spec": {"template": {"spec": {"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86",
+            "providerID": "metal://mini-lab/00000000-0000-0000-0000-000000000001"}}}
+    }))
+    .expect("object");
+    let err = templates
+        .create(&Default::default(), &pinned)
+        .await
+        .expect_err("a template naming a machine");
+    assert!(
+        err.to_string().contains("a template cannot name a machine"),
         "{err}"
     );
 }

@@ -52,6 +52,7 @@ fn every_kind_has_names_versions_and_contract_labels() {
             "MetalStackCluster",
             "MetalStackClusterTemplate",
             "MetalStackFirewall",
+            "MetalStackFirewallTemplate",
             "MetalStackMachine",
             "MetalStackMachineTemplate"
         ]

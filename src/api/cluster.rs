@@ -1,6 +1,8 @@
 //! MetalStackCluster: the infrastructure of one Cluster API cluster on metal-stack.
 
-use super::common::{ApiEndpoint, Initialization, conditions_schema, patterns};
+use super::common::{
+    ApiEndpoint, Initialization, LocalObjectReference, conditions_schema, patterns,
+};
 use super::firewall::MetalStackFirewallSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
@@ -64,6 +66,9 @@ use serde::{Deserialize, Serialize};
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!(has(self.firewallSpec) && has(self.firewallTemplateRef))", "message": "set firewallSpec or firewallTemplateRef, not both", "fieldPath": ".firewallTemplateRef"}
+]))]
 pub struct MetalStackClusterSpec {
     /// Endpoint of the cluster's API server. Leave the host empty to have capms allocate an IP in
     /// the public network; a host inside the public network is reserved as a static IP. The port
@@ -92,9 +97,15 @@ pub struct MetalStackClusterSpec {
     )]
     #[schemars(length(min = 1, max = 128))]
     pub private_network_id: Option<String>,
-    /// The cluster's firewall. capms creates a MetalStackFirewall with this spec.
+    /// The cluster's firewall. capms creates a MetalStackFirewall with this spec. Leave empty
+    /// (and firewallTemplateRef too) for a cluster without a firewall.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall_spec: Option<MetalStackFirewallSpec>,
+    /// A MetalStackFirewallTemplate in this namespace to create the cluster's firewall from,
+    /// instead of an inline firewallSpec: one set of firewall rules shared by many clusters.
+    /// Read when the firewall is created; the firewall waits until the template exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall_template_ref: Option<LocalObjectReference>,
 }
 
 /// Observed state of a MetalStackCluster.

@@ -78,6 +78,14 @@ pub struct TemplateMeta {
     pub annotations: BTreeMap<String, String>,
 }
 
+/// Names an object of a known kind in the referring object's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct LocalObjectReference {
+    /// Name of the object (in the same namespace).
+    #[schemars(length(min = 1, max = 253), regex(pattern = patterns::DNS_SUBDOMAIN))]
+    pub name: String,
+}
+
 /// Schema of a `conditions` list: `[]metav1.Condition` as a list-map keyed by `type`, so that
 /// server-side apply merges conditions one by one, capped at 32 entries.
 pub fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -99,6 +107,9 @@ pub mod patterns {
     /// Both providerID forms capms accepts: `metalstack://<uuid>` (first metal-stack provider)
     /// and `metal://<partition>/<uuid>` (what capms writes, and what metal-ccm sets on Nodes).
     pub const PROVIDER_ID: &str = r"^(metalstack://|metal://[A-Za-z0-9][A-Za-z0-9._-]*/)[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+    /// A Kubernetes object name (DNS-1123 subdomain).
+    pub const DNS_SUBDOMAIN: &str =
+        r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
     /// A metal-stack firewall rule comment: letters, `_`, `-` and space, no digits.
     pub const RULE_COMMENT: &str = r"^[A-Za-z_ -]*$";
 }

@@ -10,7 +10,10 @@ pub mod machine;
 pub mod templates;
 
 pub use cluster::{MetalStackCluster, MetalStackClusterSpec, MetalStackClusterStatus};
-pub use common::{ApiEndpoint, Initialization, MachineAddress, MachineAddressType, TemplateMeta};
+pub use common::{
+    ApiEndpoint, Initialization, LocalObjectReference, MachineAddress, MachineAddressType,
+    TemplateMeta,
+};
 pub use firewall::{
     EgressRule, FirewallRules, IngressRule, MetalStackFirewall, MetalStackFirewallSpec,
     MetalStackFirewallStatus, Protocol,
@@ -18,6 +21,7 @@ pub use firewall::{
 pub use machine::{MetalStackMachine, MetalStackMachineSpec, MetalStackMachineStatus};
 pub use templates::{
     MetalStackClusterTemplate, MetalStackClusterTemplateResource, MetalStackClusterTemplateSpec,
+    MetalStackFirewallTemplate, MetalStackFirewallTemplateResource, MetalStackFirewallTemplateSpec,
     MetalStackMachineTemplate, MetalStackMachineTemplateResource, MetalStackMachineTemplateSpec,
 };
 
@@ -73,6 +77,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         MetalStackCluster::crd(),
         MetalStackClusterTemplate::crd(),
         MetalStackFirewall::crd(),
+        MetalStackFirewallTemplate::crd(),
         MetalStackMachine::crd(),
         MetalStackMachineTemplate::crd(),
     ]

@@ -1,8 +1,9 @@
-//! MetalStackMachineTemplate and MetalStackClusterTemplate: what MachineDeployments and
-//! ClusterClasses clone MetalStackMachines and MetalStackClusters from.
+//! MetalStackMachineTemplate, MetalStackClusterTemplate and MetalStackFirewallTemplate: what
+//! MachineDeployments, ClusterClasses and MetalStackClusters create their objects from.
 
 use super::cluster::MetalStackClusterSpec;
 use super::common::TemplateMeta;
+use super::firewall::MetalStackFirewallSpec;
 use super::machine::MetalStackMachineSpec;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -86,4 +87,51 @@ pub struct MetalStackClusterTemplateResource {
     pub metadata: Option<TemplateMeta>,
     /// Spec of the created MetalStackClusters.
     pub spec: MetalStackClusterSpec,
+}
+
+/// Desired state of a MetalStackFirewallTemplate.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1alpha4",
+    kind = "MetalStackFirewallTemplate",
+    namespaced,
+    shortname = "msfwt",
+    category = "cluster-api",
+    doc = "MetalStackFirewallTemplate is a firewall blueprint that MetalStackClusters (or their ClusterClass templates) name in spec.firewallTemplateRef, so many clusters share one set of firewall rules. Treat it as immutable: create a new template to roll out a change.",
+    printcolumn(
+        name = "Type",
+        type_ = "string",
+        json_path = ".spec.template.spec.machineType",
+        description = "metal-stack size"
+    ),
+    printcolumn(
+        name = "Image",
+        type_ = "string",
+        json_path = ".spec.template.spec.image",
+        description = "Firewall image"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+pub struct MetalStackFirewallTemplateSpec {
+    /// The MetalStackFirewall to create.
+    pub template: MetalStackFirewallTemplateResource,
+}
+
+/// A MetalStackFirewall as a template describes it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct MetalStackFirewallTemplateResource {
+    /// Labels and annotations for the created MetalStackFirewalls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<TemplateMeta>,
+    /// Spec of the created MetalStackFirewalls. A providerID here would put every firewall made
+    /// from the template onto one machine, so the template refuses it.
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "!has(self.providerID)", "message": "a template cannot name a machine: every firewall made from it would claim the same one", "fieldPath": ".providerID"}
+    ]))]
+    pub spec: MetalStackFirewallSpec,
 }

@@ -3,7 +3,7 @@
 use super::context::*;
 use crate::api::{
     ApiEndpoint, Initialization, MetalStackCluster, MetalStackClusterStatus, MetalStackFirewall,
-    MetalStackMachine,
+    MetalStackFirewallSpec, MetalStackFirewallTemplate, MetalStackMachine, TemplateMeta,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::metal::cidr::Cidr;
@@ -28,6 +28,48 @@ pub const CLUSTER_ID_KEY: &str = "cluster.metal-stack.io/id";
 /// Name of the MetalStackFirewall a MetalStackCluster creates.
 pub fn firewall_name(cluster: &str) -> String {
     format!("{cluster}-firewall")
+}
+
+/// Cluster API's annotations naming the template an object was cloned from.
+const CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name";
+const CLONED_FROM_GROUPKIND: &str = "cluster.x-k8s.io/cloned-from-groupkind";
+
+/// The MetalStackFirewall a cluster creates: its spec from the cluster's firewallSpec or from its
+/// firewall template, the template's labels and annotations, and where it was cloned from.
+pub fn plan_firewall(
+    msc: &MetalStackCluster,
+    cluster_name: &str,
+    spec: MetalStackFirewallSpec,
+    template: Option<(&str, Option<&TemplateMeta>)>,
+) -> MetalStackFirewall {
+    let mut labels = std::collections::BTreeMap::new();
+    let mut annotations = std::collections::BTreeMap::new();
+    if let Some((template_name, meta)) = template {
+        if let Some(meta) = meta {
+            labels.extend(meta.labels.clone());
+            annotations.extend(meta.annotations.clone());
+        }
+        annotations.insert(CLONED_FROM_NAME.to_owned(), template_name.to_owned());
+        annotations.insert(
+            CLONED_FROM_GROUPKIND.to_owned(),
+            format!("MetalStackFirewallTemplate.{}", crate::api::common::GROUP),
+        );
+    }
+    // The cluster-name label is what ties the firewall to its Cluster; a template cannot
+    // override it.
+    labels.insert(CLUSTER_NAME_LABEL.to_owned(), cluster_name.to_owned());
+    MetalStackFirewall {
+        metadata: ObjectMeta {
+            name: Some(firewall_name(&msc.name_any())),
+            namespace: msc.namespace(),
+            labels: Some(labels),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            owner_references: msc.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        spec,
+        status: None,
+    }
 }
 
 enum Progress {
@@ -191,32 +233,25 @@ async fn provision(
             return Err(e);
         }
     }
-    let Some(firewall_spec) = &msc.spec.firewall_spec else {
+    if msc.spec.firewall_spec.is_none() && msc.spec.firewall_template_ref.is_none() {
         set_condition(
             &mut status.conditions,
             "FirewallReady",
             true,
             "NoFirewall",
-            "spec.firewallSpec is empty; no firewall is created",
+            "neither spec.firewallSpec nor spec.firewallTemplateRef is set; no firewall is created",
             generation,
         );
         return Ok(Progress::Ready);
-    };
+    }
     let ns = msc.namespace().unwrap_or_default();
     let fw_api = ctx.api::<MetalStackFirewall>(&ns);
     let name = firewall_name(&msc.name_any());
     match fw_api.get_opt(&name).await? {
         None => {
-            let firewall = MetalStackFirewall {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    namespace: Some(ns.clone()),
-                    labels: Some([(CLUSTER_NAME_LABEL.to_owned(), cluster_name.to_owned())].into()),
-                    owner_references: msc.controller_owner_ref(&()).map(|o| vec![o]),
-                    ..Default::default()
-                },
-                spec: firewall_spec.clone(),
-                status: None,
+            let Some(firewall) = firewall_to_create(msc, cluster_name, ctx, status).await? else {
+                // The template does not exist (yet); templates are not watched, so look again.
+                return Ok(Progress::Waiting(Duration::from_secs(20)));
             };
             match fw_api
                 .create(
@@ -275,6 +310,57 @@ async fn provision(
             Ok(Progress::Waiting(Duration::from_secs(60)))
         }
     }
+}
+
+/// The firewall to create from the inline spec or the named template; None (with the
+/// FirewallReady condition saying why) while the template does not exist.
+async fn firewall_to_create(
+    msc: &MetalStackCluster,
+    cluster_name: &str,
+    ctx: &Context,
+    status: &mut MetalStackClusterStatus,
+) -> Result<Option<MetalStackFirewall>> {
+    if let Some(spec) = &msc.spec.firewall_spec {
+        return Ok(Some(plan_firewall(msc, cluster_name, spec.clone(), None)));
+    }
+    let Some(reference) = &msc.spec.firewall_template_ref else {
+        return Ok(None);
+    };
+    let ns = msc.namespace().unwrap_or_default();
+    let templates = ctx.api::<MetalStackFirewallTemplate>(&ns);
+    if let Some(template) = templates.get_opt(&reference.name).await? {
+        let resource = template.spec.template;
+        return Ok(Some(plan_firewall(
+            msc,
+            cluster_name,
+            resource.spec,
+            Some((&reference.name, resource.metadata.as_ref())),
+        )));
+    }
+    let existing: Vec<String> = templates
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|t| t.name_any())
+        .collect();
+    set_condition(
+        &mut status.conditions,
+        "FirewallReady",
+        false,
+        "FirewallTemplateNotFound",
+        format!(
+            "spec.firewallTemplateRef: MetalStackFirewallTemplate {ns}/{} does not exist; templates in the namespace: {}",
+            reference.name,
+            if existing.is_empty() {
+                "none".to_owned()
+            } else {
+                existing.join(", ")
+            }
+        ),
+        msc.metadata.generation,
+    );
+    Ok(None)
 }
 
 /// The cluster's private network as far as it exists: recorded in status, given in spec, or
@@ -704,4 +790,76 @@ async fn cleanup(
     }
     remove_finalizer(&api, msc, FINALIZER).await?;
     Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::MetalStackClusterSpec;
+
+    fn cluster() -> MetalStackCluster {
+        let mut msc = MetalStackCluster::new("c1", MetalStackClusterSpec::default());
+        msc.metadata.namespace = Some("team-a".into());
+        msc.metadata.uid = Some("0b9c5b4e-0000-4000-8000-000000000001".into());
+        msc
+    }
+
+    fn spec() -> MetalStackFirewallSpec {
+        MetalStackFirewallSpec {
+            image: "firewall-ubuntu-3.0".into(),
+            machine_type: "v1-small-x86".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_inline_firewall_carries_only_the_cluster_label_and_owner() {
+        let fw = plan_firewall(&cluster(), "prod", spec(), None);
+        assert_eq!(fw.metadata.name.as_deref(), Some("c1-firewall"));
+        assert_eq!(fw.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(
+            fw.metadata.labels,
+            Some([(CLUSTER_NAME_LABEL.to_owned(), "prod".to_owned())].into())
+        );
+        assert_eq!(fw.metadata.annotations, None);
+        let owner = &fw.metadata.owner_references.expect("owner")[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("MetalStackCluster", Some(true))
+        );
+        assert_eq!(fw.spec, spec());
+    }
+
+    #[test]
+    fn a_templated_firewall_takes_the_template_metadata_but_keeps_its_cluster_label() {
+        let meta = TemplateMeta {
+            labels: [
+                ("team".to_owned(), "net".to_owned()),
+                (CLUSTER_NAME_LABEL.to_owned(), "someone-else".to_owned()),
+            ]
+            .into(),
+            annotations: [("note".to_owned(), "shared rules".to_owned())].into(),
+        };
+        let fw = plan_firewall(&cluster(), "prod", spec(), Some(("edge", Some(&meta))));
+        let labels = fw.metadata.labels.expect("labels");
+        assert_eq!(labels.get("team").map(String::as_str), Some("net"));
+        assert_eq!(
+            labels.get(CLUSTER_NAME_LABEL).map(String::as_str),
+            Some("prod"),
+            "a template cannot move the firewall to another cluster"
+        );
+        let annotations = fw.metadata.annotations.expect("annotations");
+        assert_eq!(
+            annotations.get("note").map(String::as_str),
+            Some("shared rules")
+        );
+        assert_eq!(
+            annotations.get(CLONED_FROM_NAME).map(String::as_str),
+            Some("edge")
+        );
+        assert_eq!(
+            annotations.get(CLONED_FROM_GROUPKIND).map(String::as_str),
+            Some("MetalStackFirewallTemplate.infrastructure.cluster.x-k8s.io")
+        );
+    }
 }

@@ -5,8 +5,8 @@ pub mod catalog;
 pub mod rules;
 
 use crate::api::{
-    MetalStackCluster, MetalStackClusterTemplate, MetalStackFirewall, MetalStackMachine,
-    MetalStackMachineTemplate,
+    MetalStackCluster, MetalStackClusterTemplate, MetalStackFirewall, MetalStackFirewallTemplate,
+    MetalStackMachine, MetalStackMachineTemplate,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::controllers::context::{OwnerKind, owner_marks_of};
@@ -35,15 +35,17 @@ pub enum Kind {
     Cluster,
     ClusterTemplate,
     Firewall,
+    FirewallTemplate,
     Machine,
     MachineTemplate,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Cluster,
         Kind::ClusterTemplate,
         Kind::Firewall,
+        Kind::FirewallTemplate,
         Kind::Machine,
         Kind::MachineTemplate,
     ];
@@ -53,6 +55,7 @@ impl Kind {
             Kind::Cluster => "MetalStackCluster",
             Kind::ClusterTemplate => "MetalStackClusterTemplate",
             Kind::Firewall => "MetalStackFirewall",
+            Kind::FirewallTemplate => "MetalStackFirewallTemplate",
             Kind::Machine => "MetalStackMachine",
             Kind::MachineTemplate => "MetalStackMachineTemplate",
         }
@@ -311,6 +314,12 @@ async fn mutate(
             rules::default_firewall(&mut obj.spec);
             spec_patch(&raw, &obj.spec)?
         }
+        Kind::FirewallTemplate => {
+            let (raw, mut obj): (Value, MetalStackFirewallTemplate) =
+                typed(object, "MetalStackFirewallTemplate")?;
+            rules::default_firewall(&mut obj.spec.template.spec);
+            spec_patch(&raw, &obj.spec)?
+        }
         Kind::Machine => {
             let (raw, mut obj): (Value, MetalStackMachine) = typed(object, "MetalStackMachine")?;
             let partition = match (&obj.spec.partition, &state.client) {
@@ -454,6 +463,31 @@ async fn validate(
                     "spec.template.spec",
                     &obj.spec.template.spec,
                     None,
+                    catalog,
+                );
+                report
+            })
+            .await
+        }
+        Kind::FirewallTemplate => {
+            let (raw, obj): (Value, MetalStackFirewallTemplate) =
+                typed(object, "MetalStackFirewallTemplate")?;
+            let old: Option<(Value, MetalStackFirewallTemplate)> = old_typed(request)?;
+            let exempt = dry_run_exempt(request, object);
+            with_catalog(state, |catalog| {
+                let mut report = Report::default();
+                if let Some((old_raw, _)) = &old {
+                    rules::validate_template_update(
+                        &mut report,
+                        &old_raw["spec"],
+                        &raw["spec"],
+                        exempt,
+                    );
+                }
+                rules::validate_firewall_template(
+                    &mut report,
+                    "spec.template.spec",
+                    &obj.spec.template.spec,
                     catalog,
                 );
                 report

@@ -372,6 +372,12 @@ pub fn validate_cluster(
             );
         }
     }
+    if spec.firewall_spec.is_some() && spec.firewall_template_ref.is_some() {
+        report.error(
+            format!("{path}.firewallTemplateRef"),
+            "set either firewallSpec (the firewall inline) or firewallTemplateRef (a MetalStackFirewallTemplate), not both",
+        );
+    }
     if let Some(fw) = &spec.firewall_spec {
         validate_firewall(
             report,
@@ -539,6 +545,23 @@ pub fn validate_machine(
     }
 }
 
+/// A MetalStackFirewallTemplate's firewall spec, under `path`: a firewall spec that names no
+/// machine, since every firewall made from the template would claim it.
+pub fn validate_firewall_template(
+    report: &mut Report,
+    path: &str,
+    spec: &MetalStackFirewallSpec,
+    catalog: Option<&Catalog>,
+) {
+    if spec.provider_id.is_some() {
+        report.error(
+            format!("{path}.providerID"),
+            "a template cannot name a machine: every firewall made from it would claim the same one; remove providerID, or use a MetalStackCluster's firewallSpec for one firewall on that machine",
+        );
+    }
+    validate_firewall(report, path, spec, None, None, catalog, None);
+}
+
 /// Templates are immutable, except for Cluster API's ClusterClass dry runs, which carry the
 /// `topology.cluster.x-k8s.io/dry-run` annotation.
 pub fn validate_template_update(
@@ -548,6 +571,6 @@ pub fn validate_template_update(
     dry_run_exempt: bool,
 ) {
     if !dry_run_exempt && old != new {
-        report.error("spec.template", "templates are immutable; create a new template and point the MachineDeployment or Cluster at it");
+        report.error("spec.template", "templates are immutable; create a new template and point the MachineDeployment, Cluster or MetalStackCluster at it");
     }
 }

@@ -32,6 +32,7 @@ fn cluster_spec() -> MetalStackClusterSpec {
             machine_type: "v1-small-x86".into(),
             ..Default::default()
         }),
+        firewall_template_ref: None,
     }
 }
 
@@ -359,6 +360,54 @@ fn immutability_after_allocation_and_of_templates() {
     assert!(errors_of(|r| validate_template_update(r, &a, &a, false)).is_empty());
 }
 
+#[test]
+fn firewall_templates_name_no_machine_and_clusters_take_a_spec_or_a_template() {
+    let c = catalog();
+    let good = MetalStackFirewallSpec {
+        image: "firewall-ubuntu-3.0".into(),
+        machine_type: "v1-small-x86".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        errors_of(|r| validate_firewall_template(r, "spec.template.spec", &good, Some(&c))),
+        Vec::<String>::new()
+    );
+    let pinned = MetalStackFirewallSpec {
+        provider_id: Some("metal://mini-lab/00000000-0000-0000-0000-0000000000f1".into()),
+        image: "nope".into(),
+        ..good.clone()
+    };
+    let errors =
+        errors_of(|r| validate_firewall_template(r, "spec.template.spec", &pinned, Some(&c)));
+    assert!(
+        errors[0].starts_with("spec.template.spec.providerID: a template cannot name a machine"),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("spec.template.spec.image: image \"nope\"")),
+        "the firewall rules apply to the template's spec too: {errors:?}"
+    );
+
+    let mut both = cluster_spec();
+    both.firewall_template_ref = Some(crate::api::LocalObjectReference {
+        name: "edge".into(),
+    });
+    let errors = errors_of(|r| validate_cluster(r, "spec", &both, None, Some(&c)));
+    assert_eq!(
+        errors,
+        [
+            "spec.firewallTemplateRef: set either firewallSpec (the firewall inline) or firewallTemplateRef (a MetalStackFirewallTemplate), not both"
+        ]
+    );
+    both.firewall_spec = None;
+    assert_eq!(
+        errors_of(|r| validate_cluster(r, "spec", &both, None, Some(&c))),
+        Vec::<String>::new()
+    );
+}
+
 // ---- handlers -----------------------------------------------------------------------------
 
 fn state_with(catalog: Option<Catalog>, deny: bool) -> WebhookState {
@@ -568,6 +617,83 @@ async fn templates_are_immutable_except_for_clusterclass_dry_runs() {
 }
 
 #[tokio::test]
+async fn firewall_templates_are_defaulted_checked_and_immutable() {
+    let state = state_with(Some(catalog()), false);
+    let template = |spec: Value| {
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackFirewallTemplate",
+            "metadata": {"name": "edge", "namespace": "default"}, "spec": {"template": {"spec": spec}}})
+    };
+    let spec = json!({"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86",
+        "rules": {"egress": [{"ports": [443], "to": ["0.0.0.0/0"]}]}});
+    let route = |step| Route {
+        kind: Kind::FirewallTemplate,
+        step,
+    };
+    let body = |op: &str, object: Value, old: Option<Value>| {
+        serde_json::to_vec(&review(
+            "MetalStackFirewallTemplate",
+            op,
+            object,
+            old,
+            false,
+        ))
+        .expect("json")
+    };
+
+    let (_, out) = call(
+        state.clone(),
+        &route(Step::Mutate).path(),
+        body("CREATE", template(spec.clone()), None),
+    )
+    .await;
+    let patch = out["response"]["patch"].as_str().expect("a patch");
+    use base64::Engine;
+    let patch: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(patch)
+            .expect("base64"),
+    )
+    .expect("JSON patch");
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec/template/spec/rules/egress/0/protocol", "value": "tcp"}])
+    );
+
+    let (_, out) = call(
+        state.clone(),
+        &route(Step::Validate).path(),
+        body("CREATE", template(spec.clone()), None),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], true, "{out}");
+
+    let mut pinned = spec.clone();
+    pinned["providerID"] = json!("metal://mini-lab/00000000-0000-0000-0000-0000000000f1");
+    let (_, out) = call(
+        state.clone(),
+        &route(Step::Validate).path(),
+        body("CREATE", template(pinned), None),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], false);
+
+    let mut changed = spec.clone();
+    changed["machineType"] = json!("c1-large-x86");
+    let (_, out) = call(
+        state,
+        &route(Step::Validate).path(),
+        body("UPDATE", template(changed), Some(template(spec))),
+    )
+    .await;
+    assert!(
+        out["response"]["status"]["message"]
+            .as_str()
+            .expect("message")
+            .starts_with("spec.template: templates are immutable")
+    );
+}
+
+#[tokio::test]
 async fn malformed_and_foreign_reviews_get_well_formed_denials() {
     let state = state_with(Some(catalog()), false);
     let path = Route {
@@ -758,7 +884,7 @@ fn webhook_configurations_come_from_the_route_table() {
     }
     assert_eq!(
         paths(&validating).len(),
-        5,
+        6,
         "one validating webhook per kind"
     );
     for w in validating["webhooks"].as_array().expect("webhooks") {
