@@ -3,6 +3,9 @@
 //! our webhook configurations; capms serves that certificate and the apiserver, trusting only the
 //! injected caBundle, calls our webhooks.
 
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
 mod support;
 
 use capms::sim::inventory::Inventory;

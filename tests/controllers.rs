@@ -1,6 +1,9 @@
 //! The reconcile loops end to end: the real kube-apiserver and Cluster API core manager, the
 //! `capms manager` binary, and the metal-api simulator with seed 000's inventory.
 
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
 mod support;
 
 use capms::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
@@ -822,7 +825,7 @@ async fn only_the_leader_reconciles_and_killing_it_hands_over() {
         "--leader-elect-retry-period=500ms",
     ];
     let spawn = |i: usize| env.spawn_capms(&format!("capms-{i}"), &election, ports[i]);
-    let mut managers = vec![Some(spawn(0)), Some(spawn(1))];
+    let mut managers = [Some(spawn(0)), Some(spawn(1))];
     env.apply_seed_cluster(MSC, fixture("metalstackcluster-initial.yaml"))
         .await;
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);

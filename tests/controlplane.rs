@@ -1,6 +1,9 @@
 //! Our CRDs on a real kube-apiserver, and the real Cluster API core manager adopting a
 //! MetalStackCluster.
 
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
 mod support;
 
 use kube::api::{

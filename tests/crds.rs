@@ -1,6 +1,9 @@
 //! The committed CRDs are what the Rust types generate, and every schema is structural and
 //! documented, so `kubectl explain` has something to say about every field.
 
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
 use capms::api::crd_files;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;

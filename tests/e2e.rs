@@ -2,6 +2,9 @@
 //! MachineDeployment that clones our MetalStackMachineTemplate; capms provisions everything in
 //! the simulator, frees a machine on scale-down and everything on Cluster deletion.
 
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
 mod support;
 
 use capms::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};

@@ -1,6 +1,9 @@
 //! Installing capms like a provider: the clusterctl release files, processed and rendered by the
 //! real clusterctl, accepted by the real kube-apiserver (with our webhooks in the path).
 
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
 mod support;
 
 use capms::sim::inventory::Inventory;
@@ -125,7 +128,7 @@ fn release_files_are_complete_and_install_on_a_fresh_control_plane() {
     cp.apply(&binaries().cert_manager.join("crd"));
     cp.wait_crds_established();
     cp.apply(&processed);
-    let listed = cp.kubectl(&["get", "-f"], &[processed.clone()]);
+    let listed = cp.kubectl(&["get", "-f"], std::slice::from_ref(&processed));
     for name in [
         "capms-controller-manager",
         "capms-webhook-service",

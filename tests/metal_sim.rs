@@ -1,6 +1,9 @@
 //! The metal-api client against the simulator over loopback: the whole life of networks, IPs,
 //! machines and firewalls, every error path, and the fault switches.
 
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
 mod support;
 
 use capms::metal::hmac::AuthType;

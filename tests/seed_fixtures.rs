@@ -1,5 +1,8 @@
 //! Seed 000's six manifests deserialize into our types without losing a field.
 
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
 use capms::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;

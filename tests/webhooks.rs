@@ -1,6 +1,9 @@
 //! The admission webhooks as the real kube-apiserver and kubectl see them, and the TLS server's
 //! properties: TLS 1.2+, certificate rotation on disk, readiness, metrics.
 
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
 mod support;
 
 use capms::sim::inventory::Inventory;
@@ -44,8 +47,9 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     .await;
     cp.register_capms_webhooks(manager.webhook_port, &ns.name, work.path());
 
-    let apply =
-        |file: &PathBuf| cp.kubectl_output(&["apply", "-n", &ns.name, "-f"], &[file.clone()]);
+    let apply = |file: &PathBuf| {
+        cp.kubectl_output(&["apply", "-n", &ns.name, "-f"], std::slice::from_ref(file))
+    };
     let refused = |file: PathBuf, expected: &[&str]| {
         let out = apply(&file);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

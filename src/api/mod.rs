@@ -3,6 +3,10 @@
 //! Every kind is stored as `v1alpha4`. `v1alpha3` is served too, with the same schema and no
 //! conversion, so manifests written for the first metal-stack provider apply unchanged.
 
+// kube's `printcolumn(...)` lists repeat keys such as `type_` per column; clippy reads them as
+// duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 pub mod cluster;
 pub mod common;
 pub mod firewall;

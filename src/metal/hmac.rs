@@ -58,7 +58,7 @@ pub fn verify(key: &[u8], x_date: &str, method: &str, salt: &str, given_hex: &st
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
