@@ -361,6 +361,14 @@ async fn seed_000_reaches_its_reconciled_state_and_deletion_frees_everything() {
         mstatus.addresses[0].address.starts_with("172.22."),
         "InternalIP from the cluster's private network"
     );
+    assert_eq!(
+        (
+            mstatus.addresses[1].address.as_str(),
+            mstatus.addresses[2].address.as_str()
+        ),
+        ("node-1", "node-1"),
+        "the hostname the bootstrap cloud-config sets, as the seed shows"
+    );
     assert!(
         msm.metadata
             .labels

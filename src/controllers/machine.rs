@@ -445,7 +445,7 @@ async fn ensure_allocated(plan: &AllocationPlan<'_>, ctx: &Context) -> Result<Ma
             "{ns}/{name} of cluster {ns}/{}, allocated by capms",
             plan.msc.name_any()
         ),
-        hostname: name.clone(),
+        hostname: cloud_config_hostname(&plan.user_data).unwrap_or_else(|| name.clone()),
         projectid: plan.msc.spec.project_id.clone(),
         partitionid: plan.partition.to_owned(),
         sizeid: msm.spec.machine_type.clone(),
@@ -576,9 +576,52 @@ pub async fn free_owned_machines<K: kube::Resource<DynamicType = ()>>(
     Ok(())
 }
 
+/// The hostname a cloud-config bootstrap gives the machine (its top-level `hostname`), so that
+/// metal-api's allocation, and with it the Hostname address, names the machine as the node will
+/// call itself. None for other formats, templated values and names that are not a DNS label.
+pub fn cloud_config_hostname(user_data: &str) -> Option<String> {
+    let body = user_data.trim_start();
+    // cloud-init's Jinja header may precede the cloud-config marker.
+    let body = body
+        .strip_prefix("## template: jinja")
+        .map(str::trim_start)
+        .unwrap_or(body);
+    if !body.starts_with("#cloud-config") {
+        return None;
+    }
+    let config: serde_json::Value = serde_saphyr::from_str(body).ok()?;
+    let hostname = config.get("hostname")?.as_str()?;
+    let is_label = (1..=63).contains(&hostname.len())
+        && hostname
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !hostname.starts_with('-')
+        && !hostname.ends_with('-');
+    is_label.then(|| hostname.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hostname_comes_from_a_cloud_config_only() {
+        let seed = "#cloud-config\nhostname: node-1\n";
+        assert_eq!(cloud_config_hostname(seed).as_deref(), Some("node-1"));
+        let jinja = "## template: jinja\n#cloud-config\nhostname: cp-0\nruncmd: [true]\n";
+        assert_eq!(cloud_config_hostname(jinja).as_deref(), Some("cp-0"));
+        for none in [
+            "#!/bin/sh\nhostname node-1\n",
+            "{\"ignition\": {\"version\": \"3.4.0\"}}",
+            "#cloud-config\nruncmd: [true]\n",
+            "#cloud-config\nhostname: '{{ ds.meta_data.local_hostname }}'\n",
+            "#cloud-config\nhostname: Node_1\n",
+            "#cloud-config\nhostname: [not, a, name]\n",
+            "#cloud-config\n: broken: yaml\n",
+        ] {
+            assert_eq!(cloud_config_hostname(none), None, "{none:?}");
+        }
+    }
 
     fn machine(last: &str, liveliness: &str) -> Machine {
         let mut m = Machine {
