@@ -444,84 +444,83 @@ async fn validate(
             .await
         }
         Kind::ClusterTemplate => {
-            let (raw, obj): (Value, MetalStackClusterTemplate) =
-                typed(object, "MetalStackClusterTemplate")?;
-            let old: Option<(Value, MetalStackClusterTemplate)> = old_typed(request)?;
-            let exempt = dry_run_exempt(request, object);
-            with_catalog(state, |catalog| {
-                let mut report = Report::default();
-                if let Some((old_raw, _)) = &old {
-                    rules::validate_template_update(
-                        &mut report,
-                        &old_raw["spec"],
-                        &raw["spec"],
-                        exempt,
-                    );
-                }
-                rules::validate_cluster(
-                    &mut report,
-                    "spec.template.spec",
-                    &obj.spec.template.spec,
-                    None,
-                    catalog,
-                );
-                report
-            })
+            validate_template(
+                state,
+                request,
+                object,
+                kind,
+                |report, t: &MetalStackClusterTemplate, catalog| {
+                    rules::validate_cluster(
+                        report,
+                        "spec.template.spec",
+                        &t.spec.template.spec,
+                        None,
+                        catalog,
+                    )
+                },
+            )
             .await
         }
         Kind::FirewallTemplate => {
-            let (raw, obj): (Value, MetalStackFirewallTemplate) =
-                typed(object, "MetalStackFirewallTemplate")?;
-            let old: Option<(Value, MetalStackFirewallTemplate)> = old_typed(request)?;
-            let exempt = dry_run_exempt(request, object);
-            with_catalog(state, |catalog| {
-                let mut report = Report::default();
-                if let Some((old_raw, _)) = &old {
-                    rules::validate_template_update(
-                        &mut report,
-                        &old_raw["spec"],
-                        &raw["spec"],
-                        exempt,
-                    );
-                }
-                rules::validate_firewall_template(
-                    &mut report,
-                    "spec.template.spec",
-                    &obj.spec.template.spec,
-                    catalog,
-                );
-                report
-            })
+            validate_template(
+                state,
+                request,
+                object,
+                kind,
+                |report, t: &MetalStackFirewallTemplate, catalog| {
+                    rules::validate_firewall_template(
+                        report,
+                        "spec.template.spec",
+                        &t.spec.template.spec,
+                        catalog,
+                    )
+                },
+            )
             .await
         }
         Kind::MachineTemplate => {
-            let (raw, obj): (Value, MetalStackMachineTemplate) =
-                typed(object, "MetalStackMachineTemplate")?;
-            let old: Option<(Value, MetalStackMachineTemplate)> = old_typed(request)?;
-            let exempt = dry_run_exempt(request, object);
-            with_catalog(state, |catalog| {
-                let mut report = Report::default();
-                if let Some((old_raw, _)) = &old {
-                    rules::validate_template_update(
-                        &mut report,
-                        &old_raw["spec"],
-                        &raw["spec"],
-                        exempt,
-                    );
-                }
-                rules::validate_machine(
-                    &mut report,
-                    "spec.template.spec",
-                    &obj.spec.template.spec,
-                    None,
-                    catalog,
-                    None,
-                );
-                report
-            })
+            validate_template(
+                state,
+                request,
+                object,
+                kind,
+                |report, t: &MetalStackMachineTemplate, catalog| {
+                    rules::validate_machine(
+                        report,
+                        "spec.template.spec",
+                        &t.spec.template.spec,
+                        None,
+                        catalog,
+                        None,
+                    )
+                },
+            )
             .await
         }
     }
+}
+
+/// A template: immutable except in Cluster API's ClusterClass dry runs, and its
+/// `spec.template.spec` checked by `check` like the objects made from it.
+async fn validate_template<T: DeserializeOwned>(
+    state: &WebhookState,
+    request: &AdmissionRequest<DynamicObject>,
+    object: &DynamicObject,
+    kind: Kind,
+    check: impl Fn(&mut Report, &T, Option<&Catalog>),
+) -> Result<Decision, String> {
+    let (raw, obj): (Value, T) = typed(object, kind.name())?;
+    let old: Option<(Value, T)> = old_typed(request)?;
+    let exempt = dry_run_exempt(request, object);
+    with_catalog(state, |catalog| {
+        let mut report = Report::default();
+        if let Some((old_raw, _)) = &old {
+            rules::validate_template_update(&mut report, &old_raw["spec"], &raw["spec"], exempt);
+        }
+        check(&mut report, &obj, catalog);
+        report
+    })
+    .await
 }
 
 /// Where the apiserver sends admission requests.
