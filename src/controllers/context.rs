@@ -27,6 +27,10 @@ pub enum Error {
     /// Something a person has to fix in a spec or in metal-api; retried with backoff.
     #[error("{0}")]
     Invalid(String),
+    /// The object changed between capms reading it and a guarded write; the watch brings the
+    /// newer version.
+    #[error("the object changed while capms wrote to it; retrying with the newer version")]
+    Changed,
 }
 
 impl Error {
@@ -34,6 +38,7 @@ impl Error {
     pub fn category(&self) -> &'static str {
         match self {
             Error::Kube(kube::Error::Api(s)) if s.code == 409 => "kube_conflict",
+            Error::Changed => "kube_conflict",
             Error::Kube(_) => "kube_api",
             Error::Metal(e) => e.category(),
             Error::Invalid(_) => "invalid_spec",
@@ -42,6 +47,23 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Maps the error of a JSON patch guarded by `test` operations: a failed test is answered with
+/// a bare 422 (no kind, no causes; a real validation error names both) and means the object
+/// changed since it was read.
+fn guarded_patch_error(e: kube::Error) -> Error {
+    match &e {
+        kube::Error::Api(s)
+            if s.code == 422
+                && s.details
+                    .as_ref()
+                    .is_none_or(|d| d.kind.is_empty() && d.causes.is_empty()) =>
+        {
+            Error::Changed
+        }
+        _ => Error::Kube(e),
+    }
+}
 
 /// Settings every controller honours.
 #[derive(Clone, Debug, Default)]
@@ -258,7 +280,8 @@ where
         &PatchParams::default(),
         &Patch::<()>::Json(patch),
     )
-    .await?;
+    .await
+    .map_err(guarded_patch_error)?;
     Ok(true)
 }
 
@@ -286,7 +309,7 @@ where
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(guarded_patch_error(e)),
     }
 }
 
@@ -362,6 +385,34 @@ pub fn capi_owner<K: Resource>(obj: &K, kind: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn api_error(code: u16, details: serde_json::Value) -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "the server rejected our request due to an error in our request",
+            "reason": "Invalid", "details": details, "code": code
+        }))
+        .expect("a Status");
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn a_failed_patch_test_is_a_change_not_a_failure() {
+        // What kube-apiserver v1.36 answers when a `test` operation fails (captured).
+        let stale = guarded_patch_error(api_error(422, serde_json::json!({})));
+        assert!(matches!(stale, Error::Changed));
+        assert_eq!(stale.category(), "kube_conflict");
+        // A validation error names the kind and the field; it stays an error.
+        let invalid = guarded_patch_error(api_error(
+            422,
+            serde_json::json!({"kind": "MetalStackMachine", "causes": [{"field": "spec.providerID"}]}),
+        ));
+        assert_eq!(invalid.category(), "kube_api");
+        assert_eq!(
+            guarded_patch_error(api_error(403, serde_json::json!({}))).category(),
+            "kube_api"
+        );
+    }
 
     #[test]
     fn poll_interval_grows_and_is_bounded() {

@@ -19,7 +19,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn api<K>(ctx: &Context) -> Api<K>
 where
@@ -45,6 +45,12 @@ fn error_policy<K: Resource<DynamicType = ()>>(
     ctx: Arc<Context>,
 ) -> Action {
     let kind = K::kind(&());
+    if error.category() == "kube_conflict" {
+        // Someone else wrote the object first: normal between controllers, and no reason to
+        // back off. The watch brings the newer version; the requeue is a safety net.
+        tracing::debug!(%kind, object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), error = %error, "object changed during reconcile; retrying");
+        return Action::requeue(Duration::from_secs(1));
+    }
     tracing::warn!(%kind, object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), category = error.category(), error = %error, "reconcile failed");
     Action::requeue(ctx.next_poll(&obj.uid().unwrap_or_default()))
 }
