@@ -159,6 +159,20 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
         got["spec"]["controlPlaneEndpoint"],
         json!({"host": "127.100.0.9", "port": 6443})
     );
+    // A firewall template that does not exist (yet) is a warning, not a denial.
+    let mut templated = lab_cluster("templated", "internet-mini-lab", json!({}));
+    templated["spec"]["firewallTemplateRef"] = json!({"name": "edge"});
+    let out = apply(&write(d, "templated.json", templated));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "Warning: spec.firewallTemplateRef: MetalStackFirewallTemplate {}/edge does not exist (yet)",
+            ns.name
+        )) && stderr.contains("templates in the namespace: none"),
+        "{stderr}"
+    );
+
     // A good machine with the cluster-name label gets its cluster's partition.
     let mut labelled = machine(
         "good-machine",

@@ -265,6 +265,32 @@ async fn cluster_partition(client: &kube::Client, object: &DynamicObject) -> Opt
     Some(msc.spec.partition)
 }
 
+/// A warning, not a denial, when a cluster's firewallTemplateRef names a template that does not
+/// exist: manifests may well create the template after the cluster, which then waits for it.
+async fn missing_template_warning(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Option<String> {
+    let templates = kube::Api::<MetalStackFirewallTemplate>::namespaced(client.clone(), namespace);
+    // Only a definite "not found" warns; when the apiserver cannot answer, say nothing.
+    if templates.get_opt(name).await.ok()?.is_some() {
+        return None;
+    }
+    let existing: Vec<String> = templates
+        .list_metadata(&Default::default())
+        .await
+        .ok()?
+        .items
+        .iter()
+        .map(|t| t.name_any())
+        .collect();
+    Some(format!(
+        "spec.firewallTemplateRef: MetalStackFirewallTemplate {namespace}/{name} does not exist (yet); the firewall is created once it does; templates in the namespace: {}",
+        rules::choices(existing)
+    ))
+}
+
 async fn decide(
     state: &WebhookState,
     route: Route,
@@ -393,7 +419,7 @@ async fn validate(
         Kind::Cluster => {
             let (_, obj): (Value, MetalStackCluster) = typed(object, "MetalStackCluster")?;
             let old: Option<(Value, MetalStackCluster)> = old_typed(request)?;
-            with_catalog(state, |catalog| {
+            let mut decision = with_catalog(state, |catalog| {
                 let mut report = Report::default();
                 rules::validate_cluster(
                     &mut report,
@@ -404,7 +430,20 @@ async fn validate(
                 );
                 report
             })
-            .await
+            .await?;
+            let reference = obj.spec.firewall_template_ref.as_ref().filter(|r| {
+                old.as_ref()
+                    .is_none_or(|(_, o)| o.spec.firewall_template_ref.as_ref() != Some(*r))
+            });
+            if let (Some(client), Some(reference)) = (&state.client, reference) {
+                let ns = object
+                    .namespace()
+                    .unwrap_or_else(|| request.namespace.clone().unwrap_or_default());
+                decision
+                    .warnings
+                    .extend(missing_template_warning(client, &ns, &reference.name).await);
+            }
+            Ok(decision)
         }
         Kind::Firewall => {
             let (_, obj): (Value, MetalStackFirewall) = typed(object, "MetalStackFirewall")?;

@@ -51,7 +51,7 @@ impl Report {
     }
 }
 
-fn choices<I: IntoIterator<Item = S>, S: AsRef<str>>(items: I) -> String {
+pub(crate) fn choices<I: IntoIterator<Item = S>, S: AsRef<str>>(items: I) -> String {
     let mut v: Vec<String> = items.into_iter().map(|s| s.as_ref().to_owned()).collect();
     v.sort();
     v.dedup();
