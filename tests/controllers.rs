@@ -1120,6 +1120,9 @@ async fn a_cluster_waits_for_its_firewall_template_then_clones_it() {
             && message.ends_with("templates in the namespace: none"),
         "{message}"
     );
+    // Let the reconciles that Cluster API's own updates cause die down, so that only the
+    // template watch can wake the cluster in time.
+    tokio::time::sleep(Duration::from_secs(10)).await;
     let (_, _, machines) = env.metal_state().await;
     assert!(
         machines.iter().all(|m| m.allocation.is_none()),
@@ -1132,11 +1135,18 @@ async fn a_cluster_waits_for_its_firewall_template_then_clones_it() {
         "spec": {"template": {"metadata": {"labels": {"team": "net"}}, "spec": inline}}
     }))
     .await;
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    // The template watch wakes the cluster at once (the safety-net requeue is 5 minutes away).
+    eventually(
+        "the firewall created from the template",
+        Duration::from_secs(30),
+        || async { firewalls.get_opt(&format!("{MSC}-firewall")).await.ok()? },
+    )
+    .await;
     wait_ready(&env, &clusters, MSC, |c| {
         c.status.as_ref().is_some_and(|s| s.ready)
     })
     .await;
-    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
     let fw = firewalls
         .get(&format!("{MSC}-firewall"))
         .await

@@ -250,8 +250,9 @@ async fn provision(
     match fw_api.get_opt(&name).await? {
         None => {
             let Some(firewall) = firewall_to_create(msc, cluster_name, ctx, status).await? else {
-                // The template does not exist (yet); templates are not watched, so look again.
-                return Ok(Progress::Waiting(Duration::from_secs(20)));
+                // The template does not exist (yet). Its creation triggers a reconcile through
+                // the template watch; this is only a safety net.
+                return Ok(Progress::Waiting(Duration::from_secs(300)));
             };
             match fw_api
                 .create(
@@ -310,6 +311,25 @@ async fn provision(
             Ok(Progress::Waiting(Duration::from_secs(60)))
         }
     }
+}
+
+/// The MetalStackClusters (of those in `clusters`) whose firewallTemplateRef names `template`.
+pub fn clusters_using_template(
+    template: &MetalStackFirewallTemplate,
+    clusters: &[Arc<MetalStackCluster>],
+) -> Vec<kube::runtime::reflector::ObjectRef<MetalStackCluster>> {
+    let name = template.name_any();
+    clusters
+        .iter()
+        .filter(|c| c.namespace() == template.namespace())
+        .filter(|c| {
+            c.spec
+                .firewall_template_ref
+                .as_ref()
+                .is_some_and(|r| r.name == name)
+        })
+        .map(|c| kube::runtime::reflector::ObjectRef::from_obj(c.as_ref()))
+        .collect()
 }
 
 /// The firewall to create from the inline spec or the named template; None (with the
@@ -810,6 +830,31 @@ mod tests {
             machine_type: "v1-small-x86".into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_template_maps_to_the_clusters_of_its_namespace_that_name_it() {
+        let using = |ns: &str, name: &str, template: Option<&str>| {
+            let mut c = MetalStackCluster::new(name, MetalStackClusterSpec::default());
+            c.metadata.namespace = Some(ns.into());
+            c.spec.firewall_template_ref =
+                template.map(|t| crate::api::LocalObjectReference { name: t.into() });
+            Arc::new(c)
+        };
+        let clusters = [
+            using("team-a", "one", Some("edge")),
+            using("team-a", "two", Some("core")),
+            using("team-a", "three", None),
+            using("team-b", "four", Some("edge")),
+            using("team-a", "five", Some("edge")),
+        ];
+        let mut template = MetalStackFirewallTemplate::new("edge", Default::default());
+        template.metadata.namespace = Some("team-a".into());
+        let names: Vec<_> = clusters_using_template(&template, &clusters)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(names, ["one", "five"]);
     }
 
     #[test]

@@ -9,7 +9,9 @@ pub mod machine;
 
 pub use context::{Context, Error, Settings};
 
-use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
+use crate::api::{
+    MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
+};
 use crate::capi::{Cluster, Machine, WATCH_FILTER_LABEL};
 use futures::StreamExt;
 use kube::api::Api;
@@ -128,7 +130,16 @@ pub async fn run(
             },
         );
     let cluster_store = clusters.store();
+    // A cluster waiting for its firewall template goes on as soon as the template appears.
+    let referencing = cluster_store.clone();
     let clusters = clusters
+        .watches(
+            api::<MetalStackFirewallTemplate>(&ctx),
+            watcher::Config::default(),
+            move |template: MetalStackFirewallTemplate| {
+                cluster::clusters_using_template(&template, &referencing.state())
+            },
+        )
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone())
         .run(
