@@ -127,7 +127,8 @@ pub fn routes() -> Vec<Route> {
 /// What the handlers need.
 #[derive(Clone)]
 pub struct WebhookState {
-    /// For a MetalStackMachine's cluster partition; None in unit tests.
+    /// For a MetalStackMachine's cluster partition and a cluster's firewall template; None in
+    /// unit tests.
     pub client: Option<kube::Client>,
     pub catalog: Arc<CatalogCache>,
     /// Deny instead of admitting with a warning when metal-api cannot be reached.
