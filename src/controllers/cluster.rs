@@ -357,30 +357,29 @@ async fn firewall_to_create(
             Some((&reference.name, resource.metadata.as_ref())),
         )));
     }
-    let existing: Vec<String> = templates
-        .list_metadata(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|t| t.name_any())
-        .collect();
     set_condition(
         &mut status.conditions,
         "FirewallReady",
         false,
         "FirewallTemplateNotFound",
-        format!(
-            "spec.firewallTemplateRef: MetalStackFirewallTemplate {ns}/{} does not exist; templates in the namespace: {}",
-            reference.name,
-            if existing.is_empty() {
-                "none".to_owned()
-            } else {
-                existing.join(", ")
-            }
-        ),
+        template_not_found(&templates, &ns, &reference.name).await?,
         msc.metadata.generation,
     );
     Ok(None)
+}
+
+/// What a person reads when spec.firewallTemplateRef names no template: the name, and the
+/// templates the namespace does have. The controller's condition and the webhook's warning.
+pub async fn template_not_found(
+    templates: &kube::Api<MetalStackFirewallTemplate>,
+    namespace: &str,
+    name: &str,
+) -> kube::Result<String> {
+    let existing = templates.list_metadata(&ListParams::default()).await?;
+    Ok(format!(
+        "spec.firewallTemplateRef: MetalStackFirewallTemplate {namespace}/{name} does not exist (yet); the firewall is created once it does; templates in the namespace: {}",
+        crate::choices(existing.items.iter().map(|t| t.name_any()))
+    ))
 }
 
 /// The cluster's private network as far as it exists: recorded in status, given in spec, or
@@ -640,14 +639,7 @@ async fn network_choices(
     fits: impl Fn(&crate::metal::types::Network) -> bool,
 ) -> String {
     match ctx.metal.networks().await {
-        Ok(all) => {
-            let ids: Vec<String> = all.into_iter().filter(|n| fits(n)).map(|n| n.id).collect();
-            if ids.is_empty() {
-                "none".into()
-            } else {
-                ids.join(", ")
-            }
-        }
+        Ok(all) => crate::choices(all.into_iter().filter(|n| fits(n)).map(|n| n.id)),
         Err(_) => "(metal-api could not list them)".into(),
     }
 }

@@ -278,18 +278,9 @@ async fn missing_template_warning(
     if templates.get_opt(name).await.ok()?.is_some() {
         return None;
     }
-    let existing: Vec<String> = templates
-        .list_metadata(&Default::default())
+    crate::controllers::cluster::template_not_found(&templates, namespace, name)
         .await
-        .ok()?
-        .items
-        .iter()
-        .map(|t| t.name_any())
-        .collect();
-    Some(format!(
-        "spec.firewallTemplateRef: MetalStackFirewallTemplate {namespace}/{name} does not exist (yet); the firewall is created once it does; templates in the namespace: {}",
-        rules::choices(existing)
-    ))
+        .ok()
 }
 
 async fn decide(

@@ -51,17 +51,6 @@ impl Report {
     }
 }
 
-pub(crate) fn choices<I: IntoIterator<Item = S>, S: AsRef<str>>(items: I) -> String {
-    let mut v: Vec<String> = items.into_iter().map(|s| s.as_ref().to_owned()).collect();
-    v.sort();
-    v.dedup();
-    if v.is_empty() {
-        "none".into()
-    } else {
-        v.join(", ")
-    }
-}
-
 // ---- defaults ---------------------------------------------------------------------------
 
 fn default_rules(rules: &mut Option<FirewallRules>) {
@@ -107,7 +96,7 @@ fn check_partition(report: &mut Report, path: &str, partition: &str, catalog: &C
             path,
             format!(
                 "partition {partition:?} does not exist in metal-api; valid: {}",
-                choices(catalog.partitions.iter().map(|p| &p.id))
+                crate::choices(catalog.partitions.iter().map(|p| &p.id))
             ),
         );
     }
@@ -119,7 +108,7 @@ fn check_size(report: &mut Report, path: &str, size: &str, catalog: &Catalog) {
             path,
             format!(
                 "machine type {size:?} is not a metal-stack size; valid: {}",
-                choices(catalog.sizes.iter().map(|s| &s.id))
+                crate::choices(catalog.sizes.iter().map(|s| &s.id))
             ),
         );
     }
@@ -131,7 +120,7 @@ fn check_image(report: &mut Report, path: &str, image: &str, feature: &str, cata
         .iter()
         .filter(|i| i.has_feature(feature))
         .map(|i| &i.id);
-    let valid = choices(usable);
+    let valid = crate::choices(usable);
     match images::resolve(image, catalog.images.iter().map(|i| i.id.as_str())) {
         Err(_) => report.error(
             path,
@@ -406,7 +395,7 @@ pub fn validate_cluster(
             format!(
                 "project {:?} does not exist in metal-api; valid: {}",
                 spec.project_id,
-                choices(
+                crate::choices(
                     catalog
                         .projects
                         .iter()
@@ -416,7 +405,7 @@ pub fn validate_cluster(
         );
     }
     let externals = || {
-        choices(
+        crate::choices(
             catalog
                 .networks
                 .iter()
@@ -465,7 +454,7 @@ pub fn validate_cluster(
     }
     if let Some(id) = &spec.private_network_id {
         let privates = || {
-            choices(
+            crate::choices(
                 catalog
                     .networks
                     .iter()
