@@ -1,0 +1,111 @@
+//! The machine lifecycle as metal-hammer reports it: events and their bookkeeping.
+
+use super::*;
+
+impl State {
+    // ---- lifecycle ------------------------------------------------------------------------
+
+    /// Appends an event as metal-hammer would send it, applying the FSM's bookkeeping.
+    pub fn push_event(&mut self, id: &str, event: &str, message: &str) {
+        let Some(m) = self.machines.get_mut(id) else {
+            return;
+        };
+        let now = Timestamp::now();
+        let previous = m
+            .events
+            .first()
+            .map(|e| e.event.clone())
+            .unwrap_or_default();
+        let unexpected_boot = (event == event::PXE_BOOTING || event == event::PREPARING)
+            && m.allocation.is_some()
+            && !previous.is_empty()
+            && previous != event::MACHINE_RECLAIM
+            && previous != event::PXE_BOOTING;
+        let mut entry = MachineEvent {
+            time: now,
+            event: event.into(),
+            message: message.into(),
+        };
+        if unexpected_boot {
+            entry.message = format!(
+                "[unexpectedly received in {}] {message}",
+                previous.to_lowercase()
+            );
+            m.crash_loop = true;
+            m.last_error_event = Some(entry.clone());
+        }
+        if event == event::PHONED_HOME {
+            m.crash_loop = false;
+            // A machine that phones home in its previous installation after a reclaim never got
+            // reinstalled: the reclaim failed.
+            if previous == event::MACHINE_RECLAIM {
+                m.failed_machine_reclaim = true;
+            }
+            // Repeated Phoned Home events only refresh the heartbeat.
+            if previous == event::PHONED_HOME {
+                m.last_event_time = Some(now);
+                return;
+            }
+        }
+        if event == event::WAITING {
+            m.failed_machine_reclaim = false;
+        }
+        m.events.insert(0, entry);
+        m.events.truncate(EVENTS_KEPT);
+        m.last_event_time = Some(now);
+    }
+
+    pub fn set_waiting(&mut self, id: &str) {
+        if let Some(m) = self.machines.get_mut(id) {
+            m.waiting = true;
+        }
+    }
+
+    /// The allocation uuid of a machine, if allocated (lifecycle tasks check it has not changed).
+    pub fn allocation_uuid(&self, id: &str) -> Option<String> {
+        self.machines
+            .get(id)
+            .and_then(|m| m.allocation.as_ref())
+            .map(|a| a.allocationuuid.clone())
+    }
+}
+
+/// The events a machine goes through from power-on to the wait loop.
+pub const BOOT_TO_WAITING: [(&str, &str); 4] = [
+    (event::PXE_BOOTING, "machine sent extended dhcp request"),
+    (
+        event::PREPARING,
+        "starting metal-hammer version:v0.13.0 (simulated)",
+    ),
+    (event::REGISTERING, "start registering"),
+    (event::WAITING, "waiting for allocation"),
+];
+
+pub(super) fn simulated_hardware(n: usize) -> MachineHardware {
+    MachineHardware {
+        memory: 2 * 1024 * 1024 * 1024,
+        cpu_cores: 0,
+        cpus: vec![MachineCpu {
+            vendor: "GenuineIntel".into(),
+            model: "QEMU Virtual CPU".into(),
+            cores: 1,
+            threads: 1,
+        }],
+        disks: vec![MachineDisk {
+            name: "/dev/vda".into(),
+            size: 5 * 1000 * 1000 * 1000,
+        }],
+        nics: (0..2)
+            .map(|i| MachineNic {
+                mac: format!(
+                    "aa:c1:ab:{:02x}:{:02x}:{:02x}",
+                    (n >> 8) & 0xff,
+                    n & 0xff,
+                    i
+                ),
+                name: format!("lan{i}"),
+                identifier: format!("sim-{n}-{i}"),
+            })
+            .collect(),
+    }
+}
