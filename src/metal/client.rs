@@ -210,7 +210,7 @@ impl Client {
                 message: decode_error_body(&bytes),
             });
         }
-        serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
+        super::json::decode(&bytes).map_err(|e| Error::Decode {
             endpoint,
             detail: e.to_string(),
         })

@@ -5,6 +5,7 @@ pub mod client;
 pub mod error;
 pub mod hmac;
 pub mod images;
+pub mod json;
 pub mod types;
 
 pub use client::{Auth, Client, Config};

@@ -6,6 +6,7 @@ mod http;
 pub mod inventory;
 pub mod ipam;
 pub mod state;
+pub mod stats;
 
 use crate::metal::hmac::AuthType;
 use inventory::Inventory;
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-pub use http::router;
+pub use http::{mounted_routes, router};
 
 /// Delays of the simulated machine lifecycle.
 #[derive(Clone, Debug)]
@@ -105,6 +106,7 @@ impl Default for SimConfig {
 #[derive(Clone)]
 pub struct Sim {
     state: Arc<Mutex<State>>,
+    stats: Arc<Mutex<stats::RequestStats>>,
     pub config: Arc<SimConfig>,
 }
 
@@ -112,6 +114,7 @@ impl Sim {
     pub fn new(inventory: &Inventory, config: SimConfig) -> Result<Sim, String> {
         Ok(Sim {
             state: Arc::new(Mutex::new(State::from_inventory(inventory)?)),
+            stats: Arc::default(),
             config: Arc::new(config),
         })
     }
@@ -120,6 +123,13 @@ impl Sim {
     /// mutation leaves the state consistent before it could panic.
     pub fn state(&self) -> MutexGuard<'_, State> {
         self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The request counts (`/sim/stats`); poisoning is taken over as for the state.
+    pub fn stats(&self) -> MutexGuard<'_, stats::RequestStats> {
+        self.stats
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }

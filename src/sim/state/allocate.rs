@@ -170,6 +170,8 @@ impl State {
                 ips,
                 destinationprefixes: network.destinationprefixes.clone(),
                 networktype: (*networktype).into(),
+                networktypev2: network.networktype.clone(),
+                nattypev2: network.nattype.clone(),
                 vrf: network.vrf.unwrap_or_default(),
                 asn,
                 nat: network.nat,
@@ -407,7 +409,6 @@ impl State {
         }
         Ok(plan)
     }
-
 }
 
 /// A public key line as authorized_keys holds it: type, base64 blob, optional comment.

@@ -122,7 +122,11 @@ impl State {
         Ok(ip)
     }
 
-    pub(super) fn acquire_in_network(&mut self, network: &Network, family: Option<&str>) -> SimResult<IpAddr> {
+    pub(super) fn acquire_in_network(
+        &mut self,
+        network: &Network,
+        family: Option<&str>,
+    ) -> SimResult<IpAddr> {
         let prefixes: Vec<Cidr> = network
             .prefixes
             .iter()
@@ -202,5 +206,4 @@ impl State {
         self.ips.insert(ip.ipaddress.clone(), ip.clone());
         Ok(ip)
     }
-
 }

@@ -70,6 +70,18 @@ impl State {
     }
 }
 
+/// The metal-hammer every simulated machine boots into.
+pub(super) const METAL_HAMMER_VERSION: &str = "v0.13.0";
+
+/// The firmware every simulated machine reports.
+pub(super) fn simulated_bios() -> MachineBios {
+    MachineBios {
+        version: "1.0 (capms simulator)".into(),
+        vendor: "capms".into(),
+        date: "01/01/2026".into(),
+    }
+}
+
 /// The events a machine goes through from power-on to the wait loop.
 pub const BOOT_TO_WAITING: [(&str, &str); 4] = [
     (event::PXE_BOOTING, "machine sent extended dhcp request"),
@@ -105,6 +117,13 @@ pub(super) fn simulated_hardware(n: usize) -> MachineHardware {
                 ),
                 name: format!("lan{i}"),
                 identifier: format!("sim-{n}-{i}"),
+                // Each NIC is cabled to one leaf switch port, as LLDP reports it.
+                neighbors: vec![MachineNic {
+                    mac: format!("aa:c1:ab:ff:{:02x}:{:02x}", i, n & 0xff),
+                    name: format!("swp{}s{}", n + 1, i),
+                    identifier: format!("leaf0{}-swp{}s{}", i + 1, n + 1, i),
+                    neighbors: Vec::new(),
+                }],
             })
             .collect(),
     }

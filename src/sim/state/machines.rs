@@ -20,8 +20,16 @@ impl State {
             rackid: m.rack.clone(),
             size: self.sizes.get(&m.size).cloned(),
             hardware: m.hardware.clone(),
+            bios: simulated_bios(),
+            ledstate: LedState {
+                value: "LED-OFF".into(),
+                description: String::new(),
+            },
             allocation: m.allocation.clone(),
-            state: m.state.clone(),
+            state: MachineState {
+                metal_hammer_version: METAL_HAMMER_VERSION.into(),
+                ..m.state.clone()
+            },
             liveliness: self.liveliness(m).into(),
             events: MachineEvents {
                 log: m.events.iter().take(EVENTS_SHOWN).cloned().collect(),
@@ -147,5 +155,4 @@ impl State {
             }
         }
     }
-
 }

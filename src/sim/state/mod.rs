@@ -142,6 +142,7 @@ fn merge_tags(user: &[String], system: &[String]) -> Vec<String> {
 
 mod allocate;
 mod ips;
+mod issues;
 mod lifecycle;
 mod machines;
 mod masterdata;
@@ -151,7 +152,7 @@ mod rules;
 mod tests;
 
 pub use lifecycle::BOOT_TO_WAITING;
-use lifecycle::simulated_hardware;
+use lifecycle::{METAL_HAMMER_VERSION, simulated_bios, simulated_hardware};
 use rules::normalise_rules;
 pub use rules::validate_firewall_rules;
 
@@ -318,5 +319,4 @@ impl State {
         }
         Ok(state)
     }
-
 }

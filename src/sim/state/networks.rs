@@ -34,6 +34,7 @@ impl State {
             ipv4: has(Family::V4).then_some(v4),
             ipv6: has(Family::V6).then_some(v6),
         };
+        view.usage = view.consumption.ipv4.clone().unwrap_or_default();
         view
     }
 
@@ -214,5 +215,4 @@ impl State {
         old.consumption = NetworkConsumption::default();
         Ok(old)
     }
-
 }

@@ -55,11 +55,10 @@ fn firewall_rules_are_validated_like_metal_api() {
         ingress: vec![],
     };
     assert!(validate_firewall_rules(&egress(&["0.0.0.0/0"], "allow https")).is_ok());
-    let mixed = validate_firewall_rules(&egress(&["0.0.0.0/0", "::/0"], ""))
-        .expect_err("mixed families");
+    let mixed =
+        validate_firewall_rules(&egress(&["0.0.0.0/0", "::/0"], "")).expect_err("mixed families");
     assert_eq!(mixed.status, 400);
-    let digits =
-        validate_firewall_rules(&egress(&["0.0.0.0/0"], "port 443")).expect_err("digits");
+    let digits = validate_firewall_rules(&egress(&["0.0.0.0/0"], "port 443")).expect_err("digits");
     assert!(
         digits.message.contains("illegal character"),
         "{}",
