@@ -108,6 +108,10 @@ pub struct NetworkAllocateRequest {
     pub shared: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addressfamily: Option<String>,
+    /// Child prefix length per address family (`{"IPv4": 24}`), overriding the super network's
+    /// default.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub length: BTreeMap<String, u8>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -1,8 +1,11 @@
 //! Machine and firewall allocation, checked in the order metal-api checks.
 
+use super::network_rules::PlannedNetwork;
 use super::*;
 
 impl State {
+    /// Allocates a machine or firewall, checking in the order metal-api checks: request shape
+    /// (400), spec (422), project, candidate, networks, then IPs and the final write.
     pub fn machine_allocate(
         &mut self,
         req: &MachineAllocateRequest,
@@ -10,186 +13,35 @@ impl State {
         role: &str,
         creator: &str,
     ) -> SimResult<Machine> {
-        // 1. Request shape (400).
-        let requested = match &req.networks {
-            None => return Err(SimError::bad_request("network ids cannot be nil")),
-            Some(n) if n.is_empty() => {
-                return Err(SimError::bad_request("network ids cannot be empty"));
-            }
-            Some(n) => n.clone(),
-        };
-        let image = self
-            .image_latest(&req.imageid)
-            .map_err(|e| SimError::bad_request(e.message))?
-            .clone();
-        let feature = if role == ROLE_FIREWALL {
-            FEATURE_FIREWALL
-        } else {
-            FEATURE_MACHINE
-        };
-        if !image.has_feature(feature) {
-            return Err(SimError::bad_request(format!(
-                "given image is not usable for a {feature}, features: {}",
-                image.features.join(", ")
-            )));
-        }
-        let (partition, size) = match &req.uuid {
-            Some(uuid) => {
-                let m = self.machines.get(uuid).ok_or_else(|| {
-                    SimError::bad_request(SimError::not_found("machine", uuid).message)
-                })?;
-                if !req.partitionid.is_empty() && req.partitionid != m.partition {
-                    return Err(SimError::bad_request(format!(
-                        "requested partition ({}) does not match with the partition of the machine ({})",
-                        req.partitionid, m.partition
-                    )));
-                }
-                if !req.sizeid.is_empty() && req.sizeid != m.size {
-                    return Err(SimError::bad_request(format!(
-                        "requested size ({}) does not match with the size of the machine ({})",
-                        req.sizeid, m.size
-                    )));
-                }
-                (m.partition.clone(), m.size.clone())
-            }
-            None => {
-                if req.partitionid.is_empty() {
-                    return Err(SimError::bad_request(
-                        "partition id must be specified when no machine uuid is given",
-                    ));
-                }
-                if req.sizeid.is_empty() {
-                    return Err(SimError::bad_request(
-                        "size id must be specified when no machine uuid is given",
-                    ));
-                }
-                let p = self.partition(&req.partitionid).map_err(|e| {
-                    SimError::bad_request(format!(
-                        "partition:{} not found {}",
-                        req.partitionid, e.message
-                    ))
-                })?;
-                let s = self.size(&req.sizeid).map_err(|e| {
-                    SimError::bad_request(format!("size:{} not found {}", req.sizeid, e.message))
-                })?;
-                (p.id.clone(), s.id.clone())
-            }
-        };
+        let requested = requested_networks(req)?;
+        // Go reads an empty uuid as "none given".
+        let wanted_machine = req.uuid.as_deref().filter(|u| !u.is_empty());
+        let image = self.allocation_image(&req.imageid, role)?;
+        let (partition, size) = self.placement(req, wanted_machine)?;
         if let Some(rules) = rules {
             validate_firewall_rules(rules)?;
         }
-        // 2. Spec validation (422).
-        if req.projectid.is_empty() {
-            return Err(SimError::unprocessable("projectid must not be empty"));
-        }
-        for key in &req.ssh_pub_keys {
-            if !looks_like_ssh_key(key) {
-                return Err(SimError::unprocessable(format!(
-                    "invalid public SSH key: {key}"
-                )));
-            }
-        }
-        // 4. Project.
+        check_allocation_spec(req)?;
         self.project(&req.projectid)?;
-        // 7. Candidate.
-        let machine_id = match &req.uuid {
-            Some(uuid) => {
-                if self
-                    .machines
-                    .get(uuid)
-                    .is_some_and(|m| m.allocation.is_some())
-                {
-                    return Err(SimError::unprocessable(format!(
-                        "machine \"{uuid}\" already allocated"
-                    )));
-                }
-                uuid.clone()
-            }
+        let machine_id = match wanted_machine {
+            Some(uuid) => self.requested_machine(uuid)?,
             None => {
                 self.pick_candidate(&partition, &size, &req.projectid, role, &req.placement_tags)?
             }
         };
-        // 9. Networks.
         let plan = self.gather_networks(&requested, &req.ips, &partition, &req.projectid, role)?;
-        // 10. IPs and ASN; roll back on failure.
-        let mut acquired: Vec<Ip> = Vec::new();
-        let mut networks = Vec::new();
         let asn = self.acquire_asn();
-        let machine_tag = format!("{MACHINE_ID_TAG}={machine_id}");
-        for (network, networktype, auto) in &plan {
-            let mut ips = Vec::new();
-            if *auto {
-                let families: BTreeSet<Family> = network
-                    .prefixes
-                    .iter()
-                    .filter_map(|p| p.parse::<Cidr>().ok())
-                    .map(|p| p.family)
-                    .collect();
-                for family in families {
-                    let ip_req = IpAllocateRequest {
-                        networkid: network.id.clone(),
-                        projectid: req.projectid.clone(),
-                        type_: IP_TYPE_EPHEMERAL.into(),
-                        name: req.name.clone(),
-                        description: "autoassigned".into(),
-                        machineid: Some(machine_id.clone()),
-                        addressfamily: Some(family.api_name().into()),
-                        ..Default::default()
-                    };
-                    match self.ip_allocate_unchecked(&ip_req, network) {
-                        Ok(ip) => {
-                            ips.push(ip.ipaddress.clone());
-                            acquired.push(ip);
-                        }
-                        Err(e) => {
-                            for ip in &acquired {
-                                self.release_ip_record(ip);
-                            }
-                            self.asns.remove(&asn);
-                            return Err(e);
-                        }
-                    }
-                }
+        let networks = match self.attach_networks(&plan, req, &machine_id, asn) {
+            Ok(networks) => networks,
+            Err(e) => {
+                self.asns.remove(&asn);
+                return Err(e);
             }
-            for address in &req.ips {
-                if let Ok(a) = address.parse::<IpAddr>()
-                    && self.prefix_of(network, a).is_some()
-                {
-                    ips.push(address.clone());
-                    if let Some(ip) = self.ips.get_mut(address)
-                        && !ip.tags.contains(&machine_tag)
-                    {
-                        ip.tags.push(machine_tag.clone());
-                    }
-                }
-            }
-            let private = networktype.starts_with("private");
-            networks.push(MachineNetwork {
-                networkid: network.id.clone(),
-                prefixes: network.prefixes.clone(),
-                ips,
-                destinationprefixes: network.destinationprefixes.clone(),
-                networktype: (*networktype).into(),
-                networktypev2: network.networktype.clone(),
-                nattypev2: network.nattype.clone(),
-                vrf: network.vrf.unwrap_or_default(),
-                asn,
-                nat: network.nat,
-                private,
-                underlay: network.underlay,
-                projectid: if private {
-                    network.projectid.clone()
-                } else {
-                    String::new()
-                },
-            });
-        }
-        // 11. Final write.
-        let now = Timestamp::now();
+        };
         let allocation = MachineAllocation {
             allocationuuid: uuid(),
             creator: creator.into(),
-            created: now,
+            created: Timestamp::now(),
             name: req.name.clone(),
             description: req.description.clone(),
             hostname: if req.hostname.is_empty() {
@@ -207,8 +59,195 @@ impl State {
             role: role.into(),
             firewall_rules: rules.map(normalise_rules),
         };
-        let Some(m) = self.machines.get_mut(&machine_id) else {
-            return Err(SimError::not_found("machine", &machine_id));
+        self.store_allocation(&machine_id, allocation, &req.tags, asn)
+    }
+
+    /// The image as allocation resolves it, with the feature the role needs (400 otherwise).
+    fn allocation_image(&self, requested: &str, role: &str) -> SimResult<Image> {
+        let image = self
+            .image_latest(requested)
+            .map_err(|e| SimError::bad_request(e.message))?
+            .clone();
+        let feature = if role == ROLE_FIREWALL {
+            FEATURE_FIREWALL
+        } else {
+            FEATURE_MACHINE
+        };
+        if !image.has_feature(feature) {
+            return Err(SimError::bad_request(format!(
+                "given image is not usable for a {feature}, features: {}",
+                image.features.join(", ")
+            )));
+        }
+        Ok(image)
+    }
+
+    /// Partition and size: the requested machine's (which must agree with any given), or the
+    /// given ones, which must exist (400).
+    fn placement(
+        &self,
+        req: &MachineAllocateRequest,
+        uuid: Option<&str>,
+    ) -> SimResult<(String, String)> {
+        if let Some(uuid) = uuid {
+            let m = self.machines.get(uuid).ok_or_else(|| {
+                SimError::bad_request(SimError::not_found("machine", uuid).message)
+            })?;
+            if !req.partitionid.is_empty() && req.partitionid != m.partition {
+                return Err(SimError::bad_request(format!(
+                    "requested partition ({}) does not match with the partition of the machine ({})",
+                    req.partitionid, m.partition
+                )));
+            }
+            if !req.sizeid.is_empty() && req.sizeid != m.size {
+                return Err(SimError::bad_request(format!(
+                    "requested size ({}) does not match with the size of the machine ({})",
+                    req.sizeid, m.size
+                )));
+            }
+            return Ok((m.partition.clone(), m.size.clone()));
+        }
+        if req.partitionid.is_empty() {
+            return Err(SimError::bad_request(
+                "partition id must be specified when no machine uuid is given",
+            ));
+        }
+        if req.sizeid.is_empty() {
+            return Err(SimError::bad_request(
+                "size id must be specified when no machine uuid is given",
+            ));
+        }
+        let p = self.partition(&req.partitionid).map_err(|e| {
+            SimError::bad_request(format!(
+                "partition:{} not found {}",
+                req.partitionid, e.message
+            ))
+        })?;
+        let s = self.size(&req.sizeid).map_err(|e| {
+            SimError::bad_request(format!("size:{} not found {}", req.sizeid, e.message))
+        })?;
+        Ok((p.id.clone(), s.id.clone()))
+    }
+
+    /// A machine asked for by uuid must not be allocated yet (422).
+    fn requested_machine(&self, uuid: &str) -> SimResult<String> {
+        if self
+            .machines
+            .get(uuid)
+            .is_some_and(|m| m.allocation.is_some())
+        {
+            return Err(SimError::unprocessable(format!(
+                "machine \"{uuid}\" already allocated"
+            )));
+        }
+        Ok(uuid.to_owned())
+    }
+
+    /// The allocation's networks: auto-acquired IPs per address family and the supplied IPs that
+    /// lie in each network (they get machine scope). Acquired IPs are released on failure.
+    fn attach_networks(
+        &mut self,
+        plan: &[PlannedNetwork],
+        req: &MachineAllocateRequest,
+        machine_id: &str,
+        asn: u64,
+    ) -> SimResult<Vec<MachineNetwork>> {
+        let mut acquired: Vec<Ip> = Vec::new();
+        let mut networks = Vec::new();
+        for (network, networktype, auto) in plan {
+            let mut ips = Vec::new();
+            if *auto {
+                match self.auto_acquire(network, req, machine_id) {
+                    Ok(got) => {
+                        ips.extend(got.iter().map(|ip| ip.ipaddress.clone()));
+                        acquired.extend(got);
+                    }
+                    Err(e) => {
+                        for ip in &acquired {
+                            self.release_ip_record(ip);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            ips.extend(self.adopt_supplied_ips(network, &req.ips, machine_id));
+            networks.push(machine_network(network, networktype, ips, asn));
+        }
+        Ok(networks)
+    }
+
+    /// One ephemeral IP per address family of the network, with machine scope.
+    fn auto_acquire(
+        &mut self,
+        network: &Network,
+        req: &MachineAllocateRequest,
+        machine_id: &str,
+    ) -> SimResult<Vec<Ip>> {
+        let families: BTreeSet<Family> = network
+            .prefixes
+            .iter()
+            .filter_map(|p| p.parse::<Cidr>().ok())
+            .map(|p| p.family)
+            .collect();
+        let mut got = Vec::new();
+        for family in families {
+            let ip_req = IpAllocateRequest {
+                networkid: network.id.clone(),
+                projectid: req.projectid.clone(),
+                type_: IP_TYPE_EPHEMERAL.into(),
+                name: req.name.clone(),
+                description: "autoassigned".into(),
+                machineid: Some(machine_id.to_owned()),
+                addressfamily: Some(family.api_name().into()),
+                ..Default::default()
+            };
+            match self.ip_allocate_unchecked(&ip_req, network) {
+                Ok(ip) => got.push(ip),
+                Err(e) => {
+                    for ip in &got {
+                        self.release_ip_record(ip);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(got)
+    }
+
+    /// The supplied addresses inside `network`, tagged with the machine (machine scope).
+    fn adopt_supplied_ips(
+        &mut self,
+        network: &Network,
+        supplied: &[String],
+        machine_id: &str,
+    ) -> Vec<String> {
+        let machine_tag = format!("{MACHINE_ID_TAG}={machine_id}");
+        let mut ips = Vec::new();
+        for address in supplied {
+            if let Ok(a) = address.parse::<IpAddr>()
+                && self.prefix_of(network, a).is_some()
+            {
+                ips.push(address.clone());
+                if let Some(ip) = self.ips.get_mut(address)
+                    && !ip.tags.contains(&machine_tag)
+                {
+                    ip.tags.push(machine_tag.clone());
+                }
+            }
+        }
+        ips
+    }
+
+    /// The final write: allocation, tags (user tags merged with the server's), out of the pool.
+    fn store_allocation(
+        &mut self,
+        machine_id: &str,
+        allocation: MachineAllocation,
+        user_tags: &[String],
+        asn: u64,
+    ) -> SimResult<Machine> {
+        let Some(m) = self.machines.get_mut(machine_id) else {
+            return Err(SimError::not_found("machine", machine_id));
         };
         let mut system = vec![
             format!("{TAG_PRIMARY_ASN}={asn}"),
@@ -217,12 +256,11 @@ impl State {
         if !m.rack.is_empty() {
             system.push(format!("{TAG_RACK}={}", m.rack));
         }
-        m.tags = merge_tags(&req.tags, &system);
+        m.tags = merge_tags(user_tags, &system);
         m.allocation = Some(allocation);
         m.waiting = false;
-        m.changed = now;
-        let view = self.machine(&machine_id)?;
-        Ok(view)
+        m.changed = Timestamp::now();
+        self.machine(machine_id)
     }
 
     pub(super) fn acquire_asn(&mut self) -> u64 {
@@ -302,113 +340,6 @@ impl State {
             .map(|m| m.id.clone())
             .ok_or_else(|| SimError::unprocessable("no machine available"))
     }
-
-    /// The network rules of an allocation: which networks, of which kind, with auto-acquire.
-    pub(super) fn gather_networks(
-        &self,
-        requested: &[AllocationNetwork],
-        ips: &[String],
-        partition: &str,
-        project: &str,
-        role: &str,
-    ) -> SimResult<Vec<(Network, &'static str, bool)>> {
-        let ids: BTreeSet<&str> = requested.iter().map(|n| n.networkid.as_str()).collect();
-        if ids.len() != requested.len() {
-            return Err(SimError::unprocessable("given network ids are not unique"));
-        }
-        let mut private_unshared = Vec::new();
-        let mut private_shared = Vec::new();
-        let mut external = Vec::new();
-        for r in requested {
-            let n = self
-                .networks
-                .get(&r.networkid)
-                .ok_or_else(|| SimError::not_found("network", &r.networkid))?;
-            if n.underlay {
-                return Err(SimError::unprocessable(format!(
-                    "underlay networks are not allowed to be set explicitly: {}",
-                    n.id
-                )));
-            }
-            if n.privatesuper {
-                return Err(SimError::unprocessable(format!(
-                    "private super networks are not allowed to be set explicitly: {}",
-                    n.id
-                )));
-            }
-            let supplied = ips
-                .iter()
-                .filter_map(|a| a.parse::<IpAddr>().ok())
-                .any(|a| self.prefix_of(n, a).is_some());
-            let auto = r.autoacquire.unwrap_or(true);
-            if !auto && !supplied && self.is_private(n) {
-                return Err(SimError::unprocessable(format!(
-                    "the private network {} has no auto ip acquisition, but no suitable IPs were provided, which would lead into a machine having no ip address",
-                    n.id
-                )));
-            }
-            if self.is_private(n) {
-                if n.partitionid != partition {
-                    return Err(SimError::unprocessable(format!(
-                        "private network \"{}\" must be located in the partition where the machine is going to be placed",
-                        n.id
-                    )));
-                }
-                if !n.shared && n.projectid != project {
-                    return Err(SimError::unprocessable(
-                        "the given private network does not belong to the project, which is not allowed",
-                    ));
-                }
-                if n.shared {
-                    private_shared.push((n.clone(), auto))
-                } else {
-                    private_unshared.push((n.clone(), auto))
-                }
-            } else {
-                external.push((n.clone(), auto));
-            }
-        }
-        if private_unshared.is_empty() && private_shared.is_empty() {
-            return Err(SimError::unprocessable("no private network given"));
-        }
-        if role == ROLE_MACHINE && private_unshared.len() + private_shared.len() > 1 {
-            return Err(SimError::unprocessable(
-                "machines are not allowed to be placed into multiple private networks",
-            ));
-        }
-        if private_unshared.len() > 1 || (private_unshared.is_empty() && private_shared.len() > 1) {
-            return Err(SimError::unprocessable(
-                "multiple private networks are specified but there must be only one primary private network that must not be shared",
-            ));
-        }
-        let mut plan = Vec::new();
-        if let Some((n, auto)) = private_unshared.pop() {
-            plan.push((n, machine_network_type::PRIVATE_PRIMARY_UNSHARED, auto));
-            for (n, auto) in private_shared {
-                plan.push((n, machine_network_type::PRIVATE_SECONDARY_SHARED, auto));
-            }
-        } else if let Some((n, auto)) = private_shared.pop() {
-            plan.push((n, machine_network_type::PRIVATE_PRIMARY_SHARED, auto));
-        }
-        for (n, auto) in external {
-            plan.push((n, machine_network_type::EXTERNAL, auto));
-        }
-        if role == ROLE_FIREWALL {
-            let underlays: Vec<&Network> = self
-                .networks
-                .values()
-                .filter(|n| n.underlay && n.partitionid == partition)
-                .collect();
-            let [underlay] = underlays[..] else {
-                return Err(SimError::unprocessable(format!(
-                    "partition {partition} needs exactly one underlay network, it has {}",
-                    underlays.len()
-                )));
-            };
-            plan.push((underlay.clone(), machine_network_type::UNDERLAY, true));
-        }
-        Ok(plan)
-    }
 }
 
 /// A public key line as authorized_keys holds it: type, base64 blob, optional comment.
@@ -424,4 +355,57 @@ pub(super) fn looks_like_ssh_key(key: &str) -> bool {
         && blob
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=')
+}
+
+/// The networks of the request: metal-api needs at least one (400).
+fn requested_networks(req: &MachineAllocateRequest) -> SimResult<Vec<AllocationNetwork>> {
+    match &req.networks {
+        None => Err(SimError::bad_request("network ids cannot be nil")),
+        Some(n) if n.is_empty() => Err(SimError::bad_request("network ids cannot be empty")),
+        Some(n) => Ok(n.clone()),
+    }
+}
+
+/// The allocation spec's checks (422): a project, well-formed SSH keys.
+fn check_allocation_spec(req: &MachineAllocateRequest) -> SimResult<()> {
+    if req.projectid.is_empty() {
+        return Err(SimError::unprocessable("projectid must not be empty"));
+    }
+    for key in &req.ssh_pub_keys {
+        if !looks_like_ssh_key(key) {
+            return Err(SimError::unprocessable(format!(
+                "invalid public SSH key: {key}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One network of an allocation as metal-api shows it.
+fn machine_network(
+    network: &Network,
+    networktype: &str,
+    ips: Vec<String>,
+    asn: u64,
+) -> MachineNetwork {
+    let private = networktype.starts_with("private");
+    MachineNetwork {
+        networkid: network.id.clone(),
+        prefixes: network.prefixes.clone(),
+        ips,
+        destinationprefixes: network.destinationprefixes.clone(),
+        networktype: networktype.into(),
+        networktypev2: network.networktype.clone(),
+        nattypev2: network.nattype.clone(),
+        vrf: network.vrf.unwrap_or_default(),
+        asn,
+        nat: network.nat,
+        private,
+        underlay: network.underlay,
+        projectid: if private {
+            network.projectid.clone()
+        } else {
+            String::new()
+        },
+    }
 }

@@ -51,7 +51,10 @@ impl State {
         if req.projectid.is_empty() {
             return Err(SimError::bad_request("projectid should not be empty"));
         }
-        if specific.is_some() && req.addressfamily.is_some() {
+        // Go reads empty strings as "not given".
+        let family = req.addressfamily.as_deref().filter(|f| !f.is_empty());
+        let machine = req.machineid.as_deref().filter(|m| !m.is_empty());
+        if specific.is_some() && family.is_some() {
             return Err(SimError::bad_request(
                 "it is not possible to specify specificIP and addressfamily",
             ));
@@ -75,24 +78,11 @@ impl State {
             )));
         }
         let address = match specific {
-            Some(text) => {
-                let address: IpAddr = text.parse().map_err(|_| {
-                    SimError::unprocessable(format!("{text} is not a valid ip address"))
-                })?;
-                let prefix = self.prefix_of(&network, address).ok_or_else(|| {
-                    SimError::unprocessable(
-                        "specific ip not contained in any of the defined prefixes",
-                    )
-                })?;
-                self.ipam
-                    .acquire_specific(prefix, address)
-                    .map_err(ipam_error)?;
-                address
-            }
-            None => self.acquire_in_network(&network, req.addressfamily.as_deref())?,
+            Some(text) => self.acquire_specific(&network, text)?,
+            None => self.acquire_in_network(&network, family)?,
         };
         let mut tags = req.tags.clone();
-        if let Some(m) = &req.machineid {
+        if let Some(m) = machine {
             tags.push(format!("{MACHINE_ID_TAG}={m}"));
         }
         let tags: Vec<String> = tags
@@ -120,6 +110,20 @@ impl State {
         };
         self.ips.insert(ip.ipaddress.clone(), ip.clone());
         Ok(ip)
+    }
+
+    /// The given address, which must lie in one of the network's prefixes (422) and be free (409).
+    fn acquire_specific(&mut self, network: &Network, text: &str) -> SimResult<IpAddr> {
+        let address: IpAddr = text
+            .parse()
+            .map_err(|_| SimError::unprocessable(format!("{text} is not a valid ip address")))?;
+        let prefix = self.prefix_of(network, address).ok_or_else(|| {
+            SimError::unprocessable("specific ip not contained in any of the defined prefixes")
+        })?;
+        self.ipam
+            .acquire_specific(prefix, address)
+            .map_err(ipam_error)?;
+        Ok(address)
     }
 
     pub(super) fn acquire_in_network(

@@ -99,45 +99,8 @@ impl State {
         self.project(&req.projectid)?;
         self.partition(&req.partitionid)?;
         let parent = self.private_super(&req.partitionid)?.clone();
-        let lengths = parent.defaultchildprefixlength.clone().unwrap_or_default();
-        let mut wanted = Vec::new();
-        for p in &parent.prefixes {
-            let p = cidr(p)?;
-            if req
-                .addressfamily
-                .as_deref()
-                .is_some_and(|f| f != p.family.api_name())
-            {
-                continue;
-            }
-            let len = lengths.get(p.family.api_name()).copied().ok_or_else(|| {
-                SimError::bad_request(format!(
-                    "super network {} has no default child prefix length for {}",
-                    parent.id,
-                    p.family.api_name()
-                ))
-            })?;
-            wanted.push((p, len));
-        }
-        if wanted.is_empty() {
-            return Err(SimError::bad_request(format!(
-                "addressfamily {} is not available in super network {}",
-                req.addressfamily.as_deref().unwrap_or_default(),
-                parent.id
-            )));
-        }
-        let mut acquired = Vec::new();
-        for (p, len) in wanted {
-            match self.ipam.acquire_child(p, len) {
-                Ok(child) => acquired.push(child),
-                Err(e) => {
-                    for c in acquired {
-                        let _ = self.ipam.release_prefix(c);
-                    }
-                    return Err(ipam_error(e));
-                }
-            }
-        }
+        let wanted = child_prefixes(&parent, req)?;
+        let acquired = self.acquire_children(wanted)?;
         let vrf = self.acquire_vrf();
         let now = Timestamp::now();
         let network = Network {
@@ -172,7 +135,24 @@ impl State {
         Ok(self.network_view(&network))
     }
 
-    pub(super) fn acquire_vrf(&mut self) -> u32 {
+    /// Acquires every wanted child prefix, or none.
+    fn acquire_children(&mut self, wanted: Vec<(Cidr, u8)>) -> SimResult<Vec<Cidr>> {
+        let mut acquired = Vec::new();
+        for (p, len) in wanted {
+            match self.ipam.acquire_child(p, len) {
+                Ok(child) => acquired.push(child),
+                Err(e) => {
+                    for c in acquired {
+                        let _ = self.ipam.release_prefix(c);
+                    }
+                    return Err(ipam_error(e));
+                }
+            }
+        }
+        Ok(acquired)
+    }
+
+    fn acquire_vrf(&mut self) -> u32 {
         let mut rng = rand::rng();
         loop {
             let vrf = rng.random_range(1..=131_072);
@@ -215,4 +195,46 @@ impl State {
         old.consumption = NetworkConsumption::default();
         Ok(old)
     }
+}
+
+/// Which child prefixes a network allocation carves from the super network: one per address
+/// family (only `addressfamily` when given), of the requested `length` or the super network's
+/// default child length.
+fn child_prefixes(parent: &Network, req: &NetworkAllocateRequest) -> SimResult<Vec<(Cidr, u8)>> {
+    // Go reads an empty string as "not given".
+    let family = req.addressfamily.as_deref().filter(|f| !f.is_empty());
+    let defaults = parent.defaultchildprefixlength.clone().unwrap_or_default();
+    let mut wanted = Vec::new();
+    for p in &parent.prefixes {
+        let p = cidr(p)?;
+        let name = p.family.api_name();
+        if family.is_some_and(|f| f != name) {
+            continue;
+        }
+        let len = req
+            .length
+            .get(name)
+            .or(defaults.get(name))
+            .copied()
+            .ok_or_else(|| {
+                SimError::bad_request(format!(
+                    "super network {} has no default child prefix length for {name}",
+                    parent.id
+                ))
+            })?;
+        if len <= p.len {
+            return Err(SimError::bad_request(format!(
+                "length {len} for {name} must be longer than the super network's prefix {p}"
+            )));
+        }
+        wanted.push((p, len));
+    }
+    if wanted.is_empty() {
+        return Err(SimError::bad_request(format!(
+            "addressfamily {} is not available in super network {}",
+            family.unwrap_or_default(),
+            parent.id
+        )));
+    }
+    Ok(wanted)
 }
