@@ -305,6 +305,18 @@ impl<'a> Caller<'a> {
         path: &str,
         body: Option<Value>,
     ) -> Answer {
+        self.send_text(auth, method, path, body.map(|b| b.to_string()))
+            .await
+    }
+
+    /// Sends `body` as it is, JSON or not.
+    pub async fn send_text(
+        &self,
+        auth: Signer,
+        method: &str,
+        path: &str,
+        body: Option<String>,
+    ) -> Answer {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         let mut request = self
             .http
@@ -329,7 +341,7 @@ impl<'a> Caller<'a> {
         if let Some(body) = body {
             request = request
                 .header("Content-Type", "application/json")
-                .body(body.to_string());
+                .body(body);
         }
         let response = request.send().await.expect("the simulator answers");
         let status = response.status().as_u16();
