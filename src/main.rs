@@ -215,235 +215,83 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Metal {
             what: MetalCommand::Machines,
-        } => tokio::runtime::Runtime::new()?.block_on(metal_machines()),
+        } => {
+            let client = capms::metal::Client::new(capms::metal::Config::from_env()?)?;
+            let machines = tokio::runtime::Runtime::new()?
+                .block_on(client.machine_find(&Default::default()))?;
+            print!("{}", capms::metal::table::machines(&machines));
+            Ok(())
+        }
         Command::Manager(args) => {
             capms::telemetry::init_logging();
-            tokio::runtime::Runtime::new()?.block_on(manager(args))
+            let config = args.into_config()?;
+            let shutdown = capms::runtime::shutdown_signal();
+            tokio::runtime::Runtime::new()?
+                .block_on(capms::runtime::run_manager(config, shutdown))?;
+            Ok(())
         }
         Command::MetalSim(args) => {
             capms::telemetry::init_logging();
-            tokio::runtime::Runtime::new()?.block_on(metal_sim(args))
+            let inventory = capms::sim::inventory::Inventory::load(&args.inventory)
+                .map_err(|e| anyhow::anyhow!("inventory {}: {e}", args.inventory))?;
+            let listen = args.listen;
+            let shutdown = capms::runtime::shutdown_signal();
+            tokio::runtime::Runtime::new()?
+                .block_on(capms::sim::run(
+                    listen,
+                    &inventory,
+                    args.into_config(),
+                    shutdown,
+                ))
+                .with_context(|| format!("serving the simulator on {listen}"))
         }
     }
 }
 
-async fn metal_sim(args: MetalSimArgs) -> anyhow::Result<()> {
-    use capms::metal::hmac::AuthType;
-    use capms::sim::{HmacKeys, Sim, SimConfig, Timings, inventory::Inventory};
-    let inventory = match args.inventory.as_str() {
-        "builtin:default" => Inventory::default_lab(),
-        "builtin:seed000" => Inventory::seed000(),
-        path => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading inventory {path}"))?;
-            Inventory::parse(&text).map_err(|e| anyhow::anyhow!("inventory {path}: {e}"))?
-        }
-    };
-    let config = SimConfig {
-        base_path: args.base_path,
-        keys: HmacKeys {
-            keys: [
-                (AuthType::View, args.hmac_view_key),
-                (AuthType::Edit, args.hmac_edit_key),
-                (AuthType::Admin, args.hmac_admin_key),
-            ]
-            .into(),
-        },
-        timings: Timings {
-            installing: args.installing_after,
-            booting: args.booting_after,
-            phoned_home: args.phoned_home_after,
-            ip_release: args.ip_release_after,
-            reclaim: args.reclaim_after,
-        },
-    };
-    let sim = Sim::new(&inventory, config)
-        .map_err(|e| anyhow::anyhow!("inventory {}: {e}", args.inventory))?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    let addr = listener.local_addr()?;
-    tracing::info!(%addr, base_path = %sim.config.base_path, machines = sim.state().machines.len(), "metal-api simulator listening");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    capms::sim::serve(listener, sim, shutdown)
-        .await
-        .context("serving")?;
-    Ok(())
+impl ManagerArgs {
+    fn into_config(self) -> anyhow::Result<capms::runtime::ManagerConfig> {
+        Ok(capms::runtime::ManagerConfig {
+            kubeconfig: self.kubeconfig,
+            metal: capms::metal::Config::from_env()?,
+            namespace: self.namespace,
+            watch_filter: self.watch_filter,
+            leader_election: self.leader_elect.then_some(capms::runtime::LeaderElection {
+                namespace: self.leader_election_namespace,
+                lease_duration: self.leader_elect_lease_duration,
+                renew_deadline: self.leader_elect_renew_deadline,
+                retry_period: self.leader_elect_retry_period,
+            }),
+            concurrency: self.concurrency,
+            health_addr: self.health_addr,
+            metrics_addr: self.metrics_addr,
+            webhook_addr: std::net::SocketAddr::new(self.webhook_host, self.webhook_port),
+            webhook_cert_dir: self.webhook_cert_dir,
+            deny_when_metal_unreachable: self.metal_unreachable == MetalUnreachable::Deny,
+            catalog_refresh: self.catalog_refresh,
+        })
+    }
 }
 
-/// Resolves on SIGINT or SIGTERM; cloneable, so every task can wait on it.
-fn shutdown_signal() -> futures::future::Shared<futures::future::BoxFuture<'static, ()>> {
-    use futures::FutureExt;
-    async {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        tracing::info!("shutting down");
-    }
-    .boxed()
-    .shared()
-}
-
-async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
-    use capms::controllers::{self, Context, Settings, leader};
-    use std::sync::Arc;
-    let client = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            let config = kube::Config::from_custom_kubeconfig(
-                kubeconfig,
-                &kube::config::KubeConfigOptions::default(),
-            )
-            .await?;
-            kube::Client::try_from(config)?
-        }
-        None => kube::Client::try_default()
-            .await
-            .context("no kubeconfig and not in a cluster")?,
-    };
-    let metal = capms::metal::Client::new(capms::metal::Config::from_env()?)?;
-    let catalog = capms::webhooks::catalog::CatalogCache::new(metal.clone());
-    catalog.spawn_refresher(args.catalog_refresh);
-    let identity = format!(
-        "{}-{}",
-        std::env::var("POD_NAME")
-            .or_else(|_| std::env::var("HOSTNAME"))
-            .unwrap_or_else(|_| "capms".into()),
-        std::process::id()
-    );
-    let settings = Settings {
-        namespace: args.namespace.clone(),
-        watch_filter: args.watch_filter.clone().filter(|f| !f.is_empty()),
-        concurrency: args.concurrency,
-    };
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        metal,
-        settings,
-        Some(identity.clone()),
-    ));
-    let shutdown = shutdown_signal();
-    let readiness = Arc::new(capms::server::Readiness::default());
-    let health = capms::server::serve_plain(
-        args.health_addr,
-        capms::server::health_router(readiness.clone()),
-        shutdown.clone(),
-    );
-    let metrics = capms::server::serve_plain(
-        args.metrics_addr,
-        capms::server::metrics_router(),
-        shutdown.clone(),
-    );
-    let health = tokio::spawn(health);
-    let metrics = tokio::spawn(metrics);
-
-    // Webhooks serve on every replica, leader or not.
-    let cert = capms::server::tls::ReloadingCert::new(&args.webhook_cert_dir);
-    if let Err(e) = cert.refresh() {
-        tracing::warn!(error = %e, "webhook certificate not loaded yet; /readyz reports unready until it is");
-    }
-    let _ = readiness.webhook_cert.set(cert.clone());
-    let webhook_state = capms::webhooks::WebhookState {
-        client: Some(client.clone()),
-        catalog,
-        deny_when_metal_unreachable: args.metal_unreachable == MetalUnreachable::Deny,
-    };
-    let webhook_handle = axum_server::Handle::new();
-    let webhook_addr = std::net::SocketAddr::new(args.webhook_host, args.webhook_port);
-    let webhooks = tokio::spawn(capms::server::serve_tls(
-        webhook_addr,
-        capms::webhooks::router(webhook_state),
-        cert,
-        webhook_handle.clone(),
-    ));
-    {
-        let shutdown = shutdown.clone();
-        let handle = webhook_handle.clone();
-        tokio::spawn(async move {
-            shutdown.await;
-            handle.graceful_shutdown(Some(Duration::from_secs(5)));
-        });
-    }
-    readiness.set_started();
-    tracing::info!(identity, namespace = ?args.namespace, watch_filter = ?args.watch_filter, leader_elect = args.leader_elect, "capms manager starting");
-
-    if args.leader_elect {
-        let elector = leader::LeaderElector::new(
-            client,
-            leader::LeaseSettings {
-                namespace: args.leader_election_namespace.clone(),
-                name: "capms-controller-leader".into(),
-                identity,
-                lease_duration: args.leader_elect_lease_duration,
-                renew_deadline: args.leader_elect_renew_deadline,
-                retry_period: args.leader_elect_retry_period,
+impl MetalSimArgs {
+    fn into_config(self) -> capms::sim::SimConfig {
+        use capms::metal::hmac::AuthType;
+        capms::sim::SimConfig {
+            base_path: self.base_path,
+            keys: capms::sim::HmacKeys {
+                keys: [
+                    (AuthType::View, self.hmac_view_key),
+                    (AuthType::Edit, self.hmac_edit_key),
+                    (AuthType::Admin, self.hmac_admin_key),
+                ]
+                .into(),
             },
-        );
-        tokio::select! {
-            _ = elector.acquire() => {}
-            _ = shutdown.clone() => return Ok(()),
+            timings: capms::sim::Timings {
+                installing: self.installing_after,
+                booting: self.booting_after,
+                phoned_home: self.phoned_home_after,
+                ip_release: self.ip_release_after,
+                reclaim: self.reclaim_after,
+            },
         }
-        readiness
-            .leading
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        tokio::select! {
-            _ = controllers::run(ctx, shutdown.clone(), readiness.caches_synced.clone()) => {}
-            _ = elector.hold() => anyhow::bail!("lost leadership; exiting so that a fresh start rejoins the election"),
-        }
-    } else {
-        readiness
-            .leading
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        controllers::run(ctx, shutdown.clone(), readiness.caches_synced.clone()).await;
     }
-    webhook_handle.graceful_shutdown(Some(Duration::from_secs(5)));
-    let _ = webhooks.await;
-    health.abort();
-    metrics.abort();
-    Ok(())
-}
-
-async fn metal_machines() -> anyhow::Result<()> {
-    let client = capms::metal::Client::new(capms::metal::Config::from_env()?)?;
-    let machines = client.machine_find(&Default::default()).await?;
-    println!(
-        "{:<38} {:<10} {:<14} {:<8} {:<28} {:<20} {:<9} IPS",
-        "ID", "PARTITION", "SIZE", "RACK", "ALLOCATION", "LAST EVENT", "LIVE"
-    );
-    for m in machines {
-        let allocation = m
-            .allocation
-            .as_ref()
-            .map(|a| format!("{} ({})", a.hostname, a.role))
-            .unwrap_or_else(|| "-".into());
-        let ips: Vec<String> = m
-            .allocation
-            .iter()
-            .flat_map(|a| a.networks.iter().flat_map(|n| n.ips.clone()))
-            .collect();
-        println!(
-            "{:<38} {:<10} {:<14} {:<8} {:<28} {:<20} {:<9} {}",
-            m.id,
-            m.partition.as_ref().map(|p| p.id.as_str()).unwrap_or("-"),
-            m.size.as_ref().map(|s| s.id.as_str()).unwrap_or("-"),
-            m.rackid,
-            allocation,
-            m.last_event().unwrap_or("-"),
-            m.liveliness,
-            ips.join(",")
-        );
-    }
-    Ok(())
 }

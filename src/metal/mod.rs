@@ -6,6 +6,7 @@ pub mod error;
 pub mod hmac;
 pub mod images;
 pub mod json;
+pub mod table;
 pub mod types;
 
 pub use client::{Auth, Client, Config};

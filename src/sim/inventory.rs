@@ -112,6 +112,19 @@ impl Inventory {
         serde_saphyr::from_str(yaml).map_err(|e| e.to_string())
     }
 
+    /// `builtin:default`, `builtin:seed000` or the path of a YAML file.
+    pub fn load(source: &str) -> Result<Inventory, String> {
+        match source {
+            "builtin:default" => Ok(Self::default_lab()),
+            "builtin:seed000" => Ok(Self::seed000()),
+            path => {
+                let text =
+                    std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+                Self::parse(&text)
+            }
+        }
+    }
+
     /// The built-in inventory modelled on mini-lab, every prefix inside 127.0.0.0/8.
     pub fn default_lab() -> Inventory {
         Self::builtin(include_str!("inventories/default.yaml"))

@@ -208,6 +208,20 @@ impl Sim {
 
 use crate::metal::types::event as state_event;
 
+/// Binds `listen` and serves a simulator of `inventory` until `shutdown` resolves.
+pub async fn run(
+    listen: std::net::SocketAddr,
+    inventory: &Inventory,
+    config: SimConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let sim = Sim::new(inventory, config).map_err(std::io::Error::other)?;
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, base_path = %sim.config.base_path, machines = sim.state().machines.len(), "metal-api simulator listening");
+    serve(listener, sim, shutdown).await
+}
+
 /// Serves the simulator on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,

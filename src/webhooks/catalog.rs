@@ -18,22 +18,6 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The catalog of a simulator's state (tests and the demo check against the simulator).
-    pub fn of_simulator(state: &crate::sim::state::State) -> Catalog {
-        Catalog {
-            partitions: state.partitions.values().cloned().collect(),
-            sizes: state.sizes.values().cloned().collect(),
-            images: state.images.values().cloned().collect(),
-            projects: state.projects.values().cloned().collect(),
-            networks: state.network_list(),
-            machines: state
-                .machines
-                .values()
-                .map(|m| state.machine_view(m))
-                .collect(),
-        }
-    }
-
     pub async fn fetch(client: &metal::Client) -> Result<Catalog, metal::Error> {
         let all_machines = crate::metal::types::MachineFindRequest::default();
         let (partitions, sizes, images, projects, networks, machines) = tokio::try_join!(

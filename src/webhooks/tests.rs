@@ -17,7 +17,7 @@ fn lab() -> SimState {
 }
 
 fn catalog() -> Catalog {
-    Catalog::of_simulator(&lab())
+    lab().catalog()
 }
 
 fn cluster_spec() -> MetalStackClusterSpec {
@@ -183,7 +183,7 @@ fn cluster_errors_cover_project_networks_and_endpoint() {
         })
         .expect("network")
         .id;
-    let c = Catalog::of_simulator(&state);
+    let c = state.catalog();
     let mut spec = cluster_spec();
     spec.public_network_id = "tenant-super-network-mini-lab".into();
     spec.project_id = "00000000-0000-0000-0000-0000000000ff".into();
@@ -230,7 +230,7 @@ fn cluster_errors_cover_project_networks_and_endpoint() {
 #[test]
 fn firewall_rules_and_provider_ids_are_checked() {
     let mut state = lab();
-    let c0 = Catalog::of_simulator(&state);
+    let c0 = state.catalog();
     let mut fw = MetalStackFirewallSpec {
         image: "ubuntu-26.4".into(),
         machine_type: "v1-small-x86".into(),
@@ -284,7 +284,7 @@ fn firewall_rules_and_provider_ids_are_checked() {
     state
         .machine_allocate(&req, None, "firewall", "test")
         .expect("allocated");
-    let c = Catalog::of_simulator(&state);
+    let c = state.catalog();
     fw = MetalStackFirewallSpec {
         image: "firewall-ubuntu-3.0".into(),
         machine_type: "v1-small-x86".into(),

@@ -155,4 +155,21 @@ impl State {
             }
         }
     }
+
+    /// What admission checks against, read from this state (tests and the demo check against
+    /// the simulator).
+    pub fn catalog(&self) -> crate::webhooks::catalog::Catalog {
+        crate::webhooks::catalog::Catalog {
+            partitions: self.partitions.values().cloned().collect(),
+            sizes: self.sizes.values().cloned().collect(),
+            images: self.images.values().cloned().collect(),
+            projects: self.projects.values().cloned().collect(),
+            networks: self.network_list(),
+            machines: self
+                .machines
+                .values()
+                .map(|m| self.machine_view(m))
+                .collect(),
+        }
+    }
 }

@@ -1,0 +1,83 @@
+//! The manager runtime is a library function: a test starts it in-process against the real
+//! control plane and the in-process simulator, sees it become ready (certificate loaded, leader,
+//! caches synced) and stops it through its shutdown future.
+
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
+mod support;
+
+use capms::runtime::{LeaderElection, ManagerConfig, run_manager};
+use futures::FutureExt;
+use std::net::SocketAddr;
+use std::time::Duration;
+use support::{ControlPlane, RunningSim, free_port};
+
+#[tokio::test]
+async fn the_manager_runs_in_process_and_stops_on_shutdown() {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("runtime").await;
+    let sim = RunningSim::start(capms::sim::inventory::Inventory::default_lab(), "/metal").await;
+    let certs = tempfile::tempdir().expect("tempdir");
+    cp.issue_serving_cert(certs.path());
+    let loopback = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    let auth = capms::metal::Auth::Hmac {
+        key: "metal-edit".into(),
+        auth_type: capms::metal::hmac::AuthType::Edit,
+    };
+    let health_addr = loopback(free_port());
+    let config = ManagerConfig {
+        kubeconfig: Some(cp.kubeconfig.clone()),
+        metal: capms::metal::Config::new(sim.url.parse().expect("url"), auth),
+        namespace: Some(ns.name.clone()),
+        watch_filter: None,
+        leader_election: Some(LeaderElection {
+            namespace: ns.name.clone(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(1),
+        }),
+        concurrency: 4,
+        health_addr,
+        metrics_addr: loopback(free_port()),
+        webhook_addr: loopback(free_port()),
+        webhook_cert_dir: certs.path().to_owned(),
+        deny_when_metal_unreachable: false,
+        catalog_refresh: Duration::from_secs(30),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        let _ = stopped.await;
+    }
+    .boxed()
+    .shared();
+    let manager = tokio::spawn(run_manager(config, shutdown));
+
+    let readyz = format!("http://{health_addr}/readyz");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = reqwest::get(&readyz)
+            .await
+            .ok()
+            .map(|r| r.status().as_u16());
+        if status == Some(200) {
+            break;
+        }
+        assert!(
+            !manager.is_finished(),
+            "the manager stopped before it was ready"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not ready after 30 s: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    stop.send(()).expect("the manager listens");
+    let result = tokio::time::timeout(Duration::from_secs(15), manager)
+        .await
+        .expect("the manager stops within 15 s of shutdown")
+        .expect("the task did not panic");
+    assert!(result.is_ok(), "{result:?}");
+}
