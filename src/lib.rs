@@ -3,6 +3,7 @@ pub mod api;
 pub mod capi;
 pub mod controllers;
 pub mod metal;
+pub mod metrics;
 pub mod runtime;
 pub mod server;
 pub mod sim;

@@ -125,7 +125,8 @@ fn identity() -> String {
 /// Runs the manager until `shutdown` resolves (or leadership is lost).
 pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<(), RuntimeError> {
     let client = kube_client(config.kubeconfig.as_ref()).await?;
-    let metal = crate::metal::Client::new(config.metal.clone())?;
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    let metal = crate::metal::Client::new(config.metal.clone())?.with_metrics(metrics.clone());
     let catalog = CatalogCache::new(metal.clone());
     catalog.spawn_refresher(config.catalog_refresh);
     let identity = identity();
@@ -139,6 +140,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
         metal,
         settings,
         Some(identity.clone()),
+        metrics.clone(),
     ));
     let readiness = Arc::new(Readiness::default());
     let health = tokio::spawn(server::serve_plain(
@@ -146,15 +148,16 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
         server::health_router(readiness.clone()),
         shutdown.clone(),
     ));
-    let metrics = tokio::spawn(server::serve_plain(
+    let metrics_server = tokio::spawn(server::serve_plain(
         config.metrics_addr,
-        server::metrics_router(),
+        server::metrics_router(metrics.clone()),
         shutdown.clone(),
     ));
     let webhook_state = webhooks::WebhookState {
         client: Some(client.clone()),
         catalog,
         deny_when_metal_unreachable: config.deny_when_metal_unreachable,
+        metrics,
     };
     let (webhook_handle, webhooks) = start_webhooks(&config, webhook_state, &readiness, &shutdown);
     readiness.set_started();
@@ -164,7 +167,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
     webhook_handle.graceful_shutdown(Some(Duration::from_secs(5)));
     let _ = webhooks.await;
     health.abort();
-    metrics.abort();
+    metrics_server.abort();
     result
 }
 

@@ -81,6 +81,7 @@ pub struct Context {
     pub metal: metal::Client,
     pub recorder: Recorder,
     pub settings: Settings,
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
     polls: Mutex<HashMap<String, u32>>,
 }
 
@@ -90,6 +91,7 @@ impl Context {
         metal: metal::Client,
         settings: Settings,
         instance: Option<String>,
+        metrics: std::sync::Arc<crate::metrics::Metrics>,
     ) -> Context {
         let reporter = Reporter {
             controller: "capms".into(),
@@ -100,6 +102,7 @@ impl Context {
             client,
             metal,
             settings,
+            metrics,
             polls: Mutex::new(HashMap::new()),
         }
     }

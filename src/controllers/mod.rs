@@ -69,12 +69,12 @@ where
     Fut: Future<Output = Result<Action, Error>>,
 {
     let started = Instant::now();
-    let result = reconcile(obj, ctx).await;
+    let result = reconcile(obj, ctx.clone()).await;
     let outcome = match &result {
-        Ok(_) => "success",
-        Err(e) => e.category(),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.category()),
     };
-    crate::telemetry::record_reconcile(kind, outcome, started.elapsed());
+    ctx.metrics.reconcile(kind, outcome, started.elapsed());
     result
 }
 

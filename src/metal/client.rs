@@ -89,6 +89,7 @@ pub struct Client {
     auth: Auth,
     timeout: Duration,
     read_attempts: u32,
+    metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -121,7 +122,20 @@ impl Client {
             auth: config.auth,
             timeout: config.timeout,
             read_attempts: config.read_attempts.max(1),
+            metrics: None,
         })
+    }
+
+    /// Counts every call (`capms_metal_api_requests_total`) in `metrics`.
+    pub fn with_metrics(mut self, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Client {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn record(&self, endpoint: &str, status: u16) {
+        if let Some(m) = &self.metrics {
+            m.metal_call(endpoint, status);
+        }
     }
 
     pub fn base_url(&self) -> &Url {
@@ -202,7 +216,7 @@ impl Client {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "metal-api call"
         );
-        crate::telemetry::record_metal_call(endpoint, status.as_u16());
+        self.record(endpoint, status.as_u16());
         if !status.is_success() {
             return Err(Error::Api {
                 endpoint,
@@ -217,7 +231,7 @@ impl Client {
     }
 
     fn transport_error(&self, endpoint: &'static str, e: reqwest::Error) -> Error {
-        crate::telemetry::record_metal_call(endpoint, 0);
+        self.record(endpoint, 0);
         if e.is_timeout() {
             Error::Timeout {
                 endpoint,

@@ -1,5 +1,5 @@
 //! The manager's plain-HTTP endpoints: `/healthz` and `/readyz` for the kubelet, `/metrics` in
-//! Prometheus text format.
+//! OpenMetrics text format.
 
 pub mod tls;
 
@@ -8,7 +8,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -60,106 +59,14 @@ async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
     (StatusCode::OK, "ok".to_owned())
 }
 
-async fn metrics() -> impl IntoResponse {
+async fn serve_metrics(State(metrics): State<Arc<crate::metrics::Metrics>>) -> impl IntoResponse {
     (
         [(
             axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        render_metrics(),
+        metrics.render(),
     )
-}
-
-/// The process's counters in Prometheus text exposition format.
-pub fn render_metrics() -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP capms_metal_api_requests_total metal-api calls by endpoint and HTTP status (0: no answer)."
-    );
-    let _ = writeln!(out, "# TYPE capms_metal_api_requests_total counter");
-    for ((endpoint, status), n) in crate::telemetry::metal_call_counts() {
-        let _ = writeln!(
-            out,
-            "capms_metal_api_requests_total{{endpoint=\"{endpoint}\",status=\"{status}\"}} {n}"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP capms_reconcile_total Reconciles by kind and outcome (success or error category)."
-    );
-    let _ = writeln!(out, "# TYPE capms_reconcile_total counter");
-    let stats = crate::telemetry::reconcile_stats();
-    for ((kind, outcome), s) in &stats {
-        let _ = writeln!(
-            out,
-            "capms_reconcile_total{{kind=\"{kind}\",outcome=\"{outcome}\"}} {}",
-            s.count
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP capms_reconcile_duration_seconds Time spent reconciling, by kind and outcome."
-    );
-    let _ = writeln!(out, "# TYPE capms_reconcile_duration_seconds summary");
-    for ((kind, outcome), s) in &stats {
-        let labels = format!("kind=\"{kind}\",outcome=\"{outcome}\"");
-        let _ = writeln!(
-            out,
-            "capms_reconcile_duration_seconds_sum{{{labels}}} {}",
-            s.seconds
-        );
-        let _ = writeln!(
-            out,
-            "capms_reconcile_duration_seconds_count{{{labels}}} {}",
-            s.count
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP capms_admission_requests_total Admission requests by kind, step, operation and result."
-    );
-    let _ = writeln!(out, "# TYPE capms_admission_requests_total counter");
-    let admissions = crate::telemetry::admission_stats();
-    for ((kind, step, operation, result), s) in &admissions {
-        let _ = writeln!(
-            out,
-            "capms_admission_requests_total{{kind=\"{kind}\",step=\"{step}\",operation=\"{operation}\",result=\"{result}\"}} {}",
-            s.count
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP capms_admission_duration_seconds Admission latency."
-    );
-    let _ = writeln!(out, "# TYPE capms_admission_duration_seconds histogram");
-    for ((kind, step, operation, result), s) in &admissions {
-        let labels = format!(
-            "kind=\"{kind}\",step=\"{step}\",operation=\"{operation}\",result=\"{result}\""
-        );
-        for (bound, n) in crate::telemetry::ADMISSION_BUCKETS.iter().zip(s.buckets) {
-            let _ = writeln!(
-                out,
-                "capms_admission_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {n}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "capms_admission_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
-            s.count
-        );
-        let _ = writeln!(
-            out,
-            "capms_admission_duration_seconds_sum{{{labels}}} {}",
-            s.seconds
-        );
-        let _ = writeln!(
-            out,
-            "capms_admission_duration_seconds_count{{{labels}}} {}",
-            s.count
-        );
-    }
-    out
 }
 
 pub fn health_router(readiness: Arc<Readiness>) -> Router {
@@ -169,8 +76,10 @@ pub fn health_router(readiness: Arc<Readiness>) -> Router {
         .with_state(readiness)
 }
 
-pub fn metrics_router() -> Router {
-    Router::new().route("/metrics", get(metrics))
+pub fn metrics_router(metrics: Arc<crate::metrics::Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(serve_metrics))
+        .with_state(metrics)
 }
 
 /// Serves `router` on `addr` until `shutdown` resolves.

@@ -133,6 +133,7 @@ pub struct WebhookState {
     pub catalog: Arc<CatalogCache>,
     /// Deny instead of admitting with a warning when metal-api cannot be reached.
     pub deny_when_metal_unreachable: bool,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 pub fn router(state: WebhookState) -> Router {
@@ -194,7 +195,7 @@ async fn admit(state: WebhookState, route: Route, body: Bytes) -> Response {
     } else {
         "denied"
     };
-    crate::telemetry::record_admission(
+    state.metrics.admission(
         route.kind.name(),
         route_step(route),
         &operation,

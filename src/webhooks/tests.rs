@@ -424,6 +424,7 @@ fn state_with(catalog: Option<Catalog>, deny: bool) -> WebhookState {
         client: None,
         catalog: cache,
         deny_when_metal_unreachable: deny,
+        metrics: Default::default(),
     }
 }
 
