@@ -53,75 +53,71 @@ fn allocation(network: &str, image: &str, name: &str) -> Value {
 }
 
 async fn masterdata(c: &mut Caller<'_>) {
-    assert_eq!(
-        c.call(Anonymous, "GET", "/v1/health", &[], None)
-            .await
-            .status,
-        200
-    );
-    assert_eq!(
-        c.call(Anonymous, "GET", "/v1/version", &[], None)
-            .await
-            .status,
-        200
-    );
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/user/me", &[], None).await.status,
-        200
-    );
+    c.expect(200, Anonymous, "GET", "/v1/health", &[], None)
+        .await;
+    c.expect(200, Anonymous, "GET", "/v1/version", &[], None)
+        .await;
+    c.expect(200, VIEW, "GET", "/v1/user/me", &[], None).await;
     for (collection, item, known) in [
         ("/v1/partition", "/v1/partition/{id}", PARTITION),
         ("/v1/size", "/v1/size/{id}", SIZE),
         ("/v1/image", "/v1/image/{id}", "debian-13.0"),
         ("/v1/project", "/v1/project/{id}", PROJECT),
     ] {
-        assert_eq!(c.call(VIEW, "GET", collection, &[], None).await.status, 200);
-        assert_eq!(
-            c.call(VIEW, "GET", &format!("{collection}/"), &[], None)
-                .await
-                .status,
-            200
-        );
-        assert_eq!(c.call(VIEW, "GET", item, &[known], None).await.status, 200);
-        assert_eq!(
-            c.call(VIEW, "GET", item, &["no-such-thing"], None)
-                .await
-                .status,
-            404
-        );
+        c.expect(200, VIEW, "GET", collection, &[], None).await;
+        c.expect(200, VIEW, "GET", &format!("{collection}/"), &[], None)
+            .await;
+        c.expect(200, VIEW, "GET", item, &[known], None).await;
+        c.expect(404, VIEW, "GET", item, &["no-such-thing"], None)
+            .await;
     }
     let capacity = json!({"projectid": PROJECT});
-    assert_eq!(
-        c.call(VIEW, "POST", "/v1/partition/capacity", &[], Some(capacity))
-            .await
-            .status,
-        200
-    );
+    c.expect(
+        200,
+        VIEW,
+        "POST",
+        "/v1/partition/capacity",
+        &[],
+        Some(capacity),
+    )
+    .await;
     let unknown = json!({"id": "no-such-partition"});
-    assert_eq!(
-        c.call(VIEW, "POST", "/v1/partition/capacity", &[], Some(unknown))
-            .await
-            .status,
-        404
-    );
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/image/{id}/latest", &["debian-13"], None)
-            .await
-            .status,
-        200
-    );
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/image/{id}/latest", &["gentoo-1"], None)
-            .await
-            .status,
-        404
-    );
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/image/{id}/query", &["debian-13"], None)
-            .await
-            .status,
-        200
-    );
+    c.expect(
+        404,
+        VIEW,
+        "POST",
+        "/v1/partition/capacity",
+        &[],
+        Some(unknown),
+    )
+    .await;
+    c.expect(
+        200,
+        VIEW,
+        "GET",
+        "/v1/image/{id}/latest",
+        &["debian-13"],
+        None,
+    )
+    .await;
+    c.expect(
+        404,
+        VIEW,
+        "GET",
+        "/v1/image/{id}/latest",
+        &["gentoo-1"],
+        None,
+    )
+    .await;
+    c.expect(
+        200,
+        VIEW,
+        "GET",
+        "/v1/image/{id}/query",
+        &["debian-13"],
+        None,
+    )
+    .await;
     let find = json!({"features": ["firewall"]});
     let found = c
         .call(VIEW, "POST", "/v1/image/find", &[], Some(find))
@@ -133,63 +129,43 @@ async fn masterdata(c: &mut Caller<'_>) {
         found.body
     );
     let find = json!({"id": PROJECT});
-    assert_eq!(
-        c.call(VIEW, "POST", "/v1/project/find", &[], Some(find))
-            .await
-            .status,
-        200
-    );
+    c.expect(200, VIEW, "POST", "/v1/project/find", &[], Some(find))
+        .await;
 }
 
 /// Allocates a private network and returns its id.
 async fn networks(c: &mut Caller<'_>) -> String {
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/network", &[], None).await.status,
-        200
-    );
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/network/{id}", &[PUBLIC], None)
-            .await
-            .status,
-        200
-    );
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/network/{id}", &["nope"], None)
-            .await
-            .status,
-        404
-    );
+    c.expect(200, VIEW, "GET", "/v1/network", &[], None).await;
+    c.expect(200, VIEW, "GET", "/v1/network/{id}", &[PUBLIC], None)
+        .await;
+    c.expect(404, VIEW, "GET", "/v1/network/{id}", &["nope"], None)
+        .await;
     let find = json!({"labels": {"network.metal-stack.io/default": ""}});
-    assert_eq!(
-        c.call(VIEW, "POST", "/v1/network/find", &[], Some(find))
-            .await
-            .status,
-        200
-    );
+    c.expect(200, VIEW, "POST", "/v1/network/find", &[], Some(find))
+        .await;
     let request = json!({"projectid": PROJECT, "partitionid": PARTITION, "name": "contract"});
     let network = c
         .call(EDIT, "POST", "/v1/network/allocate", &[], Some(request))
         .await;
     assert_eq!(network.status, 201, "{}", network.body);
     let unknown = json!({"projectid": PROJECT, "partitionid": "nowhere"});
-    assert_eq!(
-        c.call(EDIT, "POST", "/v1/network/allocate", &[], Some(unknown))
-            .await
-            .status,
-        404
-    );
+    c.expect(
+        404,
+        EDIT,
+        "POST",
+        "/v1/network/allocate",
+        &[],
+        Some(unknown),
+    )
+    .await;
     let viewer = json!({"projectid": PROJECT, "partitionid": PARTITION});
-    assert_eq!(
-        c.call(VIEW, "POST", "/v1/network/allocate", &[], Some(viewer))
-            .await
-            .status,
-        403
-    );
+    c.expect(403, VIEW, "POST", "/v1/network/allocate", &[], Some(viewer))
+        .await;
     network.body["id"].as_str().expect("network id").to_owned()
 }
 
 async fn ips(c: &mut Caller<'_>) {
-    assert_eq!(c.call(VIEW, "GET", "/v1/ip", &[], None).await.status, 200);
+    c.expect(200, VIEW, "GET", "/v1/ip", &[], None).await;
     let request =
         json!({"networkid": PUBLIC, "projectid": PROJECT, "type": "ephemeral", "name": "cp"});
     let ip = c
@@ -197,19 +173,11 @@ async fn ips(c: &mut Caller<'_>) {
         .await;
     assert_eq!(ip.status, 201, "{}", ip.body);
     let address = ip.body["ipaddress"].as_str().expect("address").to_owned();
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/ip/{id}", &[&address], None)
-            .await
-            .status,
-        200
-    );
+    c.expect(200, VIEW, "GET", "/v1/ip/{id}", &[&address], None)
+        .await;
     let find = json!({"projectid": PROJECT, "networkid": PUBLIC});
-    assert_eq!(
-        c.call(VIEW, "POST", "/v1/ip/find", &[], Some(find))
-            .await
-            .status,
-        200
-    );
+    c.expect(200, VIEW, "POST", "/v1/ip/find", &[], Some(find))
+        .await;
     let specific = json!({"networkid": PUBLIC, "projectid": PROJECT, "type": "static"});
     let first = c
         .call(
@@ -236,33 +204,25 @@ async fn ips(c: &mut Caller<'_>) {
         again.body
     );
     for a in [address.as_str(), "127.100.0.200"] {
-        assert_eq!(
-            c.call(EDIT, "DELETE", "/v1/ip/free/{id}", &[a], None)
-                .await
-                .status,
-            200
-        );
+        c.expect(200, EDIT, "DELETE", "/v1/ip/free/{id}", &[a], None)
+            .await;
     }
-    assert_eq!(
-        c.call(EDIT, "DELETE", "/v1/ip/free/{id}", &["127.100.0.200"], None)
-            .await
-            .status,
-        404
-    );
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/ip/{id}", &[&address], None)
-            .await
-            .status,
-        404
-    );
+    c.expect(
+        404,
+        EDIT,
+        "DELETE",
+        "/v1/ip/free/{id}",
+        &["127.100.0.200"],
+        None,
+    )
+    .await;
+    c.expect(404, VIEW, "GET", "/v1/ip/{id}", &[&address], None)
+        .await;
 }
 
 /// Allocates machines until none is left, then frees them; returns nothing allocated.
 async fn machines(c: &mut Caller<'_>, network: &str) {
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/machine", &[], None).await.status,
-        200
-    );
+    c.expect(200, VIEW, "GET", "/v1/machine", &[], None).await;
     let forged = c
         .call(
             Forged,
@@ -307,12 +267,8 @@ async fn machines(c: &mut Caller<'_>, network: &str) {
         exhausted.body
     );
     let first = allocated[0].clone();
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/machine/{id}", &[&first], None)
-            .await
-            .status,
-        200
-    );
+    c.expect(200, VIEW, "GET", "/v1/machine/{id}", &[&first], None)
+        .await;
     let find =
         json!({"allocation_project": PROJECT, "tags": ["capms.test/owner=default.worker-0"]});
     let found = c
@@ -324,25 +280,18 @@ async fn machines(c: &mut Caller<'_>, network: &str) {
         "{}",
         found.body
     );
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/machine/issues", &[], None)
-            .await
-            .status,
-        200
-    );
+    c.expect(200, VIEW, "GET", "/v1/machine/issues", &[], None)
+        .await;
     let evaluate = json!({"only": [], "omit": [], "severity": "", "last_error_threshold": 0});
-    assert_eq!(
-        c.call(
-            VIEW,
-            "POST",
-            "/v1/machine/issues/evaluate",
-            &[],
-            Some(evaluate)
-        )
-        .await
-        .status,
-        200
-    );
+    c.expect(
+        200,
+        VIEW,
+        "POST",
+        "/v1/machine/issues/evaluate",
+        &[],
+        Some(evaluate),
+    )
+    .await;
     let ip = found.body[0]["allocation"]["networks"][0]["ips"][0]
         .as_str()
         .expect("machine ip")
@@ -355,41 +304,28 @@ async fn machines(c: &mut Caller<'_>, network: &str) {
         "an IP with machine scope cannot be freed: {}",
         scoped.body
     );
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/firewall/{id}", &[&first], None)
-            .await
-            .status,
-        404,
-        "not a firewall"
-    );
+    c.expect(404, VIEW, "GET", "/v1/firewall/{id}", &[&first], None)
+        .await;
     for id in &allocated {
-        assert_eq!(
-            c.call(EDIT, "DELETE", "/v1/machine/{id}/free", &[id], None)
-                .await
-                .status,
-            200
-        );
+        c.expect(200, EDIT, "DELETE", "/v1/machine/{id}/free", &[id], None)
+            .await;
     }
-    assert_eq!(
-        c.call(EDIT, "DELETE", "/v1/machine/{id}/free", &["nope"], None)
-            .await
-            .status,
-        404
-    );
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/machine/{id}", &["nope"], None)
-            .await
-            .status,
-        404
-    );
+    c.expect(
+        404,
+        EDIT,
+        "DELETE",
+        "/v1/machine/{id}/free",
+        &["nope"],
+        None,
+    )
+    .await;
+    c.expect(404, VIEW, "GET", "/v1/machine/{id}", &["nope"], None)
+        .await;
 }
 
 /// Allocates a firewall once machines are back in the pool, and frees it.
 async fn firewalls(c: &mut Caller<'_>, network: &str) {
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/firewall", &[], None).await.status,
-        200
-    );
+    c.expect(200, VIEW, "GET", "/v1/firewall", &[], None).await;
     let mut request = allocation(network, "firewall-ubuntu-3.0", "firewall");
     request["firewall_rules"] = json!({"egress": [{"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"], "comment": "https"}]});
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
@@ -410,12 +346,8 @@ async fn firewalls(c: &mut Caller<'_>, network: &str) {
     };
     assert_eq!(firewall.status, 200, "{}", firewall.body);
     let id = firewall.body["id"].as_str().expect("id").to_owned();
-    assert_eq!(
-        c.call(VIEW, "GET", "/v1/firewall/{id}", &[&id], None)
-            .await
-            .status,
-        200
-    );
+    c.expect(200, VIEW, "GET", "/v1/firewall/{id}", &[&id], None)
+        .await;
     let find = json!({"allocation_project": PROJECT});
     let found = c
         .call(VIEW, "POST", "/v1/firewall/find", &[], Some(find))
@@ -429,18 +361,10 @@ async fn firewalls(c: &mut Caller<'_>, network: &str) {
     let mut bad = request.clone();
     bad["firewall_rules"] =
         json!({"egress": [{"protocol": "icmp", "ports": [1], "to": ["0.0.0.0/0"]}]});
-    assert_eq!(
-        c.call(EDIT, "POST", "/v1/firewall/allocate", &[], Some(bad))
-            .await
-            .status,
-        400
-    );
-    assert_eq!(
-        c.call(EDIT, "DELETE", "/v1/machine/{id}/free", &[&id], None)
-            .await
-            .status,
-        200
-    );
+    c.expect(400, EDIT, "POST", "/v1/firewall/allocate", &[], Some(bad))
+        .await;
+    c.expect(200, EDIT, "DELETE", "/v1/machine/{id}/free", &[&id], None)
+        .await;
 }
 
 /// Frees the network once the machines' IPs are released (422 until then), with both verbs.
@@ -462,18 +386,17 @@ async fn free_networks(c: &mut Caller<'_>, network: &str) {
         .call(EDIT, "POST", "/v1/network/allocate", &[], Some(request))
         .await;
     let other = other.body["id"].as_str().expect("id").to_owned();
-    assert_eq!(
-        c.call(EDIT, "POST", "/v1/network/free/{id}", &[&other], None)
-            .await
-            .status,
-        200
-    );
-    assert_eq!(
-        c.call(EDIT, "DELETE", "/v1/network/free/{id}", &[&other], None)
-            .await
-            .status,
-        404
-    );
+    c.expect(200, EDIT, "POST", "/v1/network/free/{id}", &[&other], None)
+        .await;
+    c.expect(
+        404,
+        EDIT,
+        "DELETE",
+        "/v1/network/free/{id}",
+        &[&other],
+        None,
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -184,13 +184,11 @@ impl Client {
             .header("Accept", "application/json");
         match &self.auth {
             Auth::Hmac { key, auth_type } => {
-                let date = hmac::x_date(jiff::Timestamp::now());
-                let salt = hmac::salt();
-                let sig = hmac::signature(key.as_bytes(), &date, method.as_str(), &salt);
-                request = request
-                    .header("X-Date", date)
-                    .header("X-Data-Salt", salt)
-                    .header("Authorization", format!("{} {sig}", auth_type.scheme()));
+                for (name, value) in
+                    hmac::signed_headers(key.as_bytes(), *auth_type, method.as_str())
+                {
+                    request = request.header(name, value);
+                }
             }
             Auth::Bearer(token) => {
                 request = request.header("Authorization", format!("Bearer {token}"))

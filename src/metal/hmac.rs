@@ -81,6 +81,23 @@ pub fn salt() -> String {
         .collect()
 }
 
+/// The headers of a request signed now with `key` as `auth_type`: `X-Date`, `X-Data-Salt` and
+/// `Authorization`.
+pub fn signed_headers(
+    key: &[u8],
+    auth_type: AuthType,
+    method: &str,
+) -> [(&'static str, String); 3] {
+    let date = x_date(jiff::Timestamp::now());
+    let salt = salt();
+    let sig = signature(key, &date, method, &salt);
+    [
+        ("X-Date", date),
+        ("X-Data-Salt", salt),
+        ("Authorization", format!("{} {sig}", auth_type.scheme())),
+    ]
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

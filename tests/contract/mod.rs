@@ -298,6 +298,25 @@ impl<'a> Caller<'a> {
         answer
     }
 
+    /// Calls as [`Caller::call`] does and asserts the answer's status.
+    pub async fn expect(
+        &mut self,
+        status: u16,
+        auth: Signer,
+        method: &str,
+        template: &str,
+        args: &[&str],
+        body: Option<Value>,
+    ) -> Answer {
+        let answer = self.call(auth, method, template, args, body).await;
+        assert_eq!(
+            answer.status, status,
+            "{method} {template} {args:?}: {}",
+            answer.body
+        );
+        answer
+    }
+
     pub async fn send(
         &self,
         auth: Signer,
@@ -330,13 +349,9 @@ impl<'a> Caller<'a> {
             Forged => Some((AuthType::Edit, "not-the-key".to_owned())),
         };
         if let Some((auth_type, key)) = signing {
-            let date = hmac::x_date(jiff::Timestamp::now());
-            let salt = hmac::salt();
-            let sig = hmac::signature(key.as_bytes(), &date, method.as_str(), &salt);
-            request = request
-                .header("X-Date", date)
-                .header("X-Data-Salt", salt)
-                .header("Authorization", format!("{} {sig}", auth_type.scheme()));
+            for (name, value) in hmac::signed_headers(key.as_bytes(), auth_type, method.as_str()) {
+                request = request.header(name, value);
+            }
         }
         if let Some(body) = body {
             request = request

@@ -81,35 +81,7 @@ impl State {
             Some(text) => self.acquire_specific(&network, text)?,
             None => self.acquire_in_network(&network, family)?,
         };
-        let mut tags = req.tags.clone();
-        if let Some(m) = machine {
-            tags.push(format!("{MACHINE_ID_TAG}={m}"));
-        }
-        let tags: Vec<String> = tags
-            .into_iter()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let now = Timestamp::now();
-        let ip = Ip {
-            ipaddress: address.to_string(),
-            allocationuuid: uuid(),
-            name: req.name.clone(),
-            description: req.description.clone(),
-            networkid: network.id.clone(),
-            projectid: req.projectid.clone(),
-            type_: if req.type_ == IP_TYPE_STATIC {
-                IP_TYPE_STATIC
-            } else {
-                IP_TYPE_EPHEMERAL
-            }
-            .into(),
-            tags,
-            created: now,
-            changed: now,
-        };
-        self.ips.insert(ip.ipaddress.clone(), ip.clone());
-        Ok(ip)
+        Ok(self.store_ip(address, req, &network.id, machine))
     }
 
     /// The given address, which must lie in one of the network's prefixes (422) and be free (409).
@@ -190,24 +162,43 @@ impl State {
         network: &Network,
     ) -> SimResult<Ip> {
         let address = self.acquire_in_network(network, req.addressfamily.as_deref())?;
+        Ok(self.store_ip(address, req, &network.id, req.machineid.as_deref()))
+    }
+
+    /// Records an acquired address: `static` or `ephemeral`, the request's tags plus the
+    /// machine tag that gives it machine scope, de-duplicated.
+    fn store_ip(
+        &mut self,
+        address: IpAddr,
+        req: &IpAllocateRequest,
+        network_id: &str,
+        machine: Option<&str>,
+    ) -> Ip {
+        let tags: BTreeSet<String> = req
+            .tags
+            .iter()
+            .cloned()
+            .chain(machine.map(|m| format!("{MACHINE_ID_TAG}={m}")))
+            .collect();
         let now = Timestamp::now();
         let ip = Ip {
             ipaddress: address.to_string(),
             allocationuuid: uuid(),
             name: req.name.clone(),
             description: req.description.clone(),
-            networkid: network.id.clone(),
+            networkid: network_id.to_owned(),
             projectid: req.projectid.clone(),
-            type_: req.type_.clone(),
-            tags: req
-                .machineid
-                .iter()
-                .map(|m| format!("{MACHINE_ID_TAG}={m}"))
-                .collect(),
+            type_: if req.type_ == IP_TYPE_STATIC {
+                IP_TYPE_STATIC
+            } else {
+                IP_TYPE_EPHEMERAL
+            }
+            .into(),
+            tags: tags.into_iter().collect(),
             created: now,
             changed: now,
         };
         self.ips.insert(ip.ipaddress.clone(), ip.clone());
-        Ok(ip)
+        ip
     }
 }

@@ -122,11 +122,7 @@ impl State {
                 underlay: n.underlay,
                 vrf: n.vrf,
                 networktype: networktype.into(),
-                nattype: if n.nat {
-                    "ipv4-masq".into()
-                } else {
-                    "none".into()
-                },
+                nattype: nat_type(n.nat),
                 created: now,
                 changed: now,
                 ..Default::default()

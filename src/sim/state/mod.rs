@@ -125,6 +125,11 @@ fn ipam_error(e: IpamError) -> SimError {
     }
 }
 
+/// A network's `nattype`: `ipv4-masq` when it masquerades, else `none`.
+fn nat_type(nat: bool) -> String {
+    if nat { "ipv4-masq" } else { "none" }.into()
+}
+
 /// Key of a `key=value` tag (the whole tag when it has no `=`).
 fn tag_key(tag: &str) -> &str {
     tag.split_once('=').map_or(tag, |(k, _)| k)

@@ -122,11 +122,7 @@ impl State {
                 network_type::CHILD
             }
             .into(),
-            nattype: if req.nat {
-                "ipv4-masq".into()
-            } else {
-                "none".into()
-            },
+            nattype: nat_type(req.nat),
             created: now,
             changed: now,
             ..Default::default()
