@@ -166,7 +166,9 @@ pub async fn reconcile(msc: Arc<MetalStackCluster>, ctx: Arc<Context>) -> Result
                 e.to_string(),
                 generation,
             );
-            Action::requeue(ctx.next_poll(&uid(&msc)))
+            // The error is returned below and error_policy picks the retry (and advances the
+            // backoff once); this action is never used.
+            Action::await_change()
         }
     };
     if !status.ready {

@@ -65,11 +65,18 @@ async fn measured<K, F, Fut>(
     reconcile: F,
 ) -> Result<Action, Error>
 where
+    K: Resource<DynamicType = ()>,
     F: Fn(Arc<K>, Arc<Context>) -> Fut,
     Fut: Future<Output = Result<Action, Error>>,
 {
     let started = Instant::now();
+    let deleting = obj.meta().deletion_timestamp.is_some();
+    let key = obj.uid().unwrap_or_default();
     let result = reconcile(obj, ctx.clone()).await;
+    if deleting && result.is_ok() {
+        // A deleted object is not polled again: drop its backoff entry.
+        ctx.reset_poll(&key);
+    }
     let outcome = match &result {
         Ok(_) => Ok(()),
         Err(e) => Err(e.category()),
