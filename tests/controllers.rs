@@ -559,7 +559,7 @@ async fn every_waiting_cause_shows_as_a_condition_and_recovers() {
     }))
     .await;
     let down = wait_condition(&clusters, MSC, "metal-api down", |c| {
-        msc_condition(c, "NetworkReady", "False", "metal_server_error")
+        msc_condition(c, "NetworkReady", "False", "MetalServerError")
     })
     .await;
     assert!(!down.status.expect("status").ready);

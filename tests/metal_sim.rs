@@ -6,6 +6,7 @@
 
 mod support;
 
+use capms::metal::error::Category;
 use capms::metal::hmac::AuthType;
 use capms::metal::types::*;
 use capms::sim::inventory::Inventory;
@@ -642,7 +643,7 @@ async fn faults_switch_on_and_off_at_run_time() {
     set(serde_json::json!({"error_rate": 1.0})).await;
     let err = client.partitions().await.expect_err("503");
     assert_eq!(
-        (err.status(), err.is_transient(), err.category()),
+        (err.status(), err.is_transient(), err.category().label()),
         (Some(503), true, "metal_server_error")
     );
     set(serde_json::json!({})).await;
@@ -661,14 +662,14 @@ async fn faults_switch_on_and_off_at_run_time() {
     config.read_attempts = 1;
     let impatient = capms::metal::Client::new(config).expect("client");
     let err = impatient.partitions().await.expect_err("timeout");
-    assert_eq!(err.category(), "metal_timeout", "{err}");
+    assert_eq!(err.category(), Category::Timeout, "{err}");
     set(serde_json::json!({})).await;
 
     // Dropped connections: a fresh client cannot get an answer.
     set(serde_json::json!({"drop_rate": 1.0})).await;
     let fresh = sim.editor();
     let err = fresh.partitions().await.expect_err("dropped");
-    assert_eq!(err.category(), "metal_unreachable", "{err}");
+    assert_eq!(err.category(), Category::Unreachable, "{err}");
     set(serde_json::json!({})).await;
     assert!(sim.editor().partitions().await.is_ok());
 

@@ -162,7 +162,7 @@ pub async fn reconcile(msc: Arc<MetalStackCluster>, ctx: Arc<Context>) -> Result
                 &mut status.conditions,
                 "Ready",
                 false,
-                e.category(),
+                e.category().reason(),
                 e.to_string(),
                 generation,
             );
@@ -207,7 +207,7 @@ async fn provision(
                 &mut status.conditions,
                 "NetworkReady",
                 false,
-                e.category(),
+                e.category().reason(),
                 e.to_string(),
                 generation,
             );
@@ -228,7 +228,7 @@ async fn provision(
                 &mut status.conditions,
                 "ControlPlaneIPReady",
                 false,
-                e.category(),
+                e.category().reason(),
                 e.to_string(),
                 generation,
             );

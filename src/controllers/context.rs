@@ -33,15 +33,56 @@ pub enum Error {
     Changed,
 }
 
-impl Error {
-    /// Bounded label for metrics and event reasons.
-    pub fn category(&self) -> &'static str {
+/// What went wrong in a reconcile, as a closed set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Category {
+    /// Someone else wrote the object first; retried at once with the newer version.
+    KubeConflict,
+    KubeApi,
+    /// Something a person has to fix in a spec.
+    InvalidSpec,
+    Metal(metal::error::Category),
+}
+
+impl Category {
+    /// snake_case, for metrics and logs.
+    pub fn label(self) -> &'static str {
         match self {
-            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "kube_conflict",
-            Error::Changed => "kube_conflict",
-            Error::Kube(_) => "kube_api",
-            Error::Metal(e) => e.category(),
-            Error::Invalid(_) => "invalid_spec",
+            Category::KubeConflict => "kube_conflict",
+            Category::KubeApi => "kube_api",
+            Category::InvalidSpec => "invalid_spec",
+            Category::Metal(c) => c.label(),
+        }
+    }
+
+    /// PascalCase, for condition reasons.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Category::KubeConflict => "KubernetesConflict",
+            Category::KubeApi => "KubernetesAPIError",
+            Category::InvalidSpec => "InvalidSpec",
+            Category::Metal(c) => c.reason(),
+        }
+    }
+
+    /// Can a later retry succeed without anyone changing anything?
+    pub fn is_transient(self) -> bool {
+        match self {
+            Category::KubeConflict | Category::KubeApi => true,
+            Category::InvalidSpec => false,
+            Category::Metal(c) => c.is_transient(),
+        }
+    }
+}
+
+impl Error {
+    pub fn category(&self) -> Category {
+        match self {
+            Error::Kube(kube::Error::Api(s)) if s.code == 409 => Category::KubeConflict,
+            Error::Changed => Category::KubeConflict,
+            Error::Kube(_) => Category::KubeApi,
+            Error::Metal(e) => Category::Metal(e.category()),
+            Error::Invalid(_) => Category::InvalidSpec,
         }
     }
 }
@@ -404,16 +445,16 @@ mod tests {
         // What kube-apiserver v1.36 answers when a `test` operation fails (captured).
         let stale = guarded_patch_error(api_error(422, serde_json::json!({})));
         assert!(matches!(stale, Error::Changed));
-        assert_eq!(stale.category(), "kube_conflict");
+        assert_eq!(stale.category(), Category::KubeConflict);
         // A validation error names the kind and the field; it stays an error.
         let invalid = guarded_patch_error(api_error(
             422,
             serde_json::json!({"kind": "MetalStackMachine", "causes": [{"field": "spec.providerID"}]}),
         ));
-        assert_eq!(invalid.category(), "kube_api");
+        assert_eq!(invalid.category(), Category::KubeApi);
         assert_eq!(
             guarded_patch_error(api_error(403, serde_json::json!({}))).category(),
-            "kube_api"
+            Category::KubeApi
         );
     }
 

@@ -184,7 +184,7 @@ pub async fn reconcile(fw: Arc<MetalStackFirewall>, ctx: Arc<Context>) -> Result
                 &mut status.conditions,
                 "FirewallAllocated",
                 false,
-                e.category(),
+                e.category().reason(),
                 e.to_string(),
                 generation,
             );
@@ -192,7 +192,7 @@ pub async fn reconcile(fw: Arc<MetalStackFirewall>, ctx: Arc<Context>) -> Result
                 &mut status.conditions,
                 "Ready",
                 false,
-                e.category(),
+                e.category().reason(),
                 e.to_string(),
                 generation,
             );

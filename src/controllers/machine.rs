@@ -309,11 +309,7 @@ pub async fn reconcile(msm: Arc<MetalStackMachine>, ctx: Arc<Context>) -> Result
     let metal_machine = match machine_result {
         Ok(m) => m,
         Err(e) => {
-            let reason = if e.to_string().contains("no machine available") {
-                "NoMachineAvailable"
-            } else {
-                e.category()
-            };
+            let reason = e.category().reason();
             set_condition(
                 &mut status.conditions,
                 "MachineAllocated",

@@ -47,13 +47,13 @@ fn error_policy<K: Resource<DynamicType = ()>>(
     ctx: Arc<Context>,
 ) -> Action {
     let kind = K::kind(&());
-    if error.category() == "kube_conflict" {
+    if error.category() == context::Category::KubeConflict {
         // Someone else wrote the object first: normal between controllers, and no reason to
         // back off. The watch brings the newer version; the requeue is a safety net.
         tracing::debug!(%kind, object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), error = %error, "object changed during reconcile; retrying");
         return Action::requeue(Duration::from_secs(1));
     }
-    tracing::warn!(%kind, object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), category = error.category(), error = %error, "reconcile failed");
+    tracing::warn!(%kind, object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), category = error.category().label(), transient = error.category().is_transient(), error = %error, "reconcile failed");
     Action::requeue(ctx.next_poll(&obj.uid().unwrap_or_default()))
 }
 
@@ -79,7 +79,7 @@ where
     }
     let outcome = match &result {
         Ok(_) => Ok(()),
-        Err(e) => Err(e.category()),
+        Err(e) => Err(e.category().label()),
     };
     ctx.metrics.reconcile(kind, outcome, started.elapsed());
     result

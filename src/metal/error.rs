@@ -35,23 +35,93 @@ pub enum Error {
     Config(String),
 }
 
-impl Error {
-    /// Bounded label for metrics and event reasons.
-    pub fn category(&self) -> &'static str {
+/// What went wrong with a metal-api call, as a closed set: a metric label, a condition reason,
+/// and whether trying again later can help.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Category {
+    NotFound,
+    Conflict,
+    Unauthorized,
+    /// 400/422: metal-api refused the request as given.
+    Rejected,
+    /// No free machine of the size in the partition (metal-api's 422 "no machine available").
+    NoMachineAvailable,
+    ServerError,
+    Unreachable,
+    Timeout,
+    BadResponse,
+    Config,
+}
+
+impl Category {
+    /// snake_case, for metrics and logs.
+    pub fn label(self) -> &'static str {
         match self {
-            Error::Api { status: 404, .. } => "metal_not_found",
-            Error::Api { status: 409, .. } => "metal_conflict",
+            Category::NotFound => "metal_not_found",
+            Category::Conflict => "metal_conflict",
+            Category::Unauthorized => "metal_unauthorized",
+            Category::Rejected => "metal_rejected",
+            Category::NoMachineAvailable => "metal_no_machine_available",
+            Category::ServerError => "metal_server_error",
+            Category::Unreachable => "metal_unreachable",
+            Category::Timeout => "metal_timeout",
+            Category::BadResponse => "metal_bad_response",
+            Category::Config => "metal_config",
+        }
+    }
+
+    /// PascalCase, for condition reasons.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Category::NotFound => "MetalNotFound",
+            Category::Conflict => "MetalConflict",
+            Category::Unauthorized => "MetalUnauthorized",
+            Category::Rejected => "MetalRejected",
+            Category::NoMachineAvailable => "NoMachineAvailable",
+            Category::ServerError => "MetalServerError",
+            Category::Unreachable => "MetalUnreachable",
+            Category::Timeout => "MetalTimeout",
+            Category::BadResponse => "MetalBadResponse",
+            Category::Config => "MetalConfig",
+        }
+    }
+
+    /// Can the same call succeed later without anyone changing anything? A machine may be
+    /// freed, metal-api may come back; a refusal, a missing object or bad credentials stay.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            Category::Conflict
+                | Category::NoMachineAvailable
+                | Category::ServerError
+                | Category::Unreachable
+                | Category::Timeout
+        )
+    }
+}
+
+impl Error {
+    pub fn category(&self) -> Category {
+        match self {
+            Error::Api { status: 404, .. } => Category::NotFound,
+            Error::Api { status: 409, .. } => Category::Conflict,
             Error::Api {
                 status: 401 | 403, ..
-            } => "metal_unauthorized",
+            } => Category::Unauthorized,
+            // metal-api signals an empty pool only by this message of a 422.
+            Error::Api {
+                status: 422,
+                message,
+                ..
+            } if message.contains("no machine available") => Category::NoMachineAvailable,
             Error::Api {
                 status: 400 | 422, ..
-            } => "metal_rejected",
-            Error::Api { .. } => "metal_server_error",
-            Error::Transport { .. } => "metal_unreachable",
-            Error::Timeout { .. } => "metal_timeout",
-            Error::Decode { .. } => "metal_bad_response",
-            Error::Config(_) => "metal_config",
+            } => Category::Rejected,
+            Error::Api { .. } => Category::ServerError,
+            Error::Transport { .. } => Category::Unreachable,
+            Error::Timeout { .. } => Category::Timeout,
+            Error::Decode { .. } => Category::BadResponse,
+            Error::Config(_) => Category::Config,
         }
     }
 
@@ -118,6 +188,24 @@ pub fn encode_error_body(status: u16, message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn categories_say_what_happened_and_whether_to_wait() {
+        let api = |status: u16, message: &str| Error::Api {
+            endpoint: "machine_allocate",
+            status,
+            message: message.into(),
+        };
+        let empty = api(422, "no machine available");
+        assert_eq!(empty.category(), Category::NoMachineAvailable);
+        assert_eq!(empty.category().reason(), "NoMachineAvailable");
+        assert!(empty.category().is_transient(), "a machine may be freed");
+        let refused = api(422, "projectid must not be empty");
+        assert_eq!(refused.category(), Category::Rejected);
+        assert!(!refused.category().is_transient());
+        assert_eq!(api(503, "x").category().reason(), "MetalServerError");
+        assert_eq!(api(404, "x").category().label(), "metal_not_found");
+    }
+
     use super::*;
 
     #[test]

@@ -132,7 +132,7 @@ impl CatalogCache {
         tokio::spawn(async move {
             loop {
                 if let Err(e) = cache.refresh(None).await {
-                    tracing::warn!(error = %e, category = e.category(), "refreshing the metal-api catalog failed");
+                    tracing::warn!(error = %e, category = e.category().label(), "refreshing the metal-api catalog failed");
                 }
                 tokio::time::sleep(period).await;
             }
