@@ -77,8 +77,15 @@ struct ManagerArgs {
     #[arg(long, default_value = "0.0.0.0:9440")]
     health_addr: std::net::SocketAddr,
     /// Address of /metrics.
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    #[arg(long, default_value = "0.0.0.0:8443")]
     metrics_addr: std::net::SocketAddr,
+    /// Serve /metrics over HTTPS to callers allowed to get it (TokenReview and
+    /// SubjectAccessReview through the apiserver); `--metrics-secure=false` for plain HTTP.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    metrics_secure: bool,
+    /// tls.crt and tls.key of the secure metrics server; default: the webhook certificate.
+    #[arg(long)]
+    metrics_cert_dir: Option<std::path::PathBuf>,
     /// Port of the admission webhooks (HTTPS).
     #[arg(long, default_value_t = 9443)]
     webhook_port: u16,
@@ -264,6 +271,10 @@ impl ManagerArgs {
             concurrency: self.concurrency,
             health_addr: self.health_addr,
             metrics_addr: self.metrics_addr,
+            metrics_secure: self.metrics_secure,
+            metrics_cert_dir: self
+                .metrics_cert_dir
+                .unwrap_or_else(|| self.webhook_cert_dir.clone()),
             webhook_addr: std::net::SocketAddr::new(self.webhook_host, self.webhook_port),
             webhook_cert_dir: self.webhook_cert_dir,
             deny_when_metal_unreachable: self.metal_unreachable == MetalUnreachable::Deny,

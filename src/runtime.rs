@@ -39,6 +39,11 @@ pub struct ManagerConfig {
     pub concurrency: u16,
     pub health_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
+    /// Serve `/metrics` over HTTPS to callers the apiserver authenticates and authorizes
+    /// (TokenReview and SubjectAccessReview); `false`: plain HTTP to anyone.
+    pub metrics_secure: bool,
+    /// `tls.crt` and `tls.key` of the secure metrics server (re-read when they change).
+    pub metrics_cert_dir: PathBuf,
     pub webhook_addr: SocketAddr,
     /// Directory with `tls.crt` and `tls.key` (re-read when they change).
     pub webhook_cert_dir: PathBuf,
@@ -148,11 +153,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
         server::health_router(readiness.clone()),
         shutdown.clone(),
     ));
-    let metrics_server = tokio::spawn(server::serve_plain(
-        config.metrics_addr,
-        server::metrics_router(metrics.clone()),
-        shutdown.clone(),
-    ));
+    let metrics_server = start_metrics(&config, metrics.clone(), &client, &shutdown);
     let webhook_state = webhooks::WebhookState {
         client: Some(client.clone()),
         catalog,
@@ -169,6 +170,35 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
     health.abort();
     metrics_server.abort();
     result
+}
+
+/// `/metrics` on every replica: HTTPS with authentication and authorization through the
+/// apiserver, or plain HTTP when `metrics_secure` is off.
+fn start_metrics(
+    config: &ManagerConfig,
+    metrics: Arc<crate::metrics::Metrics>,
+    client: &kube::Client,
+    shutdown: &Shutdown,
+) -> tokio::task::JoinHandle<std::io::Result<()>> {
+    if !config.metrics_secure {
+        let router = server::metrics_router(metrics, None);
+        return tokio::spawn(server::serve_plain(
+            config.metrics_addr,
+            router,
+            shutdown.clone(),
+        ));
+    }
+    let auth = server::metrics_auth::MetricsAuth::new(client.clone());
+    let router = server::metrics_router(metrics, Some(auth));
+    let cert = ReloadingCert::new(&config.metrics_cert_dir);
+    let handle = axum_server::Handle::new();
+    let stop = handle.clone();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stop.graceful_shutdown(Some(Duration::from_secs(5)));
+    });
+    tokio::spawn(server::serve_tls(config.metrics_addr, router, cert, handle))
 }
 
 /// Webhooks serve on every replica, leader or not, from the moment a certificate is loaded.

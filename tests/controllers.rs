@@ -89,6 +89,8 @@ impl Env {
             format!("--namespace={}", self.ns.name),
             format!("--health-addr=127.0.0.1:{}", free_port()),
             format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+            // These tests count reconciles on /metrics over plain HTTP.
+            "--metrics-secure=false".into(),
             format!("--leader-election-namespace={}", self.ns.name),
         ];
         args.extend(extra.iter().map(|s| (*s).to_owned()));

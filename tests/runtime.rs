@@ -1,6 +1,7 @@
 //! The manager runtime is a library function: a test starts it in-process against the real
 //! control plane and the in-process simulator, sees it become ready (certificate loaded, leader,
-//! caches synced) and stops it through its shutdown future.
+//! caches synced), reads `/metrics` over HTTPS as an authorized service account (and is refused
+//! without a token or without the right), and stops it through its shutdown future.
 
 // A test (and its helpers) fails loudly on what it does not expect.
 #![allow(clippy::expect_used)]
@@ -26,6 +27,7 @@ async fn the_manager_runs_in_process_and_stops_on_shutdown() {
         auth_type: capms::metal::hmac::AuthType::Edit,
     };
     let health_addr = loopback(free_port());
+    let metrics_addr = loopback(free_port());
     let config = ManagerConfig {
         kubeconfig: Some(cp.kubeconfig.clone()),
         metal: capms::metal::Config::new(sim.url.parse().expect("url"), auth),
@@ -39,7 +41,9 @@ async fn the_manager_runs_in_process_and_stops_on_shutdown() {
         }),
         concurrency: 4,
         health_addr,
-        metrics_addr: loopback(free_port()),
+        metrics_addr,
+        metrics_secure: true,
+        metrics_cert_dir: certs.path().to_owned(),
         webhook_addr: loopback(free_port()),
         webhook_cert_dir: certs.path().to_owned(),
         deny_when_metal_unreachable: false,
@@ -74,10 +78,80 @@ async fn the_manager_runs_in_process_and_stops_on_shutdown() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
+    check_secure_metrics(cp, &ns.name, metrics_addr).await;
+
     stop.send(()).expect("the manager listens");
     let result = tokio::time::timeout(Duration::from_secs(15), manager)
         .await
         .expect("the manager stops within 15 s of shutdown")
         .expect("the task did not panic");
     assert!(result.is_ok(), "{result:?}");
+}
+
+/// A token of a fresh service account in `namespace`, optionally bound to capms-metrics-reader.
+fn service_account_token(cp: &ControlPlane, namespace: &str, name: &str, reader: bool) -> String {
+    cp.kubectl(&["create", "serviceaccount", name, "-n", namespace], &[]);
+    if reader {
+        let binding = format!("{namespace}-{name}");
+        let subject = format!("{namespace}:{name}");
+        cp.kubectl(
+            &[
+                "create",
+                "clusterrolebinding",
+                &binding,
+                "--clusterrole=capms-metrics-reader",
+                "--serviceaccount",
+                &subject,
+            ],
+            &[],
+        );
+    }
+    cp.kubectl(&["create", "token", name, "-n", namespace], &[])
+        .trim()
+        .to_owned()
+}
+
+async fn check_secure_metrics(cp: &ControlPlane, namespace: &str, addr: SocketAddr) {
+    cp.apply(&support::repo_root().join("manifests/rbac/metrics-reader.yaml"));
+    let reader = service_account_token(cp, namespace, "scraper", true);
+    let stranger = service_account_token(cp, namespace, "stranger", false);
+    let tls = capms::tls::client_config(Some(&cp.ca_pem())).expect("tls");
+    let http = reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .build()
+        .expect("client");
+    let url = format!("https://{addr}/metrics");
+    let get = |token: Option<&str>| {
+        let mut request = http.get(&url);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let response = request.send().await.expect("metrics answers over TLS");
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap_or_default())
+        }
+    };
+    assert_eq!(get(None).await.0, 401, "no token");
+    assert_eq!(get(Some("not-a-token")).await.0, 401, "an invalid token");
+    assert_eq!(
+        get(Some(&stranger)).await.0,
+        403,
+        "a user without the right"
+    );
+    let (status, text) = get(Some(&reader)).await;
+    assert_eq!(status, 200, "{text}");
+    // The admission catalog was fetched from the simulator on start.
+    assert!(
+        text.contains("capms_metal_api_requests_total{endpoint=\"partition_list\",status=\"200\"}"),
+        "{text}"
+    );
+    cp.kubectl(
+        &[
+            "delete",
+            "clusterrolebinding",
+            &format!("{namespace}-scraper"),
+        ],
+        &[],
+    );
 }

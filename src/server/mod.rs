@@ -1,6 +1,7 @@
 //! The manager's plain-HTTP endpoints: `/healthz` and `/readyz` for the kubelet, `/metrics` in
 //! OpenMetrics text format.
 
+pub mod metrics_auth;
 pub mod tls;
 
 use axum::Router;
@@ -76,10 +77,21 @@ pub fn health_router(readiness: Arc<Readiness>) -> Router {
         .with_state(readiness)
 }
 
-pub fn metrics_router(metrics: Arc<crate::metrics::Metrics>) -> Router {
-    Router::new()
+/// `/metrics`; with `auth`, only for callers allowed to get it (see [`metrics_auth`]).
+pub fn metrics_router(
+    metrics: Arc<crate::metrics::Metrics>,
+    auth: Option<Arc<metrics_auth::MetricsAuth>>,
+) -> Router {
+    let router = Router::new()
         .route("/metrics", get(serve_metrics))
-        .with_state(metrics)
+        .with_state(metrics);
+    match auth {
+        Some(auth) => router.layer(axum::middleware::from_fn_with_state(
+            auth,
+            metrics_auth::require_metrics_reader,
+        )),
+        None => router,
+    }
 }
 
 /// Serves `router` on `addr` until `shutdown` resolves.

@@ -529,6 +529,7 @@ impl CapmsManager {
             format!("--webhook-cert-dir={}", cert_dir.display()),
             format!("--health-addr=127.0.0.1:{health_port}"),
             format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+            "--metrics-secure=false".into(),
         ];
         args.extend(extra.iter().cloned());
         let process = ChildProcess::spawn(
