@@ -94,4 +94,25 @@ impl Cluster {
     pub fn is_paused(&self) -> bool {
         self.spec.paused == Some(true)
     }
+
+    /// The MetalStackCluster this Cluster's infrastructure is (in the Cluster's namespace), if
+    /// its infrastructureRef names one.
+    pub fn metal_stack_cluster(&self) -> Option<&str> {
+        self.spec
+            .infrastructure_ref
+            .as_ref()
+            .filter(|r| r.kind == "MetalStackCluster")
+            .map(|r| r.name.as_str())
+    }
+}
+
+impl Machine {
+    /// The MetalStackMachine this Machine's infrastructure is, if its infrastructureRef names one.
+    pub fn metal_stack_machine(&self) -> Option<&str> {
+        self.spec
+            .infrastructure_ref
+            .as_ref()
+            .filter(|r| r.kind == "MetalStackMachine")
+            .map(|r| r.name.as_str())
+    }
 }

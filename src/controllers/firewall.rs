@@ -30,13 +30,8 @@ async fn owning_cluster(
         Some(o) => msc_api.get_opt(&o.name).await?,
         None => match fw.labels().get(CLUSTER_NAME_LABEL) {
             Some(cluster_name) => match ctx.api::<Cluster>(&ns).get_opt(cluster_name).await? {
-                Some(c) => match c
-                    .spec
-                    .infrastructure_ref
-                    .as_ref()
-                    .filter(|r| r.kind == "MetalStackCluster")
-                {
-                    Some(r) => msc_api.get_opt(&r.name).await?,
+                Some(c) => match c.metal_stack_cluster() {
+                    Some(name) => msc_api.get_opt(name).await?,
                     None => None,
                 },
                 None => None,

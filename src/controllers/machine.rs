@@ -240,13 +240,8 @@ pub async fn reconcile(msm: Arc<MetalStackMachine>, ctx: Arc<Context>) -> Result
     }
 
     // Gates: the cluster's infrastructure, then the bootstrap data.
-    let msc = match cluster
-        .spec
-        .infrastructure_ref
-        .as_ref()
-        .filter(|r| r.kind == "MetalStackCluster")
-    {
-        Some(r) => ctx.api::<MetalStackCluster>(&ns).get_opt(&r.name).await?,
+    let msc = match cluster.metal_stack_cluster() {
+        Some(name) => ctx.api::<MetalStackCluster>(&ns).get_opt(name).await?,
         None => None,
     };
     let network = msc

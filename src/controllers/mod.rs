@@ -127,13 +127,9 @@ pub async fn run(
             api::<Cluster>(&ctx),
             watcher::Config::default(),
             |c: Cluster| {
-                let ns = c.namespace();
-                c.spec
-                    .infrastructure_ref
-                    .filter(|r| r.kind == "MetalStackCluster")
-                    .map(|r| {
-                        ObjectRef::<MetalStackCluster>::new(&r.name).within(&ns.unwrap_or_default())
-                    })
+                let ns = c.namespace().unwrap_or_default();
+                c.metal_stack_cluster()
+                    .map(|name| ObjectRef::<MetalStackCluster>::new(name).within(&ns))
             },
         );
     let cluster_store = clusters.store();
@@ -180,13 +176,9 @@ pub async fn run(
         api::<Machine>(&ctx),
         watcher::Config::default(),
         |m: Machine| {
-            let ns = m.namespace();
-            m.spec
-                .infrastructure_ref
-                .filter(|r| r.kind == "MetalStackMachine")
-                .map(|r| {
-                    ObjectRef::<MetalStackMachine>::new(&r.name).within(&ns.unwrap_or_default())
-                })
+            let ns = m.namespace().unwrap_or_default();
+            m.metal_stack_machine()
+                .map(|name| ObjectRef::<MetalStackMachine>::new(name).within(&ns))
         },
     );
     let machine_store = machines.store();

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Instant;
 
-pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
+pub use crate::api::common::GROUP;
 /// Annotation of Cluster API's ClusterClass dry runs, exempt from template immutability.
 pub const DRY_RUN_ANNOTATION: &str = "topology.cluster.x-k8s.io/dry-run";
 
@@ -256,12 +256,9 @@ async fn cluster_partition(client: &kube::Client, object: &DynamicObject) -> Opt
         .get_opt(&cluster_name)
         .await
         .ok()??;
-    let infra = cluster
-        .spec
-        .infrastructure_ref
-        .filter(|r| r.kind == "MetalStackCluster")?;
+    let infra = cluster.metal_stack_cluster()?;
     let msc = kube::Api::<MetalStackCluster>::namespaced(client.clone(), &ns)
-        .get_opt(&infra.name)
+        .get_opt(infra)
         .await
         .ok()??;
     Some(msc.spec.partition)
