@@ -1,6 +1,7 @@
 //! What every controller shares: clients, the event recorder, per-object poll backoff, and the
 //! helpers for conditions, owner tags, finalizers and status writes.
 
+pub use super::category::Category;
 use crate::metal;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
@@ -31,48 +32,6 @@ pub enum Error {
     /// newer version.
     #[error("the object changed while capms wrote to it; retrying with the newer version")]
     Changed,
-}
-
-/// What went wrong in a reconcile, as a closed set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Category {
-    /// Someone else wrote the object first; retried at once with the newer version.
-    KubeConflict,
-    KubeApi,
-    /// Something a person has to fix in a spec.
-    InvalidSpec,
-    Metal(metal::error::Category),
-}
-
-impl Category {
-    /// snake_case, for metrics and logs.
-    pub fn label(self) -> &'static str {
-        match self {
-            Category::KubeConflict => "kube_conflict",
-            Category::KubeApi => "kube_api",
-            Category::InvalidSpec => "invalid_spec",
-            Category::Metal(c) => c.label(),
-        }
-    }
-
-    /// PascalCase, for condition reasons.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Category::KubeConflict => "KubernetesConflict",
-            Category::KubeApi => "KubernetesAPIError",
-            Category::InvalidSpec => "InvalidSpec",
-            Category::Metal(c) => c.reason(),
-        }
-    }
-
-    /// Can a later retry succeed without anyone changing anything?
-    pub fn is_transient(self) -> bool {
-        match self {
-            Category::KubeConflict | Category::KubeApi => true,
-            Category::InvalidSpec => false,
-            Category::Metal(c) => c.is_transient(),
-        }
-    }
 }
 
 impl Error {

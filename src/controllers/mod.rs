@@ -1,6 +1,7 @@
 //! The reconcile loops: MetalStackCluster, MetalStackFirewall and MetalStackMachine, one file
 //! each, sharing `context`; `leader` keeps only one replica reconciling.
 
+mod category;
 pub mod cluster;
 pub mod context;
 pub mod firewall;
