@@ -192,13 +192,18 @@ fn start_metrics(
     let router = server::metrics_router(metrics, Some(auth));
     let cert = ReloadingCert::new(&config.metrics_cert_dir);
     let handle = axum_server::Handle::new();
+    stop_on(&handle, shutdown);
+    tokio::spawn(server::serve_tls(config.metrics_addr, router, cert, handle))
+}
+
+/// Tells a TLS server to finish its connections (5 s at most) once `shutdown` resolves.
+fn stop_on(handle: &axum_server::Handle<SocketAddr>, shutdown: &Shutdown) {
     let stop = handle.clone();
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
         shutdown.await;
         stop.graceful_shutdown(Some(Duration::from_secs(5)));
     });
-    tokio::spawn(server::serve_tls(config.metrics_addr, router, cert, handle))
 }
 
 /// Webhooks serve on every replica, leader or not, from the moment a certificate is loaded.
@@ -223,12 +228,7 @@ fn start_webhooks(
         cert,
         handle.clone(),
     ));
-    let stop = handle.clone();
-    let shutdown = shutdown.clone();
-    tokio::spawn(async move {
-        shutdown.await;
-        stop.graceful_shutdown(Some(Duration::from_secs(5)));
-    });
+    stop_on(&handle, shutdown);
     (handle, task)
 }
 

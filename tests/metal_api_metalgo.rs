@@ -12,28 +12,11 @@ use capms::sim::inventory::Inventory;
 use capms::sim::stats::UNMATCHED;
 use std::process::Stdio;
 use std::time::Duration;
-use support::{RunningSim, repo_root};
+use support::RunningSim;
 
 /// Builds (once, cached outside the repository) and returns the metal-go check program.
 fn metalgo_check() -> std::path::PathBuf {
-    let out = std::process::Command::new("bash")
-        .arg(repo_root().join("tests/k8s/build.sh"))
-        .arg("metalgo")
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("tests/k8s/build.sh runs");
-    assert!(out.status.success(), "building tests/metalgo failed");
-    let env_file = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_owned();
-    let env = std::fs::read_to_string(&env_file).expect("env file");
-    let path = env
-        .lines()
-        .find_map(|l| l.strip_prefix("CAPMS_METALGO="))
-        .expect("CAPMS_METALGO");
-    path.into()
+    support::build(&["metalgo"])["CAPMS_METALGO"].clone().into()
 }
 
 #[tokio::test]

@@ -32,12 +32,14 @@ impl Version {
     }
 }
 
-/// Splits an image id into OS and version: the last `-` separates them.
+/// An image id's OS and version as written: the last `-` separates them.
+pub fn split_id(id: &str) -> Option<(&str, &str)> {
+    id.rsplit_once('-').filter(|(os, _)| !os.is_empty())
+}
+
+/// Splits an image id into OS and parsed version.
 pub fn os_and_version(id: &str) -> Option<(&str, Version)> {
-    let (os, version) = id.rsplit_once('-')?;
-    if os.is_empty() {
-        return None;
-    }
+    let (os, version) = split_id(id)?;
     Some((os, Version::parse(version)?))
 }
 

@@ -34,25 +34,32 @@ impl Binaries {
     }
 }
 
+/// Runs `tests/k8s/build.sh` with `args` (building only what is missing) and returns the
+/// variables of the env file it names on its last line.
+pub fn build(args: &[&str]) -> HashMap<String, String> {
+    let out = Command::new("bash")
+        .arg(repo_root().join("tests/k8s/build.sh"))
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("tests/k8s/build.sh runs");
+    assert!(out.status.success(), "tests/k8s/build.sh {args:?} failed");
+    let env_file = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_owned();
+    std::fs::read_to_string(&env_file)
+        .unwrap_or_else(|e| panic!("{env_file}: {e}"))
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .collect()
+}
+
 pub fn binaries() -> &'static Binaries {
     static BINARIES: OnceLock<Binaries> = OnceLock::new();
     BINARIES.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo_root().join("tests/k8s/build.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("tests/k8s/build.sh runs");
-        assert!(out.status.success(), "tests/k8s/build.sh failed");
-        let env_file = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .to_owned();
-        let env: HashMap<String, String> = std::fs::read_to_string(&env_file)
-            .unwrap_or_else(|e| panic!("{env_file}: {e}"))
-            .lines()
-            .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
-            .collect();
+        let env = build(&[]);
         Binaries {
             k8s: PathBuf::from(&env["CAPMS_K8S_BIN"]),
             capi: PathBuf::from(&env["CAPMS_CAPI_BIN"]),

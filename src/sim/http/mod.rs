@@ -30,16 +30,22 @@ struct Identity {
     tenant: String,
 }
 
+/// The groups metal-api gives an HMAC identity of this auth type.
+fn groups_of(auth_type: AuthType) -> [String; 2] {
+    let level = match auth_type {
+        AuthType::View => "view",
+        AuthType::Edit => "edit",
+        AuthType::Admin => "admin",
+    };
+    [format!("k8s_kaas-{level}"), format!("maas-all-all-{level}")]
+}
+
 impl Identity {
-    /// The groups metal-api gives an HMAC identity.
     fn groups(&self) -> Vec<String> {
-        let level = match self.auth_type {
-            Some(AuthType::View) => "view",
-            Some(AuthType::Edit) => "edit",
-            Some(AuthType::Admin) => "admin",
-            None => return Vec::new(),
-        };
-        vec![format!("k8s_kaas-{level}"), format!("maas-all-all-{level}")]
+        self.auth_type
+            .map(groups_of)
+            .map(Vec::from)
+            .unwrap_or_default()
     }
 
     fn email(&self) -> String {
@@ -64,13 +70,14 @@ impl Role {
         )
     }
 
-    fn groups(self) -> &'static str {
-        match self {
-            Role::Viewer => {
-                "k8s_kaas-view maas-all-all-view k8s_kaas-edit maas-all-all-edit k8s_kaas-admin maas-all-all-admin"
-            }
-            Role::Editor => "k8s_kaas-edit maas-all-all-edit k8s_kaas-admin maas-all-all-admin",
-        }
+    /// The groups of every identity the role accepts, as metal-api lists them in a refusal.
+    fn groups(self) -> String {
+        AuthType::ALL
+            .into_iter()
+            .filter(|t| self.accepts(Some(*t)))
+            .flat_map(groups_of)
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 

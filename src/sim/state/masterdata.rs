@@ -44,7 +44,7 @@ impl State {
         self.images
             .values()
             .filter(|i| {
-                let (os, version) = i.id.rsplit_once('-').unwrap_or((i.id.as_str(), ""));
+                let (os, version) = images::split_id(&i.id).unwrap_or((i.id.as_str(), ""));
                 eq(&req.id, &i.id)
                     && eq(&req.name, &i.name)
                     && eq(&req.os, os)
