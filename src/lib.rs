@@ -4,6 +4,7 @@ pub mod capi;
 pub mod controllers;
 pub mod metal;
 pub mod metrics;
+pub mod networks;
 pub mod runtime;
 pub mod server;
 pub mod sim;

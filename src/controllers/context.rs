@@ -2,8 +2,8 @@
 //! helpers for conditions, owner tags, finalizers and status writes.
 
 pub use super::category::Category;
+pub use super::conditions::{Conditions, Reason, Type};
 use crate::metal;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
@@ -130,21 +130,41 @@ impl Context {
             .remove(key);
     }
 
-    /// Publishes a Kubernetes Event; a failure to publish is logged, never fatal.
-    pub async fn event<K: Resource<DynamicType = ()>>(
+    /// Publishes a Normal Event on `obj`.
+    pub async fn note<K: Resource<DynamicType = ()>>(
         &self,
         obj: &K,
-        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        self.publish(obj, EventType::Normal, reason, action, note)
+            .await
+    }
+
+    /// Publishes a Warning Event on `obj`.
+    pub async fn warn<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        self.publish(obj, EventType::Warning, reason, action, note)
+            .await
+    }
+
+    /// A failure to publish is logged, never fatal.
+    async fn publish<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
         reason: &str,
         action: &str,
         note: String,
     ) {
         let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
+            type_,
             reason: reason.into(),
             note: Some(note),
             action: action.into(),
@@ -159,38 +179,6 @@ impl Context {
 /// The bounded, growing poll interval after `attempt` unsuccessful polls.
 pub fn poll_interval(attempt: u32) -> Duration {
     Duration::from_secs((1u64 << attempt.clamp(1, 5)).min(30))
-}
-
-/// Sets a condition, keeping its lastTransitionTime when the status did not change.
-pub fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    ok: bool,
-    reason: &str,
-    message: impl Into<String>,
-    generation: Option<i64>,
-) {
-    let status = if ok { "True" } else { "False" };
-    let message = message.into();
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) => {
-            if c.status != status {
-                c.last_transition_time = Time(jiff::Timestamp::now());
-            }
-            c.status = status.into();
-            c.reason = reason.into();
-            c.message = message;
-            c.observed_generation = generation;
-        }
-        None => conditions.push(Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message,
-            observed_generation: generation,
-            last_transition_time: Time(jiff::Timestamp::now()),
-        }),
-    }
 }
 
 /// The kind of object an allocation in metal-api belongs to.
@@ -343,7 +331,10 @@ where
 }
 
 /// Is reconciliation paused, by the Cluster or by the object's own annotation?
-fn paused_reason<K: Resource>(obj: &K, cluster: Option<&crate::capi::Cluster>) -> Option<String> {
+pub fn paused_reason<K: Resource>(
+    obj: &K,
+    cluster: Option<&crate::capi::Cluster>,
+) -> Option<String> {
     if cluster.is_some_and(|c| c.is_paused()) {
         return Some("Cluster spec.paused is true".into());
     }
@@ -355,18 +346,17 @@ fn paused_reason<K: Resource>(obj: &K, cluster: Option<&crate::capi::Cluster>) -
 /// Keeps the `Paused` condition true to the cause (True with it, or False/NotPaused) and tells
 /// whether reconciliation stops here.
 pub fn record_pause<K: Resource>(
-    conditions: &mut Vec<Condition>,
+    conditions: &mut Conditions<'_>,
     obj: &K,
     cluster: Option<&crate::capi::Cluster>,
-    generation: Option<i64>,
 ) -> bool {
     match paused_reason(obj, cluster) {
         Some(reason) => {
-            set_condition(conditions, "Paused", true, "Paused", reason, generation);
+            conditions.set_true(Type::Paused, Reason::Paused, reason);
             true
         }
         None => {
-            set_condition(conditions, "Paused", false, "NotPaused", "", generation);
+            conditions.set_false(Type::Paused, Reason::NotPaused, "");
             false
         }
     }
@@ -421,38 +411,6 @@ mod tests {
     fn poll_interval_grows_and_is_bounded() {
         let waits: Vec<u64> = (0..8).map(|n| poll_interval(n).as_secs()).collect();
         assert_eq!(waits, [2, 2, 4, 8, 16, 30, 30, 30]);
-    }
-
-    #[test]
-    fn conditions_keep_their_transition_time() {
-        let mut conditions = Vec::new();
-        set_condition(
-            &mut conditions,
-            "Ready",
-            false,
-            "Waiting",
-            "waiting",
-            Some(1),
-        );
-        let first = conditions[0].last_transition_time.clone();
-        std::thread::sleep(Duration::from_millis(5));
-        set_condition(
-            &mut conditions,
-            "Ready",
-            false,
-            "StillWaiting",
-            "still",
-            Some(2),
-        );
-        assert_eq!(
-            conditions[0].last_transition_time, first,
-            "same status, same transition time"
-        );
-        assert_eq!(conditions[0].reason, "StillWaiting");
-        set_condition(&mut conditions, "Ready", true, "Ready", "ok", Some(2));
-        assert_ne!(conditions[0].last_transition_time, first);
-        assert_eq!(conditions[0].status, "True");
-        assert_eq!(conditions.len(), 1);
     }
 
     #[test]

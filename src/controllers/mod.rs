@@ -1,12 +1,15 @@
 //! The reconcile loops: MetalStackCluster, MetalStackFirewall and MetalStackMachine, one file
 //! each, sharing `context`; `leader` keeps only one replica reconciling.
 
+pub mod allocation;
 mod category;
 pub mod cluster;
+pub mod conditions;
 pub mod context;
 pub mod firewall;
 pub mod leader;
 pub mod machine;
+pub mod step;
 
 pub use context::{Context, Error, Settings};
 
@@ -147,7 +150,14 @@ pub async fn run(
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone())
         .run(
-            |o, c| measured("MetalStackCluster", o, c, cluster::reconcile),
+            |o, c| {
+                measured(
+                    "MetalStackCluster",
+                    o,
+                    c,
+                    step::reconcile::<cluster::Clusters>,
+                )
+            },
             error_policy,
             ctx.clone(),
         )
@@ -168,7 +178,14 @@ pub async fn run(
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone())
         .run(
-            |o, c| measured("MetalStackFirewall", o, c, firewall::reconcile),
+            |o, c| {
+                measured(
+                    "MetalStackFirewall",
+                    o,
+                    c,
+                    step::reconcile::<firewall::Firewalls>,
+                )
+            },
             error_policy,
             ctx.clone(),
         )
@@ -187,7 +204,14 @@ pub async fn run(
         .with_config(config)
         .graceful_shutdown_on(shutdown)
         .run(
-            |o, c| measured("MetalStackMachine", o, c, machine::reconcile),
+            |o, c| {
+                measured(
+                    "MetalStackMachine",
+                    o,
+                    c,
+                    step::reconcile::<machine::Machines>,
+                )
+            },
             error_policy,
             ctx.clone(),
         )

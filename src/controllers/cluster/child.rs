@@ -1,0 +1,201 @@
+//! The cluster's MetalStackFirewall, as it should be: from the inline firewallSpec or from the
+//! named template. It is applied whenever it differs, until the firewall is allocated; after
+//! that metal-api keeps the firewall as allocated, and the condition says the change waits.
+
+use super::decide::Step;
+use super::firewall_name;
+use crate::api::{
+    MetalStackCluster, MetalStackFirewall, MetalStackFirewallSpec, MetalStackFirewallTemplate,
+    TemplateMeta,
+};
+use crate::capi::CLUSTER_NAME_LABEL;
+use crate::controllers::context::{Conditions, Reason, Type};
+use crate::controllers::step::Requeue;
+use kube::api::ObjectMeta;
+use kube::{Resource, ResourceExt};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Cluster API's annotations naming the template an object was cloned from.
+pub const CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name";
+pub const CLONED_FROM_GROUPKIND: &str = "cluster.x-k8s.io/cloned-from-groupkind";
+
+/// The firewall's status changes bring the cluster back; this is only a safety net.
+const FIREWALL_SAFETY_NET: Duration = Duration::from_secs(60);
+/// A template's creation brings the cluster back (the template watch); a safety net too.
+const TEMPLATE_SAFETY_NET: Duration = Duration::from_secs(300);
+
+/// What observe read about the firewall.
+#[derive(Debug, Default)]
+pub struct FirewallSeen {
+    /// The MetalStackFirewall named after the cluster, if it exists.
+    pub current: Option<MetalStackFirewall>,
+    /// When spec.firewallTemplateRef is set: the template, or the names of the templates the
+    /// namespace has.
+    pub template: Option<Result<MetalStackFirewallTemplate, Vec<String>>>,
+}
+
+pub enum Outcome {
+    Ready,
+    Step(Step, Requeue),
+}
+
+/// The MetalStackFirewall a cluster creates: its spec from the cluster's firewallSpec or from its
+/// firewall template, the template's labels and annotations, and where it was cloned from.
+pub fn plan_firewall(
+    msc: &MetalStackCluster,
+    cluster_name: &str,
+    spec: MetalStackFirewallSpec,
+    template: Option<(&str, Option<&TemplateMeta>)>,
+) -> MetalStackFirewall {
+    let mut labels = BTreeMap::new();
+    let mut annotations = BTreeMap::new();
+    if let Some((template_name, meta)) = template {
+        if let Some(meta) = meta {
+            labels.extend(meta.labels.clone());
+            annotations.extend(meta.annotations.clone());
+        }
+        annotations.insert(CLONED_FROM_NAME.to_owned(), template_name.to_owned());
+        annotations.insert(
+            CLONED_FROM_GROUPKIND.to_owned(),
+            format!("MetalStackFirewallTemplate.{}", crate::api::common::GROUP),
+        );
+    }
+    // The cluster-name label is what ties the firewall to its Cluster; a template cannot
+    // override it.
+    labels.insert(CLUSTER_NAME_LABEL.to_owned(), cluster_name.to_owned());
+    MetalStackFirewall {
+        metadata: ObjectMeta {
+            name: Some(firewall_name(&msc.name_any())),
+            namespace: msc.namespace(),
+            labels: Some(labels),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            owner_references: msc.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        spec,
+        status: None,
+    }
+}
+
+/// What a person reads when spec.firewallTemplateRef names no template: the name, and the
+/// templates the namespace does have. The controller's condition and the webhook's warning.
+pub fn template_missing(namespace: &str, name: &str, existing: &[String]) -> String {
+    format!(
+        "spec.firewallTemplateRef: MetalStackFirewallTemplate {namespace}/{name} does not exist (yet); the firewall is created once it does; templates in the namespace: {}",
+        crate::choices(existing)
+    )
+}
+
+/// The firewall as it should be; Err(message) while the named template does not exist.
+fn desired(
+    msc: &MetalStackCluster,
+    cluster_name: &str,
+    seen: &FirewallSeen,
+) -> Option<Result<MetalStackFirewall, String>> {
+    if let Some(spec) = &msc.spec.firewall_spec {
+        return Some(Ok(plan_firewall(msc, cluster_name, spec.clone(), None)));
+    }
+    let reference = msc.spec.firewall_template_ref.as_ref()?;
+    Some(match seen.template.as_ref()? {
+        Ok(template) => {
+            let resource = &template.spec.template;
+            let meta = Some((reference.name.as_str(), resource.metadata.as_ref()));
+            Ok(plan_firewall(
+                msc,
+                cluster_name,
+                resource.spec.clone(),
+                meta,
+            ))
+        }
+        Err(existing) => Err(template_missing(
+            &msc.namespace().unwrap_or_default(),
+            &reference.name,
+            existing,
+        )),
+    })
+}
+
+/// Does the firewall differ from what the cluster wants (spec, and the labels and annotations
+/// capms sets)? spec.providerID is the firewall controller's, not compared.
+pub fn differs(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
+    let mut spec = current.spec.clone();
+    spec.provider_id.clone_from(&desired.spec.provider_id);
+    let subset = |want: &Option<BTreeMap<String, String>>, have: &BTreeMap<String, String>| {
+        want.iter().flatten().all(|(k, v)| have.get(k) == Some(v))
+    };
+    spec != desired.spec
+        || !subset(&desired.metadata.labels, current.labels())
+        || !subset(&desired.metadata.annotations, current.annotations())
+}
+
+/// Is the firewall allocated in metal-api (its spec then no longer applies)?
+fn allocated(fw: &MetalStackFirewall) -> bool {
+    fw.spec.provider_id.is_some() || fw.status.as_ref().is_some_and(|s| s.machine_id.is_some())
+}
+
+/// The firewall step and FirewallReady; Ready when the cluster needs nothing more from it.
+pub fn decide(
+    msc: &MetalStackCluster,
+    cluster_name: &str,
+    seen: Option<&FirewallSeen>,
+    conditions: &mut Conditions<'_>,
+) -> Outcome {
+    if msc.spec.firewall_spec.is_none() && msc.spec.firewall_template_ref.is_none() {
+        conditions.set_true(
+            Type::FirewallReady,
+            Reason::NoFirewall,
+            "neither spec.firewallSpec nor spec.firewallTemplateRef is set; no firewall is created",
+        );
+        return Outcome::Ready;
+    }
+    let Some(seen) = seen else {
+        return Outcome::Step(Step::Nothing, Requeue::Poll);
+    };
+    let name = firewall_name(&msc.name_any());
+    let desired = match desired(msc, cluster_name, seen) {
+        Some(Ok(fw)) => fw,
+        Some(Err(message)) => {
+            conditions.set_false(
+                Type::FirewallReady,
+                Reason::FirewallTemplateNotFound,
+                message,
+            );
+            return Outcome::Step(Step::Nothing, Requeue::After(TEMPLATE_SAFETY_NET));
+        }
+        None => return Outcome::Step(Step::Nothing, Requeue::Poll),
+    };
+    let waiting = format!("waiting for MetalStackFirewall {name} to become ready");
+    let Some(current) = &seen.current else {
+        conditions.set_false(Type::FirewallReady, Reason::FirewallCreated, waiting);
+        let step = Step::CreateFirewall(Box::new(desired));
+        return Outcome::Step(step, Requeue::After(FIREWALL_SAFETY_NET));
+    };
+    let drift = differs(current, &desired);
+    if drift && !allocated(current) {
+        conditions.set_false(Type::FirewallReady, Reason::WaitingForFirewall, waiting);
+        let step = Step::UpdateFirewall(Box::new(desired));
+        return Outcome::Step(step, Requeue::After(FIREWALL_SAFETY_NET));
+    }
+    let ready = current.status.as_ref().is_some_and(|s| s.ready);
+    if drift {
+        let message = format!(
+            "the firewall spec changed after MetalStackFirewall {name} was allocated; the firewall keeps the spec it was allocated with (delete the MetalStackFirewall to replace it)"
+        );
+        conditions.set_to(
+            ready,
+            Type::FirewallReady,
+            Reason::FirewallSpecChanged,
+            message,
+        );
+    } else if ready {
+        let message = format!("MetalStackFirewall {name} is ready");
+        conditions.set_true(Type::FirewallReady, Reason::FirewallReady, message);
+    } else {
+        conditions.set_false(Type::FirewallReady, Reason::WaitingForFirewall, waiting);
+    }
+    match ready {
+        true => Outcome::Ready,
+        false => Outcome::Step(Step::Nothing, Requeue::After(FIREWALL_SAFETY_NET)),
+    }
+}

@@ -1,0 +1,214 @@
+//! The conditions capms reports, typed: each condition type is one step of provisioning and
+//! `Ready` summarises them; reasons are PascalCase, as Cluster API's are.
+
+use super::category::Category;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// The condition types capms sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Type {
+    /// Summary: the object is provisioned, or the reason it is not.
+    Ready,
+    /// Reconciliation is paused by the Cluster or the object's annotation.
+    Paused,
+    NetworkReady,
+    ControlPlaneIpReady,
+    FirewallReady,
+    MachineAllocated,
+    MachineHealthy,
+    FirewallAllocated,
+    FirewallHealthy,
+}
+
+impl Type {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Type::Ready => "Ready",
+            Type::Paused => "Paused",
+            Type::NetworkReady => "NetworkReady",
+            Type::ControlPlaneIpReady => "ControlPlaneIPReady",
+            Type::FirewallReady => "FirewallReady",
+            Type::MachineAllocated => "MachineAllocated",
+            Type::MachineHealthy => "MachineHealthy",
+            Type::FirewallAllocated => "FirewallAllocated",
+            Type::FirewallHealthy => "FirewallHealthy",
+        }
+    }
+}
+
+/// Why a condition has its status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Paused,
+    NotPaused,
+    Deleting,
+    WaitingForClusterOwnerRef,
+    WaitingForMachineOwnerRef,
+    WaitingForCluster,
+    WaitingForMachine,
+    WaitingForClusterInfrastructure,
+    WaitingForBootstrapData,
+    WaitingForNetwork,
+    WaitingForMachines,
+    WaitingForFirewall,
+    WaitingForNetworkRelease,
+    Provisioning,
+    Provisioned,
+    NetworkReady,
+    ControlPlaneIpReady,
+    NoFirewall,
+    FirewallCreated,
+    FirewallReady,
+    FirewallTemplateNotFound,
+    /// The cluster's firewall spec changed after the firewall was allocated.
+    FirewallSpecChanged,
+    Allocating,
+    Allocated,
+    PhonedHome,
+    CrashLoop,
+    FailedReclaim,
+    NotAlive,
+    /// A reconcile failed; the category says how.
+    Failed(Category),
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Paused => "Paused",
+            Reason::NotPaused => "NotPaused",
+            Reason::Deleting => "Deleting",
+            Reason::WaitingForClusterOwnerRef => "WaitingForClusterOwnerRef",
+            Reason::WaitingForMachineOwnerRef => "WaitingForMachineOwnerRef",
+            Reason::WaitingForCluster => "WaitingForCluster",
+            Reason::WaitingForMachine => "WaitingForMachine",
+            Reason::WaitingForClusterInfrastructure => "WaitingForClusterInfrastructure",
+            Reason::WaitingForBootstrapData => "WaitingForBootstrapData",
+            Reason::WaitingForNetwork => "WaitingForNetwork",
+            Reason::WaitingForMachines => "WaitingForMachines",
+            Reason::WaitingForFirewall => "WaitingForFirewall",
+            Reason::WaitingForNetworkRelease => "WaitingForNetworkRelease",
+            Reason::Provisioning => "Provisioning",
+            Reason::Provisioned => "Provisioned",
+            Reason::NetworkReady => "NetworkReady",
+            Reason::ControlPlaneIpReady => "ControlPlaneIPReady",
+            Reason::NoFirewall => "NoFirewall",
+            Reason::FirewallCreated => "FirewallCreated",
+            Reason::FirewallReady => "FirewallReady",
+            Reason::FirewallTemplateNotFound => "FirewallTemplateNotFound",
+            Reason::FirewallSpecChanged => "FirewallSpecChanged",
+            Reason::Allocating => "Allocating",
+            Reason::Allocated => "Allocated",
+            Reason::PhonedHome => "PhonedHome",
+            Reason::CrashLoop => "CrashLoop",
+            Reason::FailedReclaim => "FailedReclaim",
+            Reason::NotAlive => "NotAlive",
+            Reason::Failed(category) => category.reason(),
+        }
+    }
+}
+
+/// Sets conditions of one object at one generation, keeping each condition's
+/// lastTransitionTime while its status stays the same.
+pub struct Conditions<'a> {
+    list: &'a mut Vec<Condition>,
+    generation: Option<i64>,
+}
+
+impl<'a> Conditions<'a> {
+    pub fn of(list: &'a mut Vec<Condition>, generation: Option<i64>) -> Self {
+        Conditions { list, generation }
+    }
+
+    pub fn set_true(&mut self, type_: Type, reason: Reason, message: impl Into<String>) {
+        self.set(type_, "True", reason, message.into());
+    }
+
+    pub fn set_false(&mut self, type_: Type, reason: Reason, message: impl Into<String>) {
+        self.set(type_, "False", reason, message.into());
+    }
+
+    /// True or False as `ok` says.
+    pub fn set_to(&mut self, ok: bool, type_: Type, reason: Reason, message: impl Into<String>) {
+        self.set(
+            type_,
+            if ok { "True" } else { "False" },
+            reason,
+            message.into(),
+        );
+    }
+
+    fn set(&mut self, type_: Type, status: &str, reason: Reason, message: String) {
+        let generation = self.generation;
+        match self.list.iter_mut().find(|c| c.type_ == type_.as_str()) {
+            Some(c) => {
+                if c.status != status {
+                    c.last_transition_time = Time(jiff::Timestamp::now());
+                }
+                c.status = status.into();
+                c.reason = reason.as_str().into();
+                c.message = message;
+                c.observed_generation = generation;
+            }
+            None => self.list.push(Condition {
+                type_: type_.as_str().into(),
+                status: status.into(),
+                reason: reason.as_str().into(),
+                message,
+                observed_generation: generation,
+                last_transition_time: Time(jiff::Timestamp::now()),
+            }),
+        }
+    }
+}
+
+/// The condition of `type_`, if set.
+pub fn find(list: &[Condition], type_: Type) -> Option<&Condition> {
+    list.iter().find(|c| c.type_ == type_.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn conditions_keep_their_transition_time_while_the_status_stays() {
+        let mut list = Vec::new();
+        Conditions::of(&mut list, Some(1)).set_false(Type::Ready, Reason::Provisioning, "wait");
+        let first = list[0].last_transition_time.clone();
+        std::thread::sleep(Duration::from_millis(5));
+        Conditions::of(&mut list, Some(2)).set_false(Type::Ready, Reason::Allocating, "still");
+        assert_eq!(
+            list[0].last_transition_time, first,
+            "same status, same time"
+        );
+        assert_eq!(
+            (list[0].reason.as_str(), list[0].observed_generation),
+            ("Allocating", Some(2))
+        );
+        Conditions::of(&mut list, Some(2)).set_true(Type::Ready, Reason::PhonedHome, "ok");
+        assert_ne!(list[0].last_transition_time, first);
+        assert_eq!(list[0].status, "True");
+        assert_eq!(list.len(), 1);
+    }
+
+    #[test]
+    fn reasons_are_pascal_case() {
+        let reasons = [
+            Reason::ControlPlaneIpReady,
+            Reason::Failed(Category::KubeConflict),
+            Reason::Failed(Category::InvalidSpec),
+            Reason::WaitingForNetworkRelease,
+        ];
+        for r in reasons {
+            let s = r.as_str();
+            assert!(
+                s.chars().next().is_some_and(|c| c.is_ascii_uppercase()),
+                "{s}"
+            );
+            assert!(s.chars().all(|c| c.is_ascii_alphanumeric()), "{s}");
+        }
+        assert_eq!(Type::ControlPlaneIpReady.as_str(), "ControlPlaneIPReady");
+    }
+}

@@ -1,0 +1,176 @@
+//! MetalStackFirewall: a firewall machine in metal-api, ready while it is healthy.
+//!
+//! `observe` reads, `decide::decide` chooses the next step without I/O, `act` takes it, and
+//! `step::reconcile` writes the status once.
+
+pub mod decide;
+#[cfg(test)]
+mod tests;
+
+use super::allocation::{self, Found};
+use super::context::*;
+use super::step::{Reconciler, Requeue, reported};
+use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus};
+use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
+use crate::metal::types::{NetworkFindRequest, ROLE_FIREWALL};
+use decide::{FirewallDecision, Live, Observed, Step};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+
+pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/firewall";
+
+/// The MetalStackFirewall controller's parts.
+pub struct Firewalls;
+
+impl Reconciler for Firewalls {
+    type Object = MetalStackFirewall;
+    type Observed = Observed;
+    type Step = Step;
+    type Status = MetalStackFirewallStatus;
+
+    fn status(obj: &MetalStackFirewall) -> Option<&MetalStackFirewallStatus> {
+        obj.status.as_ref()
+    }
+
+    async fn observe(obj: &MetalStackFirewall, ctx: &Context) -> Result<Observed> {
+        observe(obj, ctx).await
+    }
+
+    fn decide(obj: &MetalStackFirewall, observed: &Observed) -> FirewallDecision {
+        decide::decide(obj, observed)
+    }
+
+    async fn act(obj: &MetalStackFirewall, ctx: &Context, step: &Step) -> Result<()> {
+        act(obj, ctx, step).await
+    }
+
+    fn after_failure(
+        obj: &MetalStackFirewall,
+        status: MetalStackFirewallStatus,
+        error: Error,
+        step: Option<&Step>,
+    ) -> (MetalStackFirewallStatus, Result<Requeue>) {
+        let writes_metal = step.map(|s| matches!(s, Step::Allocate(_) | Step::Free(_)));
+        let status = if reported(&error, writes_metal) {
+            decide::after_failure(obj, status, &error)
+        } else {
+            status
+        };
+        (status, Err(error))
+    }
+}
+
+fn marks(fw: &MetalStackFirewall) -> std::collections::BTreeMap<String, String> {
+    owner_marks_of(OwnerKind::Firewall, fw)
+}
+
+/// Reads what `decide` needs, in its order, stopping at the first gate that is closed.
+async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed> {
+    if is_externally_managed(fw) {
+        return Ok(Observed::Unmanaged);
+    }
+    if fw.metadata.deletion_timestamp.is_some() {
+        if !fw.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(Observed::Deleting(None));
+        }
+        let recorded = fw.status.as_ref().and_then(|s| s.machine_id.as_deref());
+        let owned = allocation::owned(ctx, &marks(fw), recorded).await?;
+        return Ok(Observed::Deleting(Some(owned)));
+    }
+    let mut live = Live::default();
+    let Some(msc) = owning_cluster(fw, ctx).await? else {
+        return Ok(Observed::Live(Box::new(live)));
+    };
+    let ns = fw.namespace().unwrap_or_default();
+    if let Some(name) = capi_owner(&msc, "Cluster") {
+        live.cluster = ctx.api::<Cluster>(&ns).get_opt(&name).await?;
+    }
+    let paused = paused_reason(fw, live.cluster.as_ref()).is_some();
+    if !paused {
+        live.network = private_network(&msc, ctx).await?;
+    }
+    if live.network.is_some() && fw.finalizers().iter().any(|f| f == FINALIZER) {
+        live.found = Some(match decide::target(fw, &msc) {
+            Ok(target) => allocation::lookup(ctx, &marks(fw), &target, ROLE_FIREWALL).await?,
+            // decide names the malformed field; nothing to look up.
+            Err(_) => Found::Nothing,
+        });
+    }
+    live.infrastructure = Some(msc);
+    Ok(Observed::Live(Box::new(live)))
+}
+
+/// The MetalStackCluster a firewall belongs to: its controller owner, else the cluster named by
+/// its cluster-name label (the seed's standalone form).
+async fn owning_cluster(
+    fw: &MetalStackFirewall,
+    ctx: &Context,
+) -> Result<Option<MetalStackCluster>> {
+    let ns = fw.namespace().unwrap_or_default();
+    let msc_api = ctx.api::<MetalStackCluster>(&ns);
+    let owner = fw
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "MetalStackCluster" && o.controller == Some(true));
+    if let Some(o) = owner {
+        return Ok(msc_api.get_opt(&o.name).await?);
+    }
+    let Some(cluster_name) = fw.labels().get(CLUSTER_NAME_LABEL) else {
+        return Ok(None);
+    };
+    let cluster = ctx.api::<Cluster>(&ns).get_opt(cluster_name).await?;
+    match cluster.as_ref().and_then(|c| c.metal_stack_cluster()) {
+        Some(name) => Ok(msc_api.get_opt(name).await?),
+        None => Ok(None),
+    }
+}
+
+/// The cluster's private network as far as it exists: recorded in status, given in spec, or
+/// found in metal-api by the cluster's owner labels (so a lost status write does not hide it).
+async fn private_network(msc: &MetalStackCluster, ctx: &Context) -> Result<Option<String>> {
+    if let Some(id) = msc
+        .status
+        .as_ref()
+        .and_then(|s| s.network_id.clone())
+        .or_else(|| msc.spec.private_network_id.clone())
+    {
+        return Ok(Some(id));
+    }
+    let find = NetworkFindRequest {
+        labels: Some(owner_marks_of(OwnerKind::Cluster, msc)),
+        ..Default::default()
+    };
+    Ok(ctx
+        .metal
+        .network_find(&find)
+        .await?
+        .into_iter()
+        .next()
+        .map(|n| n.id))
+}
+
+/// Takes the one step `decide` chose.
+async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &Step) -> Result<()> {
+    let api = ctx.api::<MetalStackFirewall>(&fw.namespace().unwrap_or_default());
+    match step {
+        Step::Nothing => Ok(()),
+        Step::AddFinalizer => ensure_finalizer(&api, fw, FINALIZER).await.map(|_| ()),
+        Step::Allocate(request) => {
+            let result = ctx.metal.firewall_allocate(request).await;
+            allocation::announce(ctx, fw, "Firewall", result, "")
+                .await
+                .map(|_| ())
+        }
+        Step::Record(patch) => {
+            api.patch(
+                &fw.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await?;
+            Ok(())
+        }
+        Step::Free(id) => allocation::free(ctx, fw, id, "Firewall").await,
+        Step::RemoveFinalizer => remove_finalizer(&api, fw, FINALIZER).await,
+    }
+}

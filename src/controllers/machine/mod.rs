@@ -1,0 +1,177 @@
+//! MetalStackMachine: a metal-stack machine with the bootstrap data of its Machine.
+//!
+//! `observe` reads, `decide::decide` chooses the next step without I/O, `act` takes it, and
+//! `step::reconcile` writes the status once.
+
+pub mod decide;
+
+use super::allocation::{self, Found, Target};
+use super::context::*;
+use super::step::{Reconciler, Requeue, reported};
+use crate::api::{MetalStackCluster, MetalStackMachine, MetalStackMachineStatus};
+use crate::capi::{Cluster, Machine as CapiMachine};
+use crate::metal::types::ROLE_MACHINE;
+use decide::{Live, MachineDecision, Observed, Step};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+
+pub use decide::{addresses_of, cloud_config_hostname};
+
+pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/machine";
+/// Labels capms puts on a MetalStackMachine once it has a machine: where it stands.
+pub const RACK_LABEL: &str = "machine.metal-stack.io/rack";
+pub const ASN_LABEL: &str = "machine.metal-stack.io/network.primary.asn";
+pub const PURPOSE: &str = "metal-stack.infrastructure.cluster.x-k8s.io/purpose";
+
+/// The MetalStackMachine controller's parts.
+pub struct Machines;
+
+impl Reconciler for Machines {
+    type Object = MetalStackMachine;
+    type Observed = Observed;
+    type Step = Step;
+    type Status = MetalStackMachineStatus;
+
+    fn status(obj: &MetalStackMachine) -> Option<&MetalStackMachineStatus> {
+        obj.status.as_ref()
+    }
+
+    async fn observe(obj: &MetalStackMachine, ctx: &Context) -> Result<Observed> {
+        observe(obj, ctx).await
+    }
+
+    fn decide(obj: &MetalStackMachine, observed: &Observed) -> MachineDecision {
+        decide::decide(obj, observed)
+    }
+
+    async fn act(obj: &MetalStackMachine, ctx: &Context, step: &Step) -> Result<()> {
+        act(obj, ctx, step).await
+    }
+
+    fn after_failure(
+        obj: &MetalStackMachine,
+        status: MetalStackMachineStatus,
+        error: Error,
+        step: Option<&Step>,
+    ) -> (MetalStackMachineStatus, Result<Requeue>) {
+        let writes_metal = step.map(|s| matches!(s, Step::Allocate(_) | Step::Free(_)));
+        let status = if reported(&error, writes_metal) {
+            decide::after_failure(obj, status, &error)
+        } else {
+            status
+        };
+        (status, Err(error))
+    }
+}
+
+fn marks(msm: &MetalStackMachine) -> std::collections::BTreeMap<String, String> {
+    owner_marks_of(OwnerKind::Machine, msm)
+}
+
+/// Reads what `decide` needs, in its order, stopping at the first gate that is closed.
+async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed> {
+    if is_externally_managed(msm) {
+        return Ok(Observed::Unmanaged);
+    }
+    if msm.metadata.deletion_timestamp.is_some() {
+        if !msm.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(Observed::Deleting(None));
+        }
+        let recorded = msm
+            .spec
+            .provider_id
+            .as_deref()
+            .and_then(crate::api::common::ProviderId::parse)
+            .map(|p| p.machine_id);
+        let owned = allocation::owned(ctx, &marks(msm), recorded.as_deref()).await?;
+        return Ok(Observed::Deleting(Some(owned)));
+    }
+    let mut live = Live::default();
+    observe_live(msm, ctx, &mut live).await?;
+    Ok(Observed::Live(Box::new(live)))
+}
+
+async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -> Result<()> {
+    let ns = msm.namespace().unwrap_or_default();
+    let Some(owner) = capi_owner(msm, "Machine") else {
+        return Ok(());
+    };
+    let Some(machine) = ctx.api::<CapiMachine>(&ns).get_opt(&owner).await? else {
+        return Ok(());
+    };
+    let cluster_name = decide::cluster_name(msm, &machine);
+    let secret = machine.spec.bootstrap.data_secret_name.clone();
+    live.machine = Some(machine);
+    let Some(cluster) = ctx.api::<Cluster>(&ns).get_opt(&cluster_name).await? else {
+        return Ok(());
+    };
+    let infrastructure = cluster.metal_stack_cluster().map(str::to_owned);
+    let paused = paused_reason(msm, Some(&cluster)).is_some();
+    live.cluster = Some(cluster);
+    if paused || !msm.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let Some(name) = infrastructure else {
+        return Ok(());
+    };
+    let Some(msc) = ctx.api::<MetalStackCluster>(&ns).get_opt(&name).await? else {
+        return Ok(());
+    };
+    let provisioned = decide::provisioned_network(&msc).is_some();
+    let partition = decide::partition(msm, &msc);
+    live.infrastructure = Some(msc);
+    let Some(secret) = secret.filter(|_| provisioned) else {
+        return Ok(());
+    };
+    live.user_data = ctx
+        .api::<Secret>(&ns)
+        .get_opt(&secret)
+        .await?
+        .and_then(|s| s.data)
+        .and_then(|d| {
+            d.get("value")
+                .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        });
+    if live.user_data.is_none() {
+        return Ok(());
+    }
+    live.found = Some(
+        match Target::of(msm.spec.provider_id.as_deref(), &partition, None) {
+            Ok(target) => allocation::lookup(ctx, &marks(msm), &target, ROLE_MACHINE).await?,
+            // decide names the malformed field; nothing to look up.
+            Err(_) => Found::Nothing,
+        },
+    );
+    Ok(())
+}
+
+/// Takes the one step `decide` chose.
+async fn act(msm: &MetalStackMachine, ctx: &Context, step: &Step) -> Result<()> {
+    let api = ctx.api::<MetalStackMachine>(&msm.namespace().unwrap_or_default());
+    match step {
+        Step::Nothing => Ok(()),
+        Step::AddFinalizer => ensure_finalizer(&api, msm, FINALIZER).await.map(|_| ()),
+        Step::Allocate(request) => {
+            let detail = format!(" in partition {}", request.partitionid);
+            let result = ctx.metal.machine_allocate(request).await;
+            allocation::announce(ctx, msm, "Machine", result, &detail)
+                .await
+                .map(|_| ())
+        }
+        Step::Record(patch) => {
+            api.patch(
+                &msm.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await?;
+            Ok(())
+        }
+        Step::Free(id) => allocation::free(ctx, msm, id, "Machine").await,
+        Step::RemoveFinalizer => remove_finalizer(&api, msm, FINALIZER).await,
+    }
+}
+
+#[cfg(test)]
+mod tests;

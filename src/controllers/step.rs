@@ -1,0 +1,166 @@
+//! The shape every reconcile has: observe (reads only) → decide (a pure function of what was
+//! observed: the next step, the status and when to look again) → act (at most one external
+//! write) → one status write, skipped when nothing changed.
+
+use super::context::{Context, Error, Result, apply_status};
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a provisioned object waits before it is looked at again without an event.
+pub const RESYNC: Duration = Duration::from_secs(300);
+
+/// When to reconcile again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requeue {
+    /// Only when the object or something it watches changes.
+    AwaitChange,
+    /// After a fixed time: waiting on something that sends no watch event here.
+    After(Duration),
+    /// Waiting on metal-api: the object's growing backoff (2 s, 4 s … 30 s).
+    Poll,
+    /// Provisioned: a periodic look only, and the backoff starts over.
+    Resync,
+    /// At once: the step just taken wrote to metal-api, which sends no watch event, and the
+    /// next reconcile observes its result.
+    Now,
+}
+
+/// What `decide` returns.
+#[derive(Debug)]
+pub struct Decision<Step, Status> {
+    pub step: Step,
+    pub status: Status,
+    /// When to look again, or the error the reconcile ends with (the status says it too).
+    pub next: Result<Requeue>,
+}
+
+impl<Step, Status> Decision<Step, Status> {
+    pub fn new(step: Step, status: Status, next: Requeue) -> Self {
+        Decision {
+            step,
+            status,
+            next: Ok(next),
+        }
+    }
+
+    pub fn failed(step: Step, status: Status, error: Error) -> Self {
+        Decision {
+            step,
+            status,
+            next: Err(error),
+        }
+    }
+}
+
+/// One controller's parts; `reconcile` puts them together the same way for every kind.
+pub trait Reconciler {
+    type Object: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync;
+    type Observed: Send;
+    type Step: Send + Sync;
+    type Status: Serialize + PartialEq + Clone + Default + Send + Sync;
+
+    fn status(obj: &Self::Object) -> Option<&Self::Status>;
+
+    /// Reads only: everything `decide` needs, in its order, stopping at the first closed gate.
+    fn observe(
+        obj: &Self::Object,
+        ctx: &Context,
+    ) -> impl Future<Output = Result<Self::Observed>> + Send;
+
+    /// Pure: the next step, the status and when to look again.
+    fn decide(obj: &Self::Object, observed: &Self::Observed) -> Decision<Self::Step, Self::Status>;
+
+    /// Takes the step: at most one external write (and the events that report it).
+    fn act(
+        obj: &Self::Object,
+        ctx: &Context,
+        step: &Self::Step,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Pure: the status after `error`, met while observing (`step` None) or taking `step`, and
+    /// how the reconcile ends: mostly with the error, or with a wait when the error is one.
+    fn after_failure(
+        obj: &Self::Object,
+        status: Self::Status,
+        error: Error,
+        step: Option<&Self::Step>,
+    ) -> (Self::Status, Result<Requeue>);
+}
+
+/// Do the conditions report `error`? metal-api's answers do, met while observing (`step_writes_metal`
+/// None) or in a step that writes to metal-api; a failed Kubernetes read or write does not (it is
+/// retried and logged).
+pub fn reported(error: &Error, step_writes_metal: Option<bool>) -> bool {
+    step_writes_metal.unwrap_or(matches!(error, Error::Metal(_)))
+}
+
+/// observe → decide → act → one status write.
+pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) -> Result<Action> {
+    let api = ctx.api::<R::Object>(&obj.namespace().unwrap_or_default());
+    let current = R::status(&obj);
+    let (status, next) = match R::observe(&obj, &ctx).await {
+        Err(e) => R::after_failure(&obj, current.cloned().unwrap_or_default(), e, None),
+        Ok(observed) => {
+            let decision = R::decide(&obj, &observed);
+            match R::act(&obj, &ctx, &decision.step).await {
+                Ok(()) => (decision.status, decision.next),
+                Err(e) => R::after_failure(&obj, decision.status, e, Some(&decision.step)),
+            }
+        }
+    };
+    conclude(&ctx, &api, obj.as_ref(), current, &status, next).await
+}
+
+/// The one status write (only when the status changed), then the requeue as an Action.
+async fn conclude<K, S>(
+    ctx: &Context,
+    api: &Api<K>,
+    obj: &K,
+    current: Option<&S>,
+    status: &S,
+    next: Result<Requeue>,
+) -> Result<Action>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq + Default,
+{
+    let key = obj.uid().unwrap_or_default();
+    // No status yet and nothing to say: nothing to write (objects capms leaves alone stay
+    // untouched).
+    let unchanged = current.map_or(*status == S::default(), |c| c == status);
+    if !unchanged {
+        match apply_status(api, obj, status).await {
+            Ok(()) => {}
+            // A step that wrote to metal-api was taken: the next reconcile observes it (and
+            // tries the status again) at once, so a refused status write never holds up
+            // provisioning; nothing is lost, as everything is found again by its owner tags.
+            Err(e) if matches!(next, Ok(Requeue::Now)) => {
+                tracing::warn!(object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), error = %e, "status write failed after a step; observing the step's result");
+                return Ok(Action::requeue(Duration::ZERO));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(match next? {
+        Requeue::AwaitChange => Action::await_change(),
+        Requeue::After(wait) => Action::requeue(wait),
+        Requeue::Poll => Action::requeue(ctx.next_poll(&key)),
+        Requeue::Resync => {
+            ctx.reset_poll(&key);
+            Action::requeue(RESYNC)
+        }
+        Requeue::Now => Action::requeue(Duration::ZERO),
+    })
+}
