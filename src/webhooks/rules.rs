@@ -10,6 +10,7 @@ use crate::api::{
 use crate::metal::cidr::Cidr;
 use crate::metal::images;
 use crate::metal::types::{FEATURE_FIREWALL, FEATURE_MACHINE};
+use crate::networks;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
@@ -136,10 +137,6 @@ fn check_image(report: &mut Report, path: &str, image: &str, feature: &str, cata
             }
         }
     }
-}
-
-fn is_external(n: &crate::metal::types::Network) -> bool {
-    n.parentnetworkid.is_none() && !n.privatesuper && !n.underlay
 }
 
 /// A providerID's form and target: the machine exists, lies in the partition, has the size and
@@ -326,40 +323,7 @@ pub fn validate_cluster(
     catalog: Option<&Catalog>,
 ) {
     if let Some(old) = old {
-        let fixed = [
-            ("partition", old.partition != spec.partition),
-            ("projectID", old.project_id != spec.project_id),
-            (
-                "publicNetworkID",
-                old.public_network_id != spec.public_network_id,
-            ),
-            (
-                "privateNetworkID",
-                old.private_network_id.is_some()
-                    && old.private_network_id != spec.private_network_id,
-            ),
-        ];
-        for (field, changed) in fixed {
-            if changed {
-                report.error(format!("{path}.{field}"), "is immutable once set");
-            }
-        }
-        let (o, n) = (
-            old.control_plane_endpoint.clone().unwrap_or_default(),
-            spec.control_plane_endpoint.clone().unwrap_or_default(),
-        );
-        if o.host.is_some() && o.host != n.host {
-            report.error(
-                format!("{path}.controlPlaneEndpoint.host"),
-                "is immutable once set",
-            );
-        }
-        if o.port.is_some() && o.port != n.port {
-            report.error(
-                format!("{path}.controlPlaneEndpoint.port"),
-                "is immutable once set",
-            );
-        }
+        check_cluster_update(report, path, spec, old);
     }
     if spec.firewall_spec.is_some() && spec.firewall_template_ref.is_some() {
         report.error(
@@ -404,80 +368,114 @@ pub fn validate_cluster(
             ),
         );
     }
-    let externals = || {
-        crate::choices(
-            catalog
-                .networks
-                .iter()
-                .filter(|n| is_external(n))
-                .map(|n| &n.id),
-        )
-    };
-    match catalog
-        .networks
-        .iter()
-        .find(|n| n.id == spec.public_network_id)
-    {
-        None => report.error(
-            format!("{path}.publicNetworkID"),
-            format!(
-                "network {:?} does not exist in metal-api; valid external networks: {}",
-                spec.public_network_id,
-                externals()
-            ),
+    check_public_network(report, path, spec, catalog);
+    check_private_network(report, path, spec, catalog);
+}
+
+/// Fields that are fixed once set.
+fn check_cluster_update(
+    report: &mut Report,
+    path: &str,
+    spec: &MetalStackClusterSpec,
+    old: &MetalStackClusterSpec,
+) {
+    let (o, n) = (
+        old.control_plane_endpoint.clone().unwrap_or_default(),
+        spec.control_plane_endpoint.clone().unwrap_or_default(),
+    );
+    let fixed = [
+        ("partition", old.partition != spec.partition),
+        ("projectID", old.project_id != spec.project_id),
+        (
+            "publicNetworkID",
+            old.public_network_id != spec.public_network_id,
         ),
-        Some(n) if !is_external(n) => report.error(
-            format!("{path}.publicNetworkID"),
-            format!(
-                "network {:?} is not an external network (it is {}); valid external networks: {}",
-                n.id,
-                if n.underlay { "an underlay" } else { "private" },
-                externals()
-            ),
+        (
+            "privateNetworkID",
+            old.private_network_id.is_some() && old.private_network_id != spec.private_network_id,
         ),
-        Some(n) => {
-            let host = spec
-                .control_plane_endpoint
-                .as_ref()
-                .and_then(|e| e.host.as_deref());
-            if let Some(host) = host {
-                match host.parse::<IpAddr>() {
-                    Ok(ip) if !n.prefixes.iter().filter_map(|p| p.parse::<Cidr>().ok()).any(|p| p.contains_addr(ip)) => report.error(
-                        format!("{path}.controlPlaneEndpoint.host"),
-                        format!("{host} is not in the public network {:?} (prefixes {}); use an address of it, or leave host empty to have capms allocate one", n.id, n.prefixes.join(", ")),
-                    ),
-                    Ok(_) => {}
-                    Err(_) => report.warnings.push(format!("{path}.controlPlaneEndpoint.host {host:?} is a name, not an IP; capms cannot reserve it in metal-api")),
-                }
-            }
+        (
+            "controlPlaneEndpoint.host",
+            o.host.is_some() && o.host != n.host,
+        ),
+        (
+            "controlPlaneEndpoint.port",
+            o.port.is_some() && o.port != n.port,
+        ),
+    ];
+    for (field, changed) in fixed {
+        if changed {
+            report.error(format!("{path}.{field}"), "is immutable once set");
         }
     }
-    if let Some(id) = &spec.private_network_id {
-        let privates = || {
-            crate::choices(
-                catalog
-                    .networks
-                    .iter()
-                    .filter(|n| {
-                        n.parentnetworkid.is_some()
-                            && n.projectid == spec.project_id
-                            && n.partitionid == spec.partition
-                    })
-                    .map(|n| &n.id),
-            )
-        };
-        match catalog.networks.iter().find(|n| &n.id == id) {
-            None => report.error(format!("{path}.privateNetworkID"), format!("network {id:?} does not exist in metal-api; valid private networks of the project: {}", privates())),
-            Some(n) if n.parentnetworkid.is_none() => report.error(
-                format!("{path}.privateNetworkID"),
-                format!("network {id:?} is not a private network; valid private networks of the project: {}", privates()),
-            ),
-            Some(n) if n.projectid != spec.project_id || n.partitionid != spec.partition => report.error(
-                format!("{path}.privateNetworkID"),
-                format!("network {id:?} belongs to project {:?} in partition {:?}; valid private networks of the project: {}", n.projectid, n.partitionid, privates()),
-            ),
-            Some(_) => {}
+}
+
+/// spec.publicNetworkID names an external network, and a given control-plane host lies in it.
+fn check_public_network(
+    report: &mut Report,
+    path: &str,
+    spec: &MetalStackClusterSpec,
+    catalog: &Catalog,
+) {
+    let field = format!("{path}.publicNetworkID");
+    let id = &spec.public_network_id;
+    let choices = || networks::external_choices(&catalog.networks);
+    let n = match catalog.networks.iter().find(|n| &n.id == id) {
+        None => return report.error(field, networks::missing(id, &choices())),
+        Some(n) if !networks::is_external(n) => {
+            let it = if n.underlay { "an underlay" } else { "private" };
+            let message = format!(
+                "network {id:?} is not an external network (it is {it}); {}",
+                choices()
+            );
+            return report.error(field, message);
         }
+        Some(n) => n,
+    };
+    let Some(host) = spec
+        .control_plane_endpoint
+        .as_ref()
+        .and_then(|e| e.host.as_deref())
+    else {
+        return;
+    };
+    match host.parse::<IpAddr>() {
+        Ok(ip) if !networks::contains(n, ip) => report.error(
+            format!("{path}.controlPlaneEndpoint.host"),
+            format!("{host} is not in the public network {:?} (prefixes {}); use an address of it, or leave host empty to have capms allocate one", n.id, n.prefixes.join(", ")),
+        ),
+        Ok(_) => {}
+        Err(_) => report.warnings.push(format!("{path}.controlPlaneEndpoint.host {host:?} is a name, not an IP; capms cannot reserve it in metal-api")),
+    }
+}
+
+/// spec.privateNetworkID, when given, names a private network of the cluster's project and
+/// partition.
+fn check_private_network(
+    report: &mut Report,
+    path: &str,
+    spec: &MetalStackClusterSpec,
+    catalog: &Catalog,
+) {
+    let Some(id) = &spec.private_network_id else {
+        return;
+    };
+    let field = format!("{path}.privateNetworkID");
+    let choices = networks::private_choices(&catalog.networks, &spec.project_id, &spec.partition);
+    match catalog.networks.iter().find(|n| &n.id == id) {
+        None => report.error(field, networks::missing(id, &choices)),
+        Some(n) if n.parentnetworkid.is_none() => report.error(
+            field,
+            format!("network {id:?} is not a private network; {choices}"),
+        ),
+        Some(n) if !networks::is_private_of(n, &spec.project_id, &spec.partition) => report.error(
+            field,
+            format!(
+                "network {id:?} belongs to project {:?} in partition {:?}; {choices}",
+                n.projectid, n.partitionid
+            ),
+        ),
+        Some(_) => {}
     }
 }
 
