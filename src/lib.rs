@@ -5,6 +5,7 @@ pub mod controllers;
 pub mod metal;
 pub mod metrics;
 pub mod networks;
+pub mod ownership;
 pub mod runtime;
 pub mod server;
 pub mod sim;

@@ -135,3 +135,23 @@ pub struct MetalStackFirewallTemplateResource {
     ]))]
     pub spec: MetalStackFirewallSpec,
 }
+
+/// What a person reads when spec.firewallTemplateRef names no template: the name, and the
+/// templates the namespace does have (the controller's condition and the webhook's warning).
+pub fn firewall_template_missing(namespace: &str, name: &str, existing: &[String]) -> String {
+    format!(
+        "spec.firewallTemplateRef: MetalStackFirewallTemplate {namespace}/{name} does not exist (yet); the firewall is created once it does; templates in the namespace: {}",
+        crate::choices(existing)
+    )
+}
+
+/// The names of the firewall templates `templates` can list.
+pub async fn firewall_template_names(
+    templates: &kube::Api<MetalStackFirewallTemplate>,
+) -> kube::Result<Vec<String>> {
+    use kube::ResourceExt;
+    let existing = templates
+        .list_metadata(&kube::api::ListParams::default())
+        .await?;
+    Ok(existing.items.iter().map(|t| t.name_any()).collect())
+}

@@ -4,20 +4,19 @@
 pub use super::category::Category;
 pub use super::conditions::{Conditions, Reason, Type};
 use crate::metal;
+pub use crate::ownership::*;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// Field manager of every write capms makes.
 pub const FIELD_MANAGER: &str = "capms";
-/// Prefix of capms' finalizers, labels and metal-api tags.
-pub const DOMAIN: &str = "metal-stack.infrastructure.cluster.x-k8s.io";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -179,68 +178,6 @@ impl Context {
 /// The bounded, growing poll interval after `attempt` unsuccessful polls.
 pub fn poll_interval(attempt: u32) -> Duration {
     Duration::from_secs((1u64 << attempt.clamp(1, 5)).min(30))
-}
-
-/// The kind of object an allocation in metal-api belongs to.
-#[derive(Clone, Copy, Debug)]
-pub enum OwnerKind {
-    Cluster,
-    Machine,
-    Firewall,
-}
-
-impl OwnerKind {
-    fn word(self) -> &'static str {
-        match self {
-            OwnerKind::Cluster => "cluster",
-            OwnerKind::Machine => "machine",
-            OwnerKind::Firewall => "firewall",
-        }
-    }
-}
-
-/// Owner marks put on everything capms allocates in metal-api: `<ns>.<name>` and the UID of the
-/// Kubernetes object. Every reconcile looks for them before allocating, so a lost status write
-/// never leads to a second allocation.
-pub fn owner_marks(
-    kind: OwnerKind,
-    namespace: &str,
-    name: &str,
-    uid: &str,
-) -> BTreeMap<String, String> {
-    [
-        (
-            format!("{DOMAIN}/{}-resource", kind.word()),
-            format!("{namespace}.{name}"),
-        ),
-        (format!("{DOMAIN}/{}-uid", kind.word()), uid.to_owned()),
-    ]
-    .into()
-}
-
-/// The owner marks of `obj`.
-pub fn owner_marks_of<K: Resource>(kind: OwnerKind, obj: &K) -> BTreeMap<String, String> {
-    owner_marks(
-        kind,
-        &obj.namespace().unwrap_or_default(),
-        &obj.name_any(),
-        &obj.uid().unwrap_or_default(),
-    )
-}
-
-/// The owner marks as metal-api tags (`key=value`).
-pub fn owner_tags(marks: &BTreeMap<String, String>) -> Vec<String> {
-    marks.iter().map(|(k, v)| format!("{k}={v}")).collect()
-}
-
-/// Does a tag list carry every owner mark?
-pub fn has_owner_tags(tags: &[String], marks: &BTreeMap<String, String>) -> bool {
-    owner_tags(marks).iter().all(|t| tags.contains(t))
-}
-
-/// `<ns>.<name>`, the cluster id capms uses in metal-stack tags and labels.
-pub fn cluster_id(namespace: &str, name: &str) -> String {
-    format!("{namespace}.{name}")
 }
 
 /// Adds `finalizer` (guarded by resourceVersion against concurrent writers). Returns whether it
@@ -411,23 +348,5 @@ mod tests {
     fn poll_interval_grows_and_is_bounded() {
         let waits: Vec<u64> = (0..8).map(|n| poll_interval(n).as_secs()).collect();
         assert_eq!(waits, [2, 2, 4, 8, 16, 30, 30, 30]);
-    }
-
-    #[test]
-    fn owner_marks_name_the_object_and_its_uid() {
-        let marks = owner_marks(OwnerKind::Machine, "ns", "m1", "uid-1");
-        let tags = owner_tags(&marks);
-        assert_eq!(
-            tags,
-            [
-                "metal-stack.infrastructure.cluster.x-k8s.io/machine-resource=ns.m1",
-                "metal-stack.infrastructure.cluster.x-k8s.io/machine-uid=uid-1"
-            ]
-        );
-        assert!(has_owner_tags(
-            &[tags[1].clone(), tags[0].clone(), "x".into()],
-            &marks
-        ));
-        assert!(!has_owner_tags(&tags[..1], &marks));
     }
 }

@@ -208,8 +208,8 @@ fn check_provider_id(
         );
     }
     if let Some(a) = &machine.allocation {
-        let is_ours = ours
-            .is_some_and(|marks| crate::controllers::context::has_owner_tags(&machine.tags, marks));
+        let is_ours =
+            ours.is_some_and(|marks| crate::ownership::has_owner_tags(&machine.tags, marks));
         if !is_ours {
             report.error(
                 path,

@@ -1,9 +1,11 @@
+use super::catalog::Catalog;
 use super::rules::*;
 use super::*;
 use crate::api::{
     ApiEndpoint, EgressRule, FirewallRules, MetalStackClusterSpec, MetalStackFirewallSpec,
     MetalStackMachineSpec,
 };
+use crate::ownership::OwnerKind;
 use crate::sim::inventory::Inventory;
 use crate::sim::state::State as SimState;
 use axum::http::{Request, StatusCode};
@@ -269,7 +271,7 @@ fn firewall_rules_and_provider_ids_are_checked() {
         })
         .expect("network")
         .id;
-    let marks = crate::controllers::context::owner_marks(OwnerKind::Firewall, "ns", "fw", "uid-1");
+    let marks = crate::ownership::owner_marks(OwnerKind::Firewall, "ns", "fw", "uid-1");
     let req = crate::metal::types::MachineAllocateRequest {
         uuid: Some("00000000-0000-0000-0000-000000000002".into()),
         projectid: PROJECT.into(),
@@ -278,7 +280,7 @@ fn firewall_rules_and_provider_ids_are_checked() {
             networkid: net,
             autoacquire: None,
         }]),
-        tags: crate::controllers::context::owner_tags(&marks),
+        tags: crate::ownership::owner_tags(&marks),
         ..Default::default()
     };
     state

@@ -78,15 +78,6 @@ pub fn plan_firewall(
     }
 }
 
-/// What a person reads when spec.firewallTemplateRef names no template: the name, and the
-/// templates the namespace does have. The controller's condition and the webhook's warning.
-pub fn template_missing(namespace: &str, name: &str, existing: &[String]) -> String {
-    format!(
-        "spec.firewallTemplateRef: MetalStackFirewallTemplate {namespace}/{name} does not exist (yet); the firewall is created once it does; templates in the namespace: {}",
-        crate::choices(existing)
-    )
-}
-
 /// The firewall as it should be; Err(message) while the named template does not exist.
 fn desired(
     msc: &MetalStackCluster,
@@ -108,7 +99,7 @@ fn desired(
                 meta,
             ))
         }
-        Err(existing) => Err(template_missing(
+        Err(existing) => Err(crate::api::firewall_template_missing(
             &msc.namespace().unwrap_or_default(),
             &reference.name,
             existing,

@@ -2,7 +2,7 @@
 //! private network, its control-plane IP and endpoint, its firewall, and on deletion the
 //! teardown in reverse.
 
-use super::{CLUSTER_ID_KEY, FINALIZER, PURPOSE_CONTROL_PLANE, child};
+use super::{FINALIZER, PURPOSE_CONTROL_PLANE, child};
 use crate::api::{
     ApiEndpoint, Initialization, MetalStackCluster, MetalStackClusterStatus, MetalStackFirewall,
 };

@@ -18,7 +18,7 @@ use crate::api::{
 };
 use decide::{ClusterDecision, Observed, Step};
 use kube::ResourceExt;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use std::sync::Arc;
 
 pub use child::plan_firewall;
@@ -27,8 +27,7 @@ pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/cluster
 /// Tag of the control-plane IP, next to the owner tags.
 const PURPOSE_CONTROL_PLANE: &str =
     "metal-stack.infrastructure.cluster.x-k8s.io/purpose=control-plane";
-/// metal-lib's cluster id tag/label key.
-pub const CLUSTER_ID_KEY: &str = "cluster.metal-stack.io/id";
+pub use crate::ownership::CLUSTER_ID_KEY;
 
 /// Name of the MetalStackFirewall a MetalStackCluster creates.
 pub fn firewall_name(cluster: &str) -> String {
@@ -205,23 +204,4 @@ pub fn clusters_using_template(
         })
         .map(|c| kube::runtime::reflector::ObjectRef::from_obj(c.as_ref()))
         .collect()
-}
-
-/// The names of the templates of `templates`' namespace.
-async fn template_names(
-    templates: &kube::Api<MetalStackFirewallTemplate>,
-) -> kube::Result<Vec<String>> {
-    let existing = templates.list_metadata(&ListParams::default()).await?;
-    Ok(existing.items.iter().map(|t| t.name_any()).collect())
-}
-
-/// What a person reads when spec.firewallTemplateRef names no template (the webhook's warning;
-/// the controller's condition says the same).
-pub async fn template_not_found(
-    templates: &kube::Api<MetalStackFirewallTemplate>,
-    namespace: &str,
-    name: &str,
-) -> kube::Result<String> {
-    let existing = template_names(templates).await?;
-    Ok(child::template_missing(namespace, name, &existing))
 }

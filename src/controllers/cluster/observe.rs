@@ -175,7 +175,7 @@ async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen
             let templates = ctx.api::<MetalStackFirewallTemplate>(&ns);
             Some(match templates.get_opt(&reference.name).await? {
                 Some(t) => Ok(t),
-                None => Err(super::template_names(&templates).await?),
+                None => Err(crate::api::firewall_template_names(&templates).await?),
             })
         }
         _ => None,

@@ -5,7 +5,6 @@ use crate::api::common::ProviderId;
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus, Protocol};
 use crate::capi::Cluster;
 use crate::controllers::allocation::{Found, Health, Target};
-use crate::controllers::cluster::CLUSTER_ID_KEY;
 use crate::controllers::context::*;
 use crate::controllers::step::{Decision, Requeue};
 use crate::metal::types::{

@@ -8,7 +8,6 @@ use crate::api::{
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine as CapiMachine};
 use crate::controllers::allocation::{Found, Health, Target};
-use crate::controllers::cluster::CLUSTER_ID_KEY;
 use crate::controllers::context::*;
 use crate::controllers::step::{Decision, Requeue};
 use crate::metal::types::{

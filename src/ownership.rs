@@ -1,0 +1,96 @@
+//! Ownership: the marks capms puts on everything it allocates in metal-api, so that every
+//! reconcile finds its allocations again (and frees only its own), shared by the controllers
+//! and the webhooks.
+
+use kube::{Resource, ResourceExt};
+use std::collections::BTreeMap;
+
+/// Prefix of capms' finalizers, labels and metal-api tags.
+pub const DOMAIN: &str = "metal-stack.infrastructure.cluster.x-k8s.io";
+/// metal-lib's cluster id tag/label key.
+pub const CLUSTER_ID_KEY: &str = "cluster.metal-stack.io/id";
+
+/// The kind of object an allocation in metal-api belongs to.
+#[derive(Clone, Copy, Debug)]
+pub enum OwnerKind {
+    Cluster,
+    Machine,
+    Firewall,
+}
+
+impl OwnerKind {
+    fn word(self) -> &'static str {
+        match self {
+            OwnerKind::Cluster => "cluster",
+            OwnerKind::Machine => "machine",
+            OwnerKind::Firewall => "firewall",
+        }
+    }
+}
+
+/// Owner marks put on everything capms allocates in metal-api: `<ns>.<name>` and the UID of the
+/// Kubernetes object. Every reconcile looks for them before allocating, so a lost status write
+/// never leads to a second allocation.
+pub fn owner_marks(
+    kind: OwnerKind,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> BTreeMap<String, String> {
+    [
+        (
+            format!("{DOMAIN}/{}-resource", kind.word()),
+            format!("{namespace}.{name}"),
+        ),
+        (format!("{DOMAIN}/{}-uid", kind.word()), uid.to_owned()),
+    ]
+    .into()
+}
+
+/// The owner marks of `obj`.
+pub fn owner_marks_of<K: Resource>(kind: OwnerKind, obj: &K) -> BTreeMap<String, String> {
+    owner_marks(
+        kind,
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+        &obj.uid().unwrap_or_default(),
+    )
+}
+
+/// The owner marks as metal-api tags (`key=value`).
+pub fn owner_tags(marks: &BTreeMap<String, String>) -> Vec<String> {
+    marks.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// Does a tag list carry every owner mark?
+pub fn has_owner_tags(tags: &[String], marks: &BTreeMap<String, String>) -> bool {
+    owner_tags(marks).iter().all(|t| tags.contains(t))
+}
+
+/// `<ns>.<name>`, the cluster id capms uses in metal-stack tags and labels.
+pub fn cluster_id(namespace: &str, name: &str) -> String {
+    format!("{namespace}.{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_marks_name_the_object_and_its_uid() {
+        let marks = owner_marks(OwnerKind::Machine, "ns", "m1", "uid-1");
+        let tags = owner_tags(&marks);
+        assert_eq!(
+            tags,
+            [
+                "metal-stack.infrastructure.cluster.x-k8s.io/machine-resource=ns.m1",
+                "metal-stack.infrastructure.cluster.x-k8s.io/machine-uid=uid-1"
+            ]
+        );
+        assert!(has_owner_tags(
+            &[tags[1].clone(), tags[0].clone(), "x".into()],
+            &marks
+        ));
+        assert!(!has_owner_tags(&tags[..1], &marks));
+    }
+}
