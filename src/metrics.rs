@@ -46,7 +46,20 @@ struct Admission {
     result: String,
 }
 
+/// A work queue, named after its controller as controller-runtime names them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueName {
+    name: String,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// controller-runtime's work-queue buckets: 10 ns to 10^3 s, by factors of ten.
+fn work_histogram() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        1e-8, 10.0, 12,
+    ))
+}
 
 /// controller-runtime's reconcile buckets (seconds).
 fn reconcile_histogram() -> Histogram {
@@ -73,6 +86,8 @@ pub struct Metrics {
     metal_calls: Family<MetalCall, Counter>,
     admissions: Family<Admission, Counter>,
     admission_time: Histograms<Admission>,
+    work_time: Histograms<QueueName>,
+    retries: Family<QueueName, Counter>,
 }
 
 impl Default for Metrics {
@@ -93,6 +108,8 @@ impl Metrics {
         let admissions = Family::default();
         let admission_time: Histograms<Admission> =
             Family::new_with_constructor(admission_histogram);
+        let work_time: Histograms<QueueName> = Family::new_with_constructor(work_histogram);
+        let retries = Family::default();
         registry.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
@@ -128,7 +145,21 @@ impl Metrics {
             "Admission latency",
             admission_time.clone(),
         );
+        // Of controller-runtime's work-queue metrics, these two mean the same here; kube-runtime's
+        // scheduler does not expose its queue's depth, adds or waiting times.
+        registry.register(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            work_time.clone(),
+        );
+        registry.register(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            retries.clone(),
+        );
         Metrics {
+            work_time,
+            retries,
             registry,
             reconciles,
             reconcile_errors,
@@ -158,10 +189,24 @@ impl Metrics {
         self.reconcile_time
             .get_or_create(&controller)
             .observe(elapsed.as_secs_f64());
+        self.work_time
+            .get_or_create(&QueueName {
+                name: controller.controller.clone(),
+            })
+            .observe(elapsed.as_secs_f64());
         self.outcomes
             .get_or_create(&ReconcileOutcome {
                 kind: kind.into(),
                 outcome: outcome.err().unwrap_or("success").into(),
+            })
+            .inc();
+    }
+
+    /// A failed reconcile of `kind` that is tried again.
+    pub fn retry(&self, kind: &str) {
+        self.retries
+            .get_or_create(&QueueName {
+                name: kind.to_lowercase(),
             })
             .inc();
     }
@@ -220,6 +265,7 @@ mod tests {
             Err("metal_unreachable"),
             Duration::from_millis(5),
         );
+        m.retry("MetalStackMachine");
         m.metal_call("machine_get", 200);
         m.admission(
             "MetalStackMachine",
@@ -235,6 +281,8 @@ mod tests {
             "controller_runtime_reconcile_errors_total{controller=\"metalstackmachine\"} 1",
             "controller_runtime_reconcile_time_seconds_count{controller=\"metalstackmachine\"} 2",
             "capms_reconcile_total{kind=\"MetalStackMachine\",outcome=\"metal_unreachable\"} 1",
+            "workqueue_work_duration_seconds_count{name=\"metalstackmachine\"} 2",
+            "workqueue_retries_total{name=\"metalstackmachine\"} 1",
             "capms_metal_api_requests_total{endpoint=\"machine_get\",status=\"200\"} 1",
             "capms_admission_requests_total{kind=\"MetalStackMachine\",step=\"validate\",operation=\"CREATE\",result=\"denied\"} 1",
             "capms_admission_duration_seconds_bucket{le=\"0.0005\",kind=\"MetalStackMachine\"",

@@ -51,6 +51,7 @@ fn error_policy<K: Resource<DynamicType = ()>>(
     ctx: Arc<Context>,
 ) -> Action {
     let kind = K::kind(&());
+    ctx.metrics.retry(&kind);
     if error.category() == context::Category::KubeConflict {
         // Someone else wrote the object first: normal between controllers, and no reason to
         // back off. The watch brings the newer version; the requeue is a safety net.
@@ -63,7 +64,7 @@ fn error_policy<K: Resource<DynamicType = ()>>(
 
 /// Runs `reconcile` and records its duration and outcome.
 async fn measured<K, F, Fut>(
-    kind: &'static str,
+    kind: std::borrow::Cow<'static, str>,
     obj: Arc<K>,
     ctx: Arc<Context>,
     reconcile: F,
@@ -85,16 +86,16 @@ where
         Ok(_) => Ok(()),
         Err(e) => Err(e.category().label()),
     };
-    ctx.metrics.reconcile(kind, outcome, started.elapsed());
+    ctx.metrics.reconcile(&kind, outcome, started.elapsed());
     result
 }
 
 fn log_outcome<T: std::fmt::Debug, E: std::fmt::Display>(
-    kind: &'static str,
+    kind: std::borrow::Cow<'static, str>,
 ) -> impl Fn(Result<T, E>) -> std::future::Ready<()> {
     move |result| {
         if let Err(e) = result {
-            tracing::debug!(kind, error = %e, "controller event");
+            tracing::debug!(kind = %kind, error = %e, "controller event");
         }
         std::future::ready(())
     }
@@ -125,10 +126,29 @@ pub async fn run(
     caches_synced: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);
-    let clusters = Controller::new(api::<MetalStackCluster>(&ctx), own_watch(&ctx))
-        .owns(api::<MetalStackFirewall>(&ctx), watcher::Config::default())
+    let clusters = cluster_controller(&ctx);
+    let firewalls = firewall_controller(&ctx);
+    let machines = machine_controller(&ctx);
+    let stores = (clusters.store(), firewalls.store(), machines.store());
+    tokio::spawn(async move {
+        tokio::join!(synced(&stores.0), synced(&stores.1), synced(&stores.2));
+        tracing::info!("controller caches synced");
+        caches_synced.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    tokio::join!(
+        drive::<cluster::Clusters>(clusters, &config, shutdown.clone(), &ctx),
+        drive::<firewall::Firewalls>(firewalls, &config, shutdown.clone(), &ctx),
+        drive::<machine::Machines>(machines, &config, shutdown, &ctx),
+    );
+}
+
+/// MetalStackClusters, woken by their firewall, their Cluster and the firewall template they
+/// name.
+fn cluster_controller(ctx: &Context) -> Controller<MetalStackCluster> {
+    let controller = Controller::new(api::<MetalStackCluster>(ctx), own_watch(ctx))
+        .owns(api::<MetalStackFirewall>(ctx), watcher::Config::default())
         .watches(
-            api::<Cluster>(&ctx),
+            api::<Cluster>(ctx),
             watcher::Config::default(),
             |c: Cluster| {
                 let ns = c.namespace().unwrap_or_default();
@@ -136,94 +156,68 @@ pub async fn run(
                     .map(|name| ObjectRef::<MetalStackCluster>::new(name).within(&ns))
             },
         );
-    let cluster_store = clusters.store();
     // A cluster waiting for its firewall template goes on as soon as the template appears.
-    let referencing = cluster_store.clone();
-    let clusters = clusters
-        .watches(
-            api::<MetalStackFirewallTemplate>(&ctx),
-            watcher::Config::default(),
-            move |template: MetalStackFirewallTemplate| {
-                cluster::clusters_using_template(&template, &referencing.state())
-            },
-        )
-        .with_config(config.clone())
-        .graceful_shutdown_on(shutdown.clone())
-        .run(
-            |o, c| {
-                measured(
-                    "MetalStackCluster",
-                    o,
-                    c,
-                    step::reconcile::<cluster::Clusters>,
-                )
-            },
-            error_policy,
-            ctx.clone(),
-        )
-        .for_each(log_outcome("MetalStackCluster"));
-    let firewalls = Controller::new(api::<MetalStackFirewall>(&ctx), own_watch(&ctx)).watches(
-        api::<MetalStackCluster>(&ctx),
+    let referencing = controller.store();
+    controller.watches(
+        api::<MetalStackFirewallTemplate>(ctx),
+        watcher::Config::default(),
+        move |template: MetalStackFirewallTemplate| {
+            cluster::clusters_using_template(&template, &referencing.state())
+        },
+    )
+}
+
+/// MetalStackFirewalls, woken by the MetalStackCluster they belong to.
+fn firewall_controller(ctx: &Context) -> Controller<MetalStackFirewall> {
+    Controller::new(api::<MetalStackFirewall>(ctx), own_watch(ctx)).watches(
+        api::<MetalStackCluster>(ctx),
         watcher::Config::default(),
         |c: MetalStackCluster| {
             let ns = c.namespace().unwrap_or_default();
-            Some(
-                ObjectRef::<MetalStackFirewall>::new(&cluster::firewall_name(&c.name_any()))
-                    .within(&ns),
-            )
+            let name = cluster::firewall_name(&c.name_any());
+            Some(ObjectRef::<MetalStackFirewall>::new(&name).within(&ns))
         },
-    );
-    let firewall_store = firewalls.store();
-    let firewalls = firewalls
-        .with_config(config.clone())
-        .graceful_shutdown_on(shutdown.clone())
-        .run(
-            |o, c| {
-                measured(
-                    "MetalStackFirewall",
-                    o,
-                    c,
-                    step::reconcile::<firewall::Firewalls>,
-                )
-            },
-            error_policy,
-            ctx.clone(),
-        )
-        .for_each(log_outcome("MetalStackFirewall"));
-    let machines = Controller::new(api::<MetalStackMachine>(&ctx), own_watch(&ctx)).watches(
-        api::<Machine>(&ctx),
+    )
+}
+
+/// MetalStackMachines, woken by their Machine.
+fn machine_controller(ctx: &Context) -> Controller<MetalStackMachine> {
+    Controller::new(api::<MetalStackMachine>(ctx), own_watch(ctx)).watches(
+        api::<Machine>(ctx),
         watcher::Config::default(),
         |m: Machine| {
             let ns = m.namespace().unwrap_or_default();
             m.metal_stack_machine()
                 .map(|name| ObjectRef::<MetalStackMachine>::new(name).within(&ns))
         },
-    );
-    let machine_store = machines.store();
-    let machines = machines
-        .with_config(config)
+    )
+}
+
+/// Runs `controller` with `R`'s reconcile, measured, until `shutdown`.
+async fn drive<R>(
+    controller: Controller<R::Object>,
+    config: &controller::Config,
+    shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
+    ctx: &Arc<Context>,
+) where
+    R: step::Reconciler + 'static,
+    R::Object: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let kind = R::Object::kind(&());
+    controller
+        .with_config(config.clone())
         .graceful_shutdown_on(shutdown)
         .run(
-            |o, c| {
-                measured(
-                    "MetalStackMachine",
-                    o,
-                    c,
-                    step::reconcile::<machine::Machines>,
-                )
-            },
+            move |o, c| measured(kind.clone(), o, c, step::reconcile::<R>),
             error_policy,
             ctx.clone(),
         )
-        .for_each(log_outcome("MetalStackMachine"));
-    tokio::spawn(async move {
-        tokio::join!(
-            synced(&cluster_store),
-            synced(&firewall_store),
-            synced(&machine_store)
-        );
-        tracing::info!("controller caches synced");
-        caches_synced.store(true, std::sync::atomic::Ordering::SeqCst);
-    });
-    tokio::join!(clusters, firewalls, machines);
+        .for_each(log_outcome(R::Object::kind(&())))
+        .await
 }

@@ -99,36 +99,11 @@ async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<()> 
         Step::AddFinalizer => {
             ensure_finalizer(&api, msc, FINALIZER).await?;
         }
-        Step::AllocateNetwork(request) => {
-            let n = ctx.metal.network_allocate(request).await?;
-            let note = format!(
-                "allocated private network {} ({})",
-                n.id,
-                n.prefixes.join(", ")
-            );
-            ctx.note(msc, "NetworkAllocated", "AllocateNetwork", note)
-                .await;
-        }
-        Step::AllocateIp(request) => {
-            let ip = ctx.metal.ip_allocate(request).await?;
-            let note = format!("allocated control-plane IP {}", ip.ipaddress);
-            ctx.note(msc, "ControlPlaneIPAllocated", "AllocateIP", note)
-                .await;
-        }
-        Step::ReserveIp(host, request) => {
-            ctx.metal.ip_allocate_specific(host, request).await?;
-            let note = format!("reserved {host} as static control-plane IP");
-            ctx.note(msc, "ControlPlaneIPReserved", "AllocateIP", note)
-                .await;
-        }
         Step::PatchEndpoint(endpoint) => {
             let patch = serde_json::json!({"spec": {"controlPlaneEndpoint": endpoint}});
-            api.patch(
-                &msc.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+            let params = PatchParams::default();
+            api.patch(&msc.name_any(), &params, &Patch::Merge(&patch))
+                .await?;
         }
         Step::CreateFirewall(fw) => {
             apply_firewall(ctx, &ns, fw).await?;
@@ -146,31 +121,59 @@ async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<()> 
                 .await;
         }
         Step::DeleteFirewall(name) => {
-            ctx.api::<MetalStackFirewall>(&ns)
-                .delete(name, &Default::default())
-                .await?;
+            let firewalls = ctx.api::<MetalStackFirewall>(&ns);
+            firewalls.delete(name, &Default::default()).await?;
             let note = format!("deleting MetalStackFirewall {name}");
             ctx.note(msc, "FirewallDeleting", "DeleteFirewall", note)
                 .await;
         }
+        Step::RemoveFinalizer => remove_finalizer(&api, msc, FINALIZER).await?,
+        metal => act_in_metal_api(msc, ctx, metal).await?,
+    }
+    Ok(())
+}
+
+/// The steps that write to metal-api, each reported by an event.
+async fn act_in_metal_api(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<()> {
+    let (reason, action, note) = match step {
+        Step::AllocateNetwork(request) => {
+            let n = ctx.metal.network_allocate(request).await?;
+            let note = format!(
+                "allocated private network {} ({})",
+                n.id,
+                n.prefixes.join(", ")
+            );
+            ("NetworkAllocated", "AllocateNetwork", note)
+        }
+        Step::AllocateIp(request) => {
+            let ip = ctx.metal.ip_allocate(request).await?;
+            let note = format!("allocated control-plane IP {}", ip.ipaddress);
+            ("ControlPlaneIPAllocated", "AllocateIP", note)
+        }
+        Step::ReserveIp(host, request) => {
+            ctx.metal.ip_allocate_specific(host, request).await?;
+            let note = format!("reserved {host} as static control-plane IP");
+            ("ControlPlaneIPReserved", "AllocateIP", note)
+        }
         Step::FreeIp(address) => match ctx.metal.ip_free(address).await {
             Ok(_) => {
                 let note = format!("freed control-plane IP {address}");
-                ctx.note(msc, "ControlPlaneIPFreed", "FreeIP", note).await;
+                ("ControlPlaneIPFreed", "FreeIP", note)
             }
-            Err(e) if e.is_not_found() => {}
+            Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e.into()),
         },
         Step::FreeNetwork(id) => match ctx.metal.network_free(id).await {
             Ok(_) => {
                 let note = format!("freed private network {id}");
-                ctx.note(msc, "NetworkFreed", "FreeNetwork", note).await;
+                ("NetworkFreed", "FreeNetwork", note)
             }
-            Err(e) if e.is_not_found() => {}
+            Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e.into()),
         },
-        Step::RemoveFinalizer => remove_finalizer(&api, msc, FINALIZER).await?,
-    }
+        _ => return Ok(()),
+    };
+    ctx.note(msc, reason, action, note).await;
     Ok(())
 }
 

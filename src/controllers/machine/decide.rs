@@ -108,62 +108,13 @@ pub fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
 fn decide_live(
     msm: &MetalStackMachine,
     live: &Live,
-    mut status: MetalStackMachineStatus,
+    status: MetalStackMachineStatus,
 ) -> MachineDecision {
-    let ns = msm.namespace().unwrap_or_default();
-    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
-    let gate = |conditions: &mut Conditions<'_>, reason, message: String| {
-        conditions.set_false(Type::Ready, reason, message);
+    let (open, mut status) = match gates(msm, live, status) {
+        Ok(open) => open,
+        Err(waiting) => return *waiting,
     };
-    let Some(owner) = capi_owner(msm, "Machine") else {
-        let message = "waiting for Cluster API to set the owning Machine".to_owned();
-        gate(&mut conditions, Reason::WaitingForMachineOwnerRef, message);
-        return Decision::new(Step::Nothing, status, Requeue::AwaitChange);
-    };
-    let Some(machine) = &live.machine else {
-        let message = format!("Machine {ns}/{owner} does not exist (yet)");
-        gate(&mut conditions, Reason::WaitingForMachine, message);
-        return Decision::new(Step::Nothing, status, Requeue::After(ABSENT));
-    };
-    let cluster_name = cluster_name(msm, machine);
-    let Some(cluster) = &live.cluster else {
-        let message = format!("Cluster {ns}/{cluster_name} does not exist (yet)");
-        gate(&mut conditions, Reason::WaitingForCluster, message);
-        return Decision::new(Step::Nothing, status, Requeue::After(ABSENT));
-    };
-    if record_pause(&mut conditions, msm, Some(cluster)) {
-        return Decision::new(Step::Nothing, status, Requeue::AwaitChange);
-    }
-    if !msm.finalizers().iter().any(|f| f == FINALIZER) {
-        return Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange);
-    }
-    let Some((msc, network)) = live
-        .infrastructure
-        .as_ref()
-        .and_then(|msc| Some((msc, provisioned_network(msc)?)))
-    else {
-        let message = format!(
-            "waiting for the MetalStackCluster of Cluster {cluster_name} to be provisioned"
-        );
-        gate(
-            &mut conditions,
-            Reason::WaitingForClusterInfrastructure,
-            message,
-        );
-        return Decision::new(Step::Nothing, status, Requeue::Poll);
-    };
-    let Some(secret) = &machine.spec.bootstrap.data_secret_name else {
-        let message = format!("waiting for Machine {owner} to have spec.bootstrap.dataSecretName");
-        gate(&mut conditions, Reason::WaitingForBootstrapData, message);
-        return Decision::new(Step::Nothing, status, Requeue::Poll);
-    };
-    let Some(user_data) = &live.user_data else {
-        let message =
-            format!("bootstrap Secret {ns}/{secret} does not exist or has no key \"value\"");
-        gate(&mut conditions, Reason::WaitingForBootstrapData, message);
-        return Decision::new(Step::Nothing, status, Requeue::Poll);
-    };
-    let partition = partition(msm, msc);
+    let partition = partition(msm, open.msc);
     let Some(found) = &live.found else {
         return Decision::new(Step::Nothing, status, Requeue::Poll);
     };
@@ -174,27 +125,107 @@ fn decide_live(
         let error = Error::Invalid(problem);
         return Decision::failed(Step::Nothing, after_failure(msm, status, &error), error);
     }
-    match found {
-        Found::Ours(m) => allocated(msm, m, &partition, status),
-        _ => {
-            let request = Order {
-                msm,
-                msc,
-                partition: &partition,
-                network: network.to_owned(),
-                user_data,
-                control_plane: machine.labels().contains_key(CONTROL_PLANE_LABEL),
-            }
-            .request();
-            let message = format!(
-                "allocating a machine of size {} in partition {partition}",
-                msm.spec.machine_type
-            );
-            conditions.set_false(Type::MachineAllocated, Reason::Allocating, message.clone());
-            conditions.set_false(Type::Ready, Reason::Allocating, message);
-            Decision::new(Step::Allocate(Box::new(request)), status, Requeue::Now)
-        }
+    if let Found::Ours(m) = found {
+        return allocated(msm, m, &partition, status);
     }
+    let request = Order {
+        msm,
+        msc: open.msc,
+        partition: &partition,
+        network: open.network.to_owned(),
+        user_data: open.user_data,
+        control_plane: open.machine.labels().contains_key(CONTROL_PLANE_LABEL),
+    }
+    .request();
+    let message = format!(
+        "allocating a machine of size {} in partition {partition}",
+        msm.spec.machine_type
+    );
+    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
+    conditions.set_false(Type::MachineAllocated, Reason::Allocating, message.clone());
+    conditions.set_false(Type::Ready, Reason::Allocating, message);
+    Decision::new(Step::Allocate(Box::new(request)), status, Requeue::Now)
+}
+
+/// What the gates let through: the Machine, the provisioned cluster and its network, and the
+/// bootstrap data.
+struct Open<'a> {
+    machine: &'a CapiMachine,
+    msc: &'a MetalStackCluster,
+    network: &'a str,
+    user_data: &'a str,
+}
+
+/// The gates before allocation, in order; the first closed one decides (Ready says why).
+fn gates<'a>(
+    msm: &MetalStackMachine,
+    live: &'a Live,
+    mut status: MetalStackMachineStatus,
+) -> Result<(Open<'a>, MetalStackMachineStatus), Box<MachineDecision>> {
+    let ns = msm.namespace().unwrap_or_default();
+    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
+    let (reason, message, next) = 'closed: {
+        let Some(owner) = capi_owner(msm, "Machine") else {
+            let message = "waiting for Cluster API to set the owning Machine".to_owned();
+            break 'closed (
+                Reason::WaitingForMachineOwnerRef,
+                message,
+                Requeue::AwaitChange,
+            );
+        };
+        let Some(machine) = &live.machine else {
+            let message = format!("Machine {ns}/{owner} does not exist (yet)");
+            break 'closed (Reason::WaitingForMachine, message, Requeue::After(ABSENT));
+        };
+        let cluster_name = cluster_name(msm, machine);
+        let Some(cluster) = &live.cluster else {
+            let message = format!("Cluster {ns}/{cluster_name} does not exist (yet)");
+            break 'closed (Reason::WaitingForCluster, message, Requeue::After(ABSENT));
+        };
+        if record_pause(&mut conditions, msm, Some(cluster)) {
+            return Err(Box::new(Decision::new(
+                Step::Nothing,
+                status,
+                Requeue::AwaitChange,
+            )));
+        }
+        if !msm.finalizers().iter().any(|f| f == FINALIZER) {
+            let decision = Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange);
+            return Err(Box::new(decision));
+        }
+        let infrastructure = live.infrastructure.as_ref();
+        let Some((msc, network)) =
+            infrastructure.and_then(|msc| Some((msc, provisioned_network(msc)?)))
+        else {
+            let message = format!(
+                "waiting for the MetalStackCluster of Cluster {cluster_name} to be provisioned"
+            );
+            break 'closed (
+                Reason::WaitingForClusterInfrastructure,
+                message,
+                Requeue::Poll,
+            );
+        };
+        let Some(secret) = &machine.spec.bootstrap.data_secret_name else {
+            let message =
+                format!("waiting for Machine {owner} to have spec.bootstrap.dataSecretName");
+            break 'closed (Reason::WaitingForBootstrapData, message, Requeue::Poll);
+        };
+        let Some(user_data) = &live.user_data else {
+            let message =
+                format!("bootstrap Secret {ns}/{secret} does not exist or has no key \"value\"");
+            break 'closed (Reason::WaitingForBootstrapData, message, Requeue::Poll);
+        };
+        let open = Open {
+            machine,
+            msc,
+            network,
+            user_data,
+        };
+        return Ok((open, status));
+    };
+    conditions.set_false(Type::Ready, reason, message);
+    Err(Box::new(Decision::new(Step::Nothing, status, next)))
 }
 
 /// The status of an allocated machine: its addresses, health and readiness, and the patch that
