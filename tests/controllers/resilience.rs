@@ -1,0 +1,281 @@
+//! Crashes, leader hand-over and refused status writes never allocate anything twice.
+
+use super::*;
+
+/// Every allocated metal-api machine carries the owner tags of exactly one object, and no object
+/// has two machines.
+fn assert_one_machine_per_owner(machines: &[Machine]) {
+    let mut owners = std::collections::BTreeMap::new();
+    for m in machines.iter().filter(|m| m.allocation.is_some()) {
+        let owner: Vec<_> = m
+            .tags
+            .iter()
+            .filter(|t| t.contains("-uid="))
+            .cloned()
+            .collect();
+        assert_eq!(owner.len(), 1, "machine {} has owner tags {owner:?}", m.id);
+        assert!(
+            owners.insert(owner[0].clone(), m.id.clone()).is_none(),
+            "two machines for {}",
+            owner[0]
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn killing_the_manager_at_any_point_never_allocates_twice() {
+    // The default inventory and no preset machines: every allocation is one capms must find
+    // again by its owner tags, the ephemeral control-plane IP included.
+    let mut env = Env::with_inventory("crash", Inventory::default_lab()).await;
+    env.start_capms(&[]);
+    let before = env.metal_state().await;
+    // Slow metal-api down so that kills land between allocations and status writes.
+    env.set_faults(json!({"latency_ms": 120})).await;
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    for worker in ["worker-x", "worker-y"] {
+        env.add_lab_machine(MSC, worker, "bootstrap").await;
+    }
+
+    for round in 0..14u64 {
+        tokio::time::sleep(Duration::from_millis(150 + (round * 211) % 700)).await;
+        // Drop kills with SIGKILL and reaps the process.
+        drop(env.capms.take());
+        env.start_capms(&[]);
+    }
+    env.set_faults(json!({})).await;
+
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    for name in ["worker-x", "worker-y"] {
+        wait_ready(&env, &machines, name, |m| {
+            m.status.as_ref().is_some_and(|s| s.ready)
+        })
+        .await;
+    }
+    let (networks, ips, metal_machines) = env.metal_state().await;
+    assert_eq!(networks.len(), 1, "one private network: {networks:?}");
+    let cp_ips: Vec<_> = ips
+        .iter()
+        .filter(|ip| ip.name.ends_with("-control-plane"))
+        .collect();
+    assert_eq!(cp_ips.len(), 1, "one control-plane IP: {ips:?}");
+    assert_eq!(
+        metal_machines
+            .iter()
+            .filter(|m| m.allocation.is_some())
+            .count(),
+        3,
+        "firewall, worker-x, worker-y"
+    );
+    assert_one_machine_per_owner(&metal_machines);
+
+    let cluster_api = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    cluster_api
+        .delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete cluster");
+    eventually("everything freed", Duration::from_secs(120), || async {
+        let now = env.metal_state().await;
+        let waiting = now
+            .2
+            .iter()
+            .all(|m| m.allocation.is_none() && m.last_event() == Some(event::WAITING));
+        (cluster_api.get_opt(MSC).await.ok()?.is_none()
+            && now.0.is_empty()
+            && now.1 == before.1
+            && waiting)
+            .then_some(())
+    })
+    .await;
+}
+
+async fn reconcile_count(metrics_port: u16) -> Option<u64> {
+    let text = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    Some(
+        text.lines()
+            .filter(|l| l.starts_with("capms_reconcile_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn only_the_leader_reconciles_and_killing_it_hands_over() {
+    capms::tls::install_default_provider();
+    let env = Env::without_capms("leader").await;
+    let ports = [free_port(), free_port()];
+    let election = [
+        "--leader-elect",
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=500ms",
+    ];
+    let spawn = |i: usize| env.spawn_capms(&format!("capms-{i}"), &election, ports[i]);
+    let mut managers = [Some(spawn(0)), Some(spawn(1))];
+    env.apply_seed_cluster(MSC, fixture("metalstackcluster-initial.yaml"))
+        .await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.client(), &env.ns.name);
+    let holder = |lease: &k8s_openapi::api::coordination::v1::Lease| {
+        lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.clone())
+            .unwrap_or_default()
+    };
+    let lease = leases.get("capms-controller-leader").await.expect("lease");
+    let leader_pid = holder(&lease)
+        .rsplit('-')
+        .next()
+        .and_then(|p| p.parse::<u32>().ok())
+        .expect("identity ends with the pid");
+    let leader = managers
+        .iter()
+        .position(|m| m.as_ref().is_some_and(|m| m.pid() == leader_pid))
+        .expect("one of ours leads");
+    let standby = 1 - leader;
+    assert!(
+        reconcile_count(ports[leader]).await.unwrap_or(0) > 0,
+        "the leader reconciles"
+    );
+    assert_eq!(
+        reconcile_count(ports[standby]).await,
+        Some(0),
+        "the standby serves metrics but does not reconcile"
+    );
+
+    // Kill the leader; the standby takes the lease over and reconciles new work.
+    let killed = managers[leader].as_ref().expect("leader").pid();
+    drop(managers[leader].take());
+    assert!(
+        !std::path::Path::new(&format!("/proc/{killed}")).exists(),
+        "leader {killed} is gone"
+    );
+    let standby_pid = managers[standby].as_ref().expect("standby").pid();
+    eventually(
+        "the standby to take the lease over",
+        Duration::from_secs(20),
+        || async {
+            let lease = leases.get("capms-controller-leader").await.ok()?;
+            holder(&lease)
+                .ends_with(&format!("-{standby_pid}"))
+                .then_some(())
+        },
+    )
+    .await;
+    env.apply_seed_machine(MSC).await;
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    wait_ready(&env, &machines, MSM, |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    assert!(
+        reconcile_count(ports[standby]).await.unwrap_or(0) > 0,
+        "the new leader reconciles"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffices() {
+    let mut env = Env::with_inventory("nostatus", Inventory::default_lab()).await;
+    let cp = ControlPlane::shared();
+    let full = format!("capms-full-{}", env.ns.name);
+    let blind = format!("capms-blind-{}", env.ns.name);
+    bind_user(&env, &full, shipped_cluster_role(&full, true)).await;
+    bind_user(&env, &blind, shipped_cluster_role(&blind, false)).await;
+    let full_kubeconfig = cp.user_kubeconfig(&full, env.work.path());
+    let blind_kubeconfig = cp.user_kubeconfig(&blind, env.work.path());
+    let allocated =
+        |machines: &[Machine]| machines.iter().filter(|m| m.allocation.is_some()).count();
+
+    // Phase 1: every status write is refused (403). Network, IP and firewall are still found
+    // again by their owner tags on every retry.
+    env.kubeconfig = Some(blind_kubeconfig.clone());
+    env.start_capms(&[]);
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    eventually(
+        "the firewall allocated without any status write",
+        Duration::from_secs(60),
+        || async {
+            let (_, _, machines) = env.metal_state().await;
+            (allocated(&machines) == 1).then_some(())
+        },
+    )
+    .await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    assert!(
+        clusters.get(MSC).await.expect("msc").status.is_none(),
+        "status writes were dropped"
+    );
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (networks, ips, machines) = env.metal_state().await;
+    assert_eq!(networks.len(), 1, "{networks:?}");
+    assert_eq!(
+        ips.iter()
+            .filter(|ip| ip.name.ends_with("-control-plane"))
+            .count(),
+        1,
+        "{ips:?}"
+    );
+    assert_eq!(
+        allocated(&machines),
+        1,
+        "still one firewall after repeated reconciles"
+    );
+
+    // Phase 2: capms with the shipped ClusterRole finishes the job.
+    drop(env.capms.take());
+    env.kubeconfig = Some(full_kubeconfig.clone());
+    env.start_capms(&[]);
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+
+    // Phase 3: a worker while status writes are refused again, then the shipped role again.
+    drop(env.capms.take());
+    env.kubeconfig = Some(blind_kubeconfig);
+    env.start_capms(&[]);
+    env.add_lab_machine(MSC, "worker-z", "bootstrap").await;
+    eventually(
+        "worker-z allocated without any status write",
+        Duration::from_secs(60),
+        || async {
+            let (_, _, machines) = env.metal_state().await;
+            (allocated(&machines) == 2).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (_, _, machines) = env.metal_state().await;
+    assert_eq!(allocated(&machines), 2, "one firewall, one worker");
+    assert_one_machine_per_owner(&machines);
+    drop(env.capms.take());
+    env.kubeconfig = Some(full_kubeconfig);
+    env.start_capms(&[]);
+    let workers: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    wait_ready(&env, &workers, "worker-z", |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    let (_, _, machines) = env.metal_state().await;
+    assert_eq!(allocated(&machines), 2);
+    assert_one_machine_per_owner(&machines);
+}
