@@ -89,21 +89,59 @@ pub trait Reconciler {
         step: &Self::Step,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Pure: the status after `error`, met while observing (`step` None) or taking `step`, and
-    /// how the reconcile ends: mostly with the error, or with a wait when the error is one.
+    /// Does taking `step` write to metal-api?
+    fn writes_metal(step: &Self::Step) -> bool;
+
+    /// Pure: the status with `error` in its conditions, met while observing (`step` None) or
+    /// taking `step`.
+    fn report(
+        obj: &Self::Object,
+        status: Self::Status,
+        error: &Error,
+        step: Option<&Self::Step>,
+    ) -> Self::Status;
+
+    /// Pure: the status after `error` and how the reconcile ends; by default `failed`.
     fn after_failure(
         obj: &Self::Object,
         status: Self::Status,
         error: Error,
         step: Option<&Self::Step>,
-    ) -> (Self::Status, Result<Requeue>);
+    ) -> (Self::Status, Result<Requeue>) {
+        failed::<Self>(obj, status, error, step)
+    }
 }
 
-/// Do the conditions report `error`? metal-api's answers do, met while observing (`step_writes_metal`
-/// None) or in a step that writes to metal-api; a failed Kubernetes read or write does not (it is
-/// retried and logged).
-pub fn reported(error: &Error, step_writes_metal: Option<bool>) -> bool {
-    step_writes_metal.unwrap_or(matches!(error, Error::Metal(_)))
+/// A failure ends the reconcile with the error. metal-api's answers show in the conditions, met
+/// while observing or in a step that writes to metal-api; a failed Kubernetes read or write
+/// does not (it is retried and logged).
+pub fn failed<R: Reconciler + ?Sized>(
+    obj: &R::Object,
+    status: R::Status,
+    error: Error,
+    step: Option<&R::Step>,
+) -> (R::Status, Result<Requeue>) {
+    let reported = match step {
+        Some(step) => R::writes_metal(step),
+        None => matches!(error, Error::Metal(_)),
+    };
+    let status = if reported {
+        R::report(obj, status, &error, step)
+    } else {
+        status
+    };
+    (status, Err(error))
+}
+
+/// What observe found, by phase: left alone, being deleted (what is left to tear down, None
+/// once capms's finalizer is gone), or live (read up to the first closed gate).
+#[derive(Debug, Default)]
+pub enum Observed<Live, Left> {
+    /// Cluster API's managed-by annotation: another controller owns the object.
+    #[default]
+    Unmanaged,
+    Deleting(Option<Left>),
+    Live(Box<Live>),
 }
 
 /// observe → decide → act → one status write.

@@ -18,15 +18,8 @@ use std::time::Duration;
 /// How long to wait for a Cluster that does not exist (yet).
 const ABSENT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Default)]
-pub enum Observed {
-    /// Cluster API's managed-by annotation: another controller owns the object.
-    #[default]
-    Unmanaged,
-    /// Being deleted: what is left to tear down, None once capms's finalizer is gone.
-    Deleting(Option<Box<super::teardown::Left>>),
-    Live(Box<Live>),
-}
+/// What observe read. Deleting carries what is left to tear down.
+pub type Observed = crate::controllers::step::Observed<Live, Box<super::teardown::Left>>;
 
 /// What observe read, in the order decide looks at it; a later field is None when an earlier
 /// gate stopped the reading.

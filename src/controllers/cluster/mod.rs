@@ -12,7 +12,7 @@ mod teardown;
 mod tests;
 
 use super::context::*;
-use super::step::{Reconciler, Requeue, reported};
+use super::step::{Reconciler, Requeue, failed};
 use crate::api::{
     MetalStackCluster, MetalStackClusterStatus, MetalStackFirewall, MetalStackFirewallTemplate,
 };
@@ -71,22 +71,27 @@ impl Reconciler for Clusters {
             let (status, wait) = teardown::network_still_busy(obj, status, id, e);
             return (status, Ok(wait));
         }
-        let writes_metal = step.map(|s| {
-            matches!(
-                s,
-                Step::AllocateNetwork(_)
-                    | Step::AllocateIp(_)
-                    | Step::ReserveIp(..)
-                    | Step::FreeIp(_)
-                    | Step::FreeNetwork(_)
-            )
-        });
-        let status = if reported(&error, writes_metal) {
-            decide::after_failure(obj, status, &error, step)
-        } else {
-            status
-        };
-        (status, Err(error))
+        failed::<Self>(obj, status, error, step)
+    }
+
+    fn writes_metal(step: &Step) -> bool {
+        matches!(
+            step,
+            Step::AllocateNetwork(_)
+                | Step::AllocateIp(_)
+                | Step::ReserveIp(..)
+                | Step::FreeIp(_)
+                | Step::FreeNetwork(_)
+        )
+    }
+
+    fn report(
+        obj: &MetalStackCluster,
+        status: MetalStackClusterStatus,
+        error: &Error,
+        step: Option<&Step>,
+    ) -> MetalStackClusterStatus {
+        decide::after_failure(obj, status, error, step)
     }
 }
 

@@ -17,19 +17,11 @@ use std::time::Duration;
 /// How long to wait for a MetalStackCluster that does not exist (yet).
 const ABSENT: Duration = Duration::from_secs(10);
 
-/// What observe read, in the order decide looks at it; a later field is None when an earlier
-/// gate stopped the reading.
-#[derive(Debug, Default)]
-pub enum Observed {
-    /// Cluster API's managed-by annotation: another controller owns the object.
-    #[default]
-    Unmanaged,
-    /// Being deleted: the ids of the machines still allocated for it, None once capms's
-    /// finalizer is gone.
-    Deleting(Option<Vec<String>>),
-    Live(Box<Live>),
-}
+/// What observe read. Deleting carries the ids of the machines still allocated for it.
+pub type Observed = crate::controllers::step::Observed<Live, Vec<String>>;
 
+/// Read in the order decide looks at it: a later field is None when an earlier gate stopped
+/// the reading.
 #[derive(Debug, Default)]
 pub struct Live {
     /// The MetalStackCluster the firewall belongs to (owner reference or cluster-name label).

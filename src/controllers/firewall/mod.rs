@@ -9,7 +9,7 @@ mod tests;
 
 use super::allocation::{self, Found};
 use super::context::*;
-use super::step::{Reconciler, Requeue, reported};
+use super::step::Reconciler;
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus};
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::metal::types::{NetworkFindRequest, ROLE_FIREWALL};
@@ -44,19 +44,17 @@ impl Reconciler for Firewalls {
         act(obj, ctx, step).await
     }
 
-    fn after_failure(
+    fn writes_metal(step: &Step) -> bool {
+        matches!(step, Step::Allocate(_) | Step::Free(_))
+    }
+
+    fn report(
         obj: &MetalStackFirewall,
         status: MetalStackFirewallStatus,
-        error: Error,
-        step: Option<&Step>,
-    ) -> (MetalStackFirewallStatus, Result<Requeue>) {
-        let writes_metal = step.map(|s| matches!(s, Step::Allocate(_) | Step::Free(_)));
-        let status = if reported(&error, writes_metal) {
-            decide::after_failure(obj, status, &error)
-        } else {
-            status
-        };
-        (status, Err(error))
+        error: &Error,
+        _: Option<&Step>,
+    ) -> MetalStackFirewallStatus {
+        decide::after_failure(obj, status, error)
     }
 }
 

@@ -7,7 +7,7 @@ pub mod decide;
 
 use super::allocation::{self, Found, Target};
 use super::context::*;
-use super::step::{Reconciler, Requeue, reported};
+use super::step::Reconciler;
 use crate::api::{MetalStackCluster, MetalStackMachine, MetalStackMachineStatus};
 use crate::capi::{Cluster, Machine as CapiMachine};
 use crate::metal::types::ROLE_MACHINE;
@@ -49,19 +49,17 @@ impl Reconciler for Machines {
         act(obj, ctx, step).await
     }
 
-    fn after_failure(
+    fn writes_metal(step: &Step) -> bool {
+        matches!(step, Step::Allocate(_) | Step::Free(_))
+    }
+
+    fn report(
         obj: &MetalStackMachine,
         status: MetalStackMachineStatus,
-        error: Error,
-        step: Option<&Step>,
-    ) -> (MetalStackMachineStatus, Result<Requeue>) {
-        let writes_metal = step.map(|s| matches!(s, Step::Allocate(_) | Step::Free(_)));
-        let status = if reported(&error, writes_metal) {
-            decide::after_failure(obj, status, &error)
-        } else {
-            status
-        };
-        (status, Err(error))
+        error: &Error,
+        _: Option<&Step>,
+    ) -> MetalStackMachineStatus {
+        decide::after_failure(obj, status, error)
     }
 }
 
