@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// Annotation that pauses reconciliation of one object.
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// Annotation clusterctl move puts on the objects it deletes from the source cluster after
+/// moving them: their infrastructure lives on, managed from the target.
+pub const DELETE_FOR_MOVE_ANNOTATION: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
 /// Annotation of objects an external system manages; capms leaves them alone.
 pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
 /// Label of the Machines of a control plane.

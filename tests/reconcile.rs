@@ -460,3 +460,99 @@ async fn objects_managed_by_someone_else_are_never_written() {
         .expect("reconcile");
     assert!(rig.api.take_writes().is_empty());
 }
+
+/// Provisions the cluster and one machine; returns the machine's metal-api id.
+async fn provisioned_machine(rig: &Rig, msc: &MetalStackCluster) -> String {
+    rig.api.put(&capi_cluster());
+    rig.api.put(msc);
+    walk::<Clusters>(rig, msc, 8, ready).await;
+    rig.api.put(&capi_machine());
+    rig.api.put(&bootstrap());
+    let msm = metal_stack_machine();
+    rig.api.put(&msm);
+    walk::<Machines>(rig, &msm, 4, |m| m.spec.provider_id.is_some()).await;
+    let named = rig.api.get(&msm).spec.provider_id.expect("named");
+    named.rsplit('/').next().expect("id").to_owned()
+}
+
+/// Marks the stored `obj` deleted, as the apiserver does while finalizers hold it.
+fn mark_deleted<K>(rig: &Rig, obj: &K, annotation: Option<&str>)
+where
+    K: Resource<DynamicType = ()> + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut stored = rig.api.get(obj);
+    stored.meta_mut().deletion_timestamp = Some(Time(jiff::Timestamp::now()));
+    if let Some(a) = annotation {
+        stored
+            .meta_mut()
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(a.to_owned(), String::new());
+    }
+    rig.api.put(&stored);
+}
+
+#[tokio::test]
+async fn deletions_while_paused_or_moved_away_free_nothing_and_write_nothing() {
+    let rig = rig().await;
+    let msc = metal_stack_cluster(None);
+    let machine_id = provisioned_machine(&rig, &msc).await;
+    let msm = metal_stack_machine();
+    let network = rig
+        .api
+        .get(&msc)
+        .status
+        .and_then(|s| s.network_id)
+        .expect("network");
+    rig.api.take_writes();
+
+    // clusterctl move deletes the source's objects with its annotation after moving them.
+    mark_deleted(&rig, &msm, Some(capms::capi::DELETE_FOR_MOVE_ANNOTATION));
+    let action = reconcile::<Machines>(Arc::new(rig.api.get(&msm)), rig.ctx.clone())
+        .await
+        .expect("reconcile");
+    assert_eq!(action, Action::requeue(Duration::from_secs(30)));
+
+    // A paused Cluster: its MetalStackCluster's deletion waits too.
+    let mut paused = capi_cluster();
+    paused.spec.paused = Some(true);
+    rig.api.put(&paused);
+    mark_deleted(&rig, &msc, None);
+    reconcile::<Clusters>(Arc::new(rig.api.get(&msc)), rig.ctx.clone())
+        .await
+        .expect("reconcile");
+    let writes: Vec<Write> = rig.api.take_writes();
+    assert!(writes.is_empty(), "hands off: {writes:#?}");
+    let editor = rig.sim.editor();
+    let machine = editor.machine(&machine_id).await.expect("machine");
+    assert!(
+        machine.allocation.is_some(),
+        "the machine is still allocated"
+    );
+    editor
+        .network(&network)
+        .await
+        .expect("the network is still there");
+    assert!(
+        rig.api
+            .get(&msm)
+            .metadata
+            .finalizers
+            .is_some_and(|f| !f.is_empty())
+    );
+
+    // Unpaused, a deletion of the cluster's own objects goes ahead.
+    rig.api.put(&capi_cluster());
+    let plain = {
+        let mut m = rig.api.get(&msm);
+        m.metadata.annotations = None;
+        m
+    };
+    rig.api.put(&plain);
+    walk::<Machines>(&rig, &msm, 3, |m| {
+        m.metadata.finalizers.as_ref().is_none_or(Vec::is_empty)
+    })
+    .await;
+    let freed = editor.machine(&machine_id).await.expect("machine");
+    assert!(freed.allocation.is_none(), "freed once unpaused");
+}

@@ -280,6 +280,28 @@ pub fn paused_reason<K: Resource>(
         .then(|| format!("{} annotation is set", crate::capi::PAUSED_ANNOTATION))
 }
 
+/// Must a deletion leave everything as it is? While the object or its Cluster is paused, and
+/// when clusterctl move deletes the object from the source after moving it, the allocations
+/// stay for whoever manages the object now: capms removes no finalizer and frees nothing.
+pub async fn deletion_hands_off<K: Resource>(
+    ctx: &Context,
+    obj: &K,
+    cluster_name: Option<&str>,
+) -> Result<bool> {
+    let annotations = obj.annotations();
+    if annotations.contains_key(crate::capi::DELETE_FOR_MOVE_ANNOTATION) {
+        return Ok(true);
+    }
+    let cluster = match cluster_name {
+        Some(name) => {
+            let ns = obj.namespace().unwrap_or_default();
+            ctx.api::<crate::capi::Cluster>(&ns).get_opt(name).await?
+        }
+        None => None,
+    };
+    Ok(paused_reason(obj, cluster.as_ref()).is_some())
+}
+
 /// Keeps the `Paused` condition true to the cause (True with it, or False/NotPaused) and tells
 /// whether reconciliation stops here.
 pub fn record_pause<K: Resource>(

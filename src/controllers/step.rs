@@ -141,8 +141,14 @@ pub enum Observed<Live, Left> {
     #[default]
     Unmanaged,
     Deleting(Option<Left>),
+    /// Being deleted while paused, or by clusterctl move after moving it: its allocations
+    /// belong to the moved copy. Nothing is written and nothing freed.
+    HandsOff,
     Live(Box<Live>),
 }
+
+/// How often a paused deletion looks again: unpausing a Cluster sends no event to every kind.
+pub const HANDS_OFF_RECHECK: Duration = Duration::from_secs(30);
 
 /// observe → decide → act → one status write.
 pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) -> Result<Action> {

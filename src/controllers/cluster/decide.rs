@@ -89,6 +89,11 @@ pub fn decide(msc: &MetalStackCluster, observed: &Observed) -> ClusterDecision {
         Observed::Unmanaged | Observed::Deleting(None) => {
             Decision::new(Step::Nothing, status, Requeue::AwaitChange)
         }
+        Observed::HandsOff => Decision::new(
+            Step::Nothing,
+            status,
+            Requeue::After(crate::controllers::step::HANDS_OFF_RECHECK),
+        ),
         Observed::Deleting(Some(left)) => super::teardown::decide(msc, left, status),
         Observed::Live(live) => decide_live(msc, live, status),
     }

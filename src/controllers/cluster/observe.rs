@@ -32,6 +32,10 @@ pub async fn observe(msc: &MetalStackCluster, ctx: &Context) -> Result<Observed>
         if !has_finalizer(msc) {
             return Ok(Observed::Deleting(None));
         }
+        let cluster = capi_owner(msc, "Cluster");
+        if deletion_hands_off(ctx, msc, cluster.as_deref()).await? {
+            return Ok(Observed::HandsOff);
+        }
         return Ok(Observed::Deleting(Some(Box::new(left(msc, ctx).await?))));
     }
     let mut live = Live::default();

@@ -434,6 +434,12 @@ fn teardown_goes_machines_firewall_ip_network_finalizer() {
     assert!(matches!(&d.step, Step::FreeNetwork(id) if id == "net-1"));
     let d = gone(Left::default());
     assert!(matches!(d.step, Step::RemoveFinalizer));
+    let d = decide(&msc(), &Observed::HandsOff);
+    assert!(
+        matches!(d.step, Step::Nothing),
+        "paused or moved away: nothing freed"
+    );
+    assert_eq!(d.status, Default::default());
     assert!(!d.status.ready && d.status.initialization.is_none());
 }
 

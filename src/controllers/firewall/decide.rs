@@ -62,6 +62,11 @@ pub fn decide(fw: &MetalStackFirewall, observed: &Observed) -> FirewallDecision 
         Observed::Unmanaged | Observed::Deleting(None) => {
             Decision::new(Step::Nothing, status, Requeue::AwaitChange)
         }
+        Observed::HandsOff => Decision::new(
+            Step::Nothing,
+            status,
+            Requeue::After(crate::controllers::step::HANDS_OFF_RECHECK),
+        ),
         Observed::Deleting(Some(owned)) => {
             status.ready = false;
             Conditions::of(&mut status.conditions, fw.metadata.generation).set_false(

@@ -71,6 +71,10 @@ async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed> {
         if !fw.finalizers().iter().any(|f| f == FINALIZER) {
             return Ok(Observed::Deleting(None));
         }
+        let cluster = fw.labels().get(CLUSTER_NAME_LABEL);
+        if deletion_hands_off(ctx, fw, cluster.map(String::as_str)).await? {
+            return Ok(Observed::HandsOff);
+        }
         let recorded = fw.status.as_ref().and_then(|s| s.machine_id.as_deref());
         let owned = allocation::owned(ctx, &marks(fw), recorded).await?;
         return Ok(Observed::Deleting(Some(owned)));

@@ -211,6 +211,12 @@ fn deletion_frees_the_firewall_machine_then_lets_go() {
     assert_eq!(d.step, Step::RemoveFinalizer);
     let d = decide(&firewall(), &Observed::Unmanaged);
     assert_eq!(d.step, Step::Nothing);
+    let d = decide(&firewall(), &Observed::HandsOff);
+    assert_eq!(
+        (d.step, d.status),
+        (Step::Nothing, Default::default()),
+        "hands off"
+    );
 }
 
 #[test]

@@ -80,6 +80,11 @@ pub fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
         Observed::Unmanaged | Observed::Deleting(None) => {
             Decision::new(Step::Nothing, status, Requeue::AwaitChange)
         }
+        Observed::HandsOff => Decision::new(
+            Step::Nothing,
+            status,
+            Requeue::After(crate::controllers::step::HANDS_OFF_RECHECK),
+        ),
         Observed::Deleting(Some(owned)) => {
             status.ready = false;
             status.initialization = None;

@@ -67,6 +67,20 @@ fn marks(msm: &MetalStackMachine) -> std::collections::BTreeMap<String, String> 
     owner_marks_of(OwnerKind::Machine, msm)
 }
 
+/// The Cluster a MetalStackMachine belongs to: its cluster-name label (Cluster API sets it), else
+/// its Machine's, while the Machine is still there.
+async fn cluster_of_deleted(msm: &MetalStackMachine, ctx: &Context) -> Result<Option<String>> {
+    if let Some(name) = msm.labels().get(crate::capi::CLUSTER_NAME_LABEL) {
+        return Ok(Some(name.clone()));
+    }
+    let Some(owner) = capi_owner(msm, "Machine") else {
+        return Ok(None);
+    };
+    let ns = msm.namespace().unwrap_or_default();
+    let machine = ctx.api::<CapiMachine>(&ns).get_opt(&owner).await?;
+    Ok(machine.map(|m| m.spec.cluster_name))
+}
+
 /// Reads what `decide` needs, in its order, stopping at the first gate that is closed.
 async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed> {
     if is_externally_managed(msm) {
@@ -75,6 +89,10 @@ async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed> {
     if msm.metadata.deletion_timestamp.is_some() {
         if !msm.finalizers().iter().any(|f| f == FINALIZER) {
             return Ok(Observed::Deleting(None));
+        }
+        let cluster = cluster_of_deleted(msm, ctx).await?;
+        if deletion_hands_off(ctx, msm, cluster.as_deref()).await? {
+            return Ok(Observed::HandsOff);
         }
         let recorded = msm
             .spec
