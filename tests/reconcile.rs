@@ -556,3 +556,42 @@ async fn deletions_while_paused_or_moved_away_free_nothing_and_write_nothing() {
     let freed = editor.machine(&machine_id).await.expect("machine");
     assert!(freed.allocation.is_none(), "freed once unpaused");
 }
+
+#[tokio::test]
+async fn a_machine_freed_behind_capms_back_is_reported_not_replaced() {
+    let rig = rig().await;
+    let msc = metal_stack_cluster(None);
+    let machine_id = provisioned_machine(&rig, &msc).await;
+    let msm = metal_stack_machine();
+    let editor = rig.sim.editor();
+    let allocated = || async {
+        let all = editor
+            .machine_find(&Default::default())
+            .await
+            .expect("machines");
+        all.iter().filter(|m| m.allocation.is_some()).count()
+    };
+    let before = allocated().await;
+    editor
+        .machine_free(&machine_id)
+        .await
+        .expect("freed outside capms");
+    for _ in 0..3 {
+        reconcile::<Machines>(Arc::new(rig.api.get(&msm)), rig.ctx.clone())
+            .await
+            .expect("reconcile");
+    }
+    assert_eq!(allocated().await, before - 1, "no replacement allocated");
+    let status = rig.api.get(&msm).status.expect("status");
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "MachineLost")
+    );
+    assert!(ready.message.contains(&machine_id), "{}", ready.message);
+    assert_eq!(status.failure_reason.as_deref(), Some("UpdateError"));
+}

@@ -64,6 +64,31 @@ pub enum Found {
         name: String,
         project: String,
     },
+    /// The machine capms allocated for the object was freed, reassigned or deleted outside
+    /// capms: reported, never replaced behind Cluster API's back.
+    Lost(Lost),
+}
+
+/// How a machine capms allocated went away.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lost {
+    Freed(String),
+    Reassigned { id: String, name: String },
+    Deleted(String),
+}
+
+impl Lost {
+    /// What happened and, after it, `remedy`.
+    pub fn message(&self, remedy: &str) -> String {
+        let what = match self {
+            Lost::Freed(id) => format!("machine {id} was freed outside capms"),
+            Lost::Reassigned { id, name } => {
+                format!("machine {id} was allocated to {name:?} outside capms")
+            }
+            Lost::Deleted(id) => format!("machine {id} no longer exists in metal-api"),
+        };
+        format!("{what}; capms does not replace it on its own: {remedy}")
+    }
 }
 
 impl Found {
@@ -76,7 +101,7 @@ impl Found {
             Found::PresetTaken { id, name, project } => Some(format!(
                 "{PROVIDER_ID_FIELD}: machine {id} is already allocated to {name:?} in project {project}"
             )),
-            Found::Ours(_) | Found::Nothing => None,
+            Found::Ours(_) | Found::Nothing | Found::Lost(_) => None,
         }
     }
 }
@@ -89,11 +114,13 @@ pub async fn lookup(
     target: &Target,
     role: &str,
 ) -> Result<Found> {
-    if let Some(id) = &target.recorded
-        && let Some(m) = allocated_to(ctx, id, marks).await?
-    {
-        return Ok(Found::Ours(Box::new(m)));
-    }
+    let lost = match &target.recorded {
+        Some(id) => match recorded(ctx, id, marks).await? {
+            Ok(m) => return Ok(Found::Ours(Box::new(m))),
+            Err(lost) => Some(lost),
+        },
+        None => None,
+    };
     if let Some(id) = &target.preset {
         let m = match ctx.metal.machine(id).await {
             Ok(m) => m,
@@ -115,13 +142,34 @@ pub async fn lookup(
         allocation_role: Some(role.into()),
         ..Default::default()
     };
-    Ok(ctx
-        .metal
-        .machine_find(&find)
-        .await?
-        .into_iter()
-        .find(|m| m.allocation.is_some())
-        .map_or(Found::Nothing, |m| Found::Ours(Box::new(m))))
+    let found = ctx.metal.machine_find(&find).await?;
+    let ours = found.into_iter().find(|m| m.allocation.is_some());
+    Ok(match (ours, lost) {
+        (Some(m), _) => Found::Ours(Box::new(m)),
+        (None, Some(lost)) => Found::Lost(lost),
+        (None, None) => Found::Nothing,
+    })
+}
+
+/// The recorded machine when it is still allocated for the object, else how it was lost.
+async fn recorded(
+    ctx: &Context,
+    id: &str,
+    marks: &BTreeMap<String, String>,
+) -> Result<Result<Machine, Lost>> {
+    let m = match ctx.metal.machine(id).await {
+        Ok(m) => m,
+        Err(e) if e.is_not_found() => return Ok(Err(Lost::Deleted(id.to_owned()))),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(match &m.allocation {
+        Some(_) if has_owner_tags(&m.tags, marks) => Ok(m),
+        Some(a) => Err(Lost::Reassigned {
+            id: id.to_owned(),
+            name: a.name.clone(),
+        }),
+        None => Err(Lost::Freed(id.to_owned())),
+    })
 }
 
 /// The machine `id` when it is allocated and carries `marks`.

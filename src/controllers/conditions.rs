@@ -64,6 +64,8 @@ pub enum Reason {
     FirewallSpecChanged,
     Allocating,
     Allocated,
+    /// The machine capms allocated went away outside capms.
+    MachineLost,
     PhonedHome,
     CrashLoop,
     FailedReclaim,
@@ -99,6 +101,7 @@ impl Reason {
             Reason::FirewallSpecChanged => "FirewallSpecChanged",
             Reason::Allocating => "Allocating",
             Reason::Allocated => "Allocated",
+            Reason::MachineLost => "MachineLost",
             Reason::PhonedHome => "PhonedHome",
             Reason::CrashLoop => "CrashLoop",
             Reason::FailedReclaim => "FailedReclaim",

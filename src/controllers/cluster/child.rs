@@ -183,7 +183,15 @@ pub fn decide(
         let message = format!("MetalStackFirewall {name} is ready");
         conditions.set_true(Type::FirewallReady, Reason::FirewallReady, message);
     } else {
-        conditions.set_false(Type::FirewallReady, Reason::WaitingForFirewall, waiting);
+        // Say what the firewall says about itself (a lost machine, a crash loop …).
+        let said = current
+            .status
+            .as_ref()
+            .and_then(|s| crate::controllers::conditions::find(&s.conditions, Type::Ready))
+            .filter(|c| !c.message.is_empty())
+            .map(|c| format!("{waiting}: {}", c.message));
+        let message = said.unwrap_or(waiting);
+        conditions.set_false(Type::FirewallReady, Reason::WaitingForFirewall, message);
     }
     match ready {
         true => Outcome::Ready,

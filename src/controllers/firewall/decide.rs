@@ -6,7 +6,7 @@ use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus
 use crate::capi::Cluster;
 use crate::controllers::allocation::{Found, Health, Target};
 use crate::controllers::context::*;
-use crate::controllers::step::{Decision, Requeue};
+use crate::controllers::step::{Decision, RESYNC, Requeue};
 use crate::metal::types::{
     AllocationNetwork, FirewallCreateRequest, FirewallEgressRule, FirewallIngressRule,
     FirewallRules, Machine, MachineAllocateRequest,
@@ -121,6 +121,20 @@ fn decide_live(
     }
     match found {
         Found::Ours(m) => allocated(fw, msc, m, status),
+        Found::Lost(lost) => {
+            let message = lost.message(
+                "delete this MetalStackFirewall; the MetalStackCluster that created it creates a new one",
+            );
+            status.ready = false;
+            let mut conditions = Conditions::of(&mut status.conditions, fw.metadata.generation);
+            conditions.set_false(
+                Type::FirewallAllocated,
+                Reason::MachineLost,
+                message.clone(),
+            );
+            conditions.set_false(Type::Ready, Reason::MachineLost, message);
+            Decision::new(Step::Nothing, status, Requeue::After(RESYNC))
+        }
         _ => {
             let mut conditions = Conditions::of(&mut status.conditions, fw.metadata.generation);
             let message = format!("allocating a firewall of size {}", fw.spec.machine_type);

@@ -243,3 +243,19 @@ fn a_failed_step_is_reported_only_when_metal_api_answered() {
         "a conflict is retried, not reported"
     );
 }
+
+#[test]
+fn a_lost_firewall_is_reported_never_replaced() {
+    let lost = crate::controllers::allocation::Lost::Freed(ID.into());
+    let d = run(&firewall(), live(Found::Lost(lost)));
+    assert_eq!(d.step, Step::Nothing, "nothing is allocated");
+    assert!(!d.status.ready);
+    assert_eq!(reason(&d), "MachineLost");
+    let message = &find(&d.status.conditions, Type::Ready)
+        .expect("Ready")
+        .message;
+    assert!(
+        message.contains("delete this MetalStackFirewall"),
+        "{message}"
+    );
+}

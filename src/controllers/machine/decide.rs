@@ -7,9 +7,9 @@ use crate::api::{
     MetalStackMachineStatus,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine as CapiMachine};
-use crate::controllers::allocation::{Found, Health, Target};
+use crate::controllers::allocation::{Found, Health, Lost, Target};
 use crate::controllers::context::*;
-use crate::controllers::step::{Decision, Requeue};
+use crate::controllers::step::{Decision, RESYNC, Requeue};
 use crate::metal::types::{
     AllocationNetwork, Machine, MachineAllocateRequest, machine_network_type,
 };
@@ -122,8 +122,10 @@ fn decide_live(
         let error = Error::Invalid(problem);
         return Decision::failed(Step::Nothing, after_failure(msm, status, &error), error);
     }
-    if let Found::Ours(m) = found {
-        return allocated(msm, m, &partition, status);
+    match found {
+        Found::Ours(m) => return allocated(msm, m, &partition, status),
+        Found::Lost(lost) => return lost_machine(msm, lost, status),
+        _ => {}
     }
     let request = Order {
         msm,
@@ -260,6 +262,28 @@ fn allocated(
     let step = record_patch(msm, m, partition).map_or(Step::Nothing, Step::Record);
     Decision::new(step, status, next)
 }
+
+/// A machine lost outside capms is reported, never replaced: the Node could not match a new
+/// machine, as spec.providerID is immutable. Deleting the Machine has Cluster API replace it.
+fn lost_machine(
+    msm: &MetalStackMachine,
+    lost: &Lost,
+    mut status: MetalStackMachineStatus,
+) -> MachineDecision {
+    let message = lost.message(
+        "delete its Machine, and Cluster API replaces it (through its MachineSet) with a newly allocated machine",
+    );
+    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
+    conditions.set_false(Type::MachineAllocated, Reason::MachineLost, message.clone());
+    conditions.set_false(Type::Ready, Reason::MachineLost, message.clone());
+    // v1beta1 consumers read these; v1beta2 reads the conditions.
+    status.failure_reason = Some(FAILURE_REASON_LOST.into());
+    status.failure_message = Some(message);
+    Decision::new(Step::Nothing, status, Requeue::After(RESYNC))
+}
+
+/// Cluster API's v1beta1 MachineStatusError for a machine that changed under its feet.
+pub const FAILURE_REASON_LOST: &str = "UpdateError";
 
 /// The status after a failed step or an unusable spec: the allocation condition and Ready
 /// carry the reason. A provisioned machine stays provisioned.

@@ -7,6 +7,7 @@ use crate::api::{
     MetalStackMachineSpec,
 };
 use crate::capi::{Bootstrap, ClusterSpec, MachineSpec};
+use crate::controllers::allocation::Lost;
 use crate::controllers::step::Requeue;
 use crate::metal::types::{
     Machine, MachineAllocation, MachineEvent, MachineNetwork, event, liveliness,
@@ -507,4 +508,30 @@ fn addresses_come_from_the_allocation() {
         ]
     );
     assert!(addresses_of(&Machine::default()).is_empty());
+}
+
+#[test]
+fn a_lost_machine_is_reported_never_replaced() {
+    let mut named = msm();
+    named.spec.provider_id = Some(format!("metal://fra-equ01/{ID}"));
+    for lost in [
+        Lost::Freed(ID.into()),
+        Lost::Deleted(ID.into()),
+        Lost::Reassigned {
+            id: ID.into(),
+            name: "someone".into(),
+        },
+    ] {
+        let d = live_run(&named, live(Found::Lost(lost)));
+        assert_eq!(d.step, Step::Nothing, "nothing is allocated");
+        let (status, reason, message) = condition(&d, Type::Ready);
+        assert_eq!((status, reason), ("False", "MachineLost"));
+        assert!(
+            message.contains(ID) && message.contains("delete its Machine"),
+            "{message}"
+        );
+        assert_eq!(d.status.failure_reason.as_deref(), Some("UpdateError"));
+        assert_eq!(d.status.failure_message.as_deref(), Some(message));
+        assert_eq!(condition(&d, Type::MachineAllocated).1, "MachineLost");
+    }
 }
