@@ -47,7 +47,20 @@ pub fn owner_marks(
     .into()
 }
 
-/// The owner marks of `obj`.
+/// What finds an object's allocations again: the `<kind>-resource=<namespace>.<name>` mark alone.
+/// It survives clusterctl move and a restore from backup, which re-create the object with a new
+/// UID and no status, so the moved or restored object adopts what it had. A deleted object
+/// frees its allocations before it goes (its finalizer), so a new object of the same name finds
+/// nothing; only a deletion capms must keep its hands off (paused, or clusterctl's
+/// delete-for-move) leaves them, for the copy that lives on. The UID mark stays on every
+/// allocation as provenance.
+pub fn identity_of<K: Resource>(kind: OwnerKind, obj: &K) -> BTreeMap<String, String> {
+    let mut marks = owner_marks_of(kind, obj);
+    marks.retain(|k, _| k.ends_with("-resource"));
+    marks
+}
+
+/// The owner marks of `obj`: what capms writes on its allocations.
 pub fn owner_marks_of<K: Resource>(kind: OwnerKind, obj: &K) -> BTreeMap<String, String> {
     owner_marks(
         kind,
@@ -92,5 +105,14 @@ mod tests {
             &marks
         ));
         assert!(!has_owner_tags(&tags[..1], &marks));
+        let mut moved = k8s_openapi::api::core::v1::ConfigMap::default();
+        moved.metadata.namespace = Some("ns".into());
+        moved.metadata.name = Some("m1".into());
+        moved.metadata.uid = Some("uid-after-move".into());
+        let identity = identity_of(OwnerKind::Machine, &moved);
+        assert!(
+            has_owner_tags(&tags, &identity),
+            "a moved object finds its allocation"
+        );
     }
 }

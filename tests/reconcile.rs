@@ -595,3 +595,73 @@ async fn a_machine_freed_behind_capms_back_is_reported_not_replaced() {
     assert!(ready.message.contains(&machine_id), "{}", ready.message);
     assert_eq!(status.failure_reason.as_deref(), Some("UpdateError"));
 }
+
+/// What the simulator holds: (networks, IPs, allocated machines).
+async fn allocations(rig: &Rig) -> (usize, usize, usize) {
+    let editor = rig.sim.editor();
+    let networks = editor.networks().await.expect("networks");
+    let ips = editor
+        .ip_find(&capms::metal::types::IpFindRequest::default())
+        .await
+        .expect("ips");
+    let machines = editor
+        .machine_find(&Default::default())
+        .await
+        .expect("machines");
+    (
+        networks
+            .iter()
+            .filter(|n| n.parentnetworkid.is_some())
+            .count(),
+        ips.len(),
+        machines.iter().filter(|m| m.allocation.is_some()).count(),
+    )
+}
+
+/// As a restore from backup (or clusterctl move) leaves an object: the spec, a new UID, no
+/// status, no finalizers.
+fn restored<K>(rig: &Rig, obj: &K, uid: &str) -> K
+where
+    K: Resource<DynamicType = ()> + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut value = serde_json::to_value(rig.api.get(obj)).expect("json");
+    if let Some(o) = value.as_object_mut() {
+        o.remove("status");
+    }
+    value["metadata"]["uid"] = serde_json::json!(uid);
+    value["metadata"]["finalizers"] = serde_json::Value::Null;
+    let again: K = serde_json::from_value(value).expect("typed");
+    rig.api.put(&again);
+    again
+}
+
+#[tokio::test]
+async fn restored_objects_adopt_what_they_had_and_allocate_nothing() {
+    let rig = rig().await;
+    let msc = metal_stack_cluster(None);
+    let machine_id = provisioned_machine(&rig, &msc).await;
+    let msm = metal_stack_machine();
+    let before = allocations(&rig).await;
+    assert_eq!(before.0, 1, "one private network");
+
+    let msc = restored(&rig, &msc, "uid-msc-restored");
+    let msm = restored(&rig, &msm, "uid-msm-restored");
+    walk::<Clusters>(&rig, &msc, 6, ready).await;
+    walk::<Machines>(&rig, &msm, 6, |m| {
+        m.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "MachineAllocated" && c.status == "True")
+        })
+    })
+    .await;
+    assert_eq!(allocations(&rig).await, before, "zero new allocations");
+    let adopted = rig.api.get(&msm);
+    assert!(
+        adopted
+            .spec
+            .provider_id
+            .is_some_and(|p| p.ends_with(&machine_id)),
+        "the same machine"
+    );
+}

@@ -9,7 +9,7 @@ use crate::api::{
     MetalStackMachine, MetalStackMachineTemplate,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
-use crate::ownership::{OwnerKind, owner_marks_of};
+use crate::ownership::{OwnerKind, identity_of};
 use kube::ResourceExt;
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionRequest;
@@ -263,7 +263,7 @@ async fn validate_firewall(
 ) -> Result<Decision, String> {
     let (_, obj): (Value, MetalStackFirewall) = typed(object, "MetalStackFirewall")?;
     let old: Option<(Value, MetalStackFirewall)> = old_typed(request)?;
-    let ours = owner_marks_of(OwnerKind::Firewall, &obj);
+    let ours = identity_of(OwnerKind::Firewall, &obj);
     with_catalog(state, |catalog| {
         let mut report = Report::default();
         let old_spec = old.as_ref().map(|(_, o)| &o.spec);
@@ -288,7 +288,7 @@ async fn validate_machine(
 ) -> Result<Decision, String> {
     let (_, obj): (Value, MetalStackMachine) = typed(object, "MetalStackMachine")?;
     let old: Option<(Value, MetalStackMachine)> = old_typed(request)?;
-    let ours = owner_marks_of(OwnerKind::Machine, &obj);
+    let ours = identity_of(OwnerKind::Machine, &obj);
     with_catalog(state, |catalog| {
         let mut report = Report::default();
         let old_spec = old.as_ref().map(|(_, o)| &o.spec);

@@ -16,8 +16,8 @@ use kube::api::ListParams;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-fn marks(msc: &MetalStackCluster) -> BTreeMap<String, String> {
-    owner_marks_of(OwnerKind::Cluster, msc)
+fn identity(msc: &MetalStackCluster) -> BTreeMap<String, String> {
+    identity_of(OwnerKind::Cluster, msc)
 }
 
 fn has_finalizer(msc: &MetalStackCluster) -> bool {
@@ -97,7 +97,7 @@ async fn network(msc: &MetalStackCluster, ctx: &Context) -> Result<NetworkSeen> 
         return Ok(NetworkSeen::Allocated(id));
     }
     let find = NetworkFindRequest {
-        labels: Some(marks(msc)),
+        labels: Some(identity(msc)),
         partitionid: Some(spec.partition.clone()),
         projectid: Some(spec.project_id.clone()),
         ..Default::default()
@@ -124,7 +124,7 @@ async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen
         .as_ref()
         .and_then(|e| e.host.clone())
         .filter(|h| !h.is_empty());
-    let marks = marks(msc);
+    let marks = identity(msc);
     let Some(host) = host else {
         let find = IpFindRequest {
             networkid: Some(spec.public_network_id.clone()),
@@ -222,7 +222,7 @@ async fn left(msc: &MetalStackCluster, ctx: &Context) -> Result<Left> {
 
 /// The control-plane IPs that still carry the cluster's owner tags: only those are ours.
 async fn owned_ips(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>> {
-    let marks = marks(msc);
+    let marks = identity(msc);
     let find = IpFindRequest {
         networkid: Some(msc.spec.public_network_id.clone()),
         tags: owner_tags(&marks),
@@ -252,7 +252,7 @@ async fn owned_ips(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>
 
 /// The networks that still carry the cluster's owner labels: only those are ours.
 async fn owned_networks(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>> {
-    let marks = marks(msc);
+    let marks = identity(msc);
     let carries =
         |labels: &BTreeMap<String, String>| marks.iter().all(|(k, v)| labels.get(k) == Some(v));
     let find = NetworkFindRequest {

@@ -58,8 +58,8 @@ impl Reconciler for Firewalls {
     }
 }
 
-fn marks(fw: &MetalStackFirewall) -> std::collections::BTreeMap<String, String> {
-    owner_marks_of(OwnerKind::Firewall, fw)
+fn identity(fw: &MetalStackFirewall) -> std::collections::BTreeMap<String, String> {
+    identity_of(OwnerKind::Firewall, fw)
 }
 
 /// Reads what `decide` needs, in its order, stopping at the first gate that is closed.
@@ -76,7 +76,7 @@ async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed> {
             return Ok(Observed::HandsOff);
         }
         let recorded = fw.status.as_ref().and_then(|s| s.machine_id.as_deref());
-        let owned = allocation::owned(ctx, &marks(fw), recorded).await?;
+        let owned = allocation::owned(ctx, &identity(fw), recorded).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
     let mut live = Live::default();
@@ -93,7 +93,7 @@ async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed> {
     }
     if live.network.is_some() && fw.finalizers().iter().any(|f| f == FINALIZER) {
         live.found = Some(match decide::target(fw, &msc) {
-            Ok(target) => allocation::lookup(ctx, &marks(fw), &target, ROLE_FIREWALL).await?,
+            Ok(target) => allocation::lookup(ctx, &identity(fw), &target, ROLE_FIREWALL).await?,
             // decide names the malformed field; nothing to look up.
             Err(_) => Found::Nothing,
         });
@@ -139,7 +139,7 @@ async fn private_network(msc: &MetalStackCluster, ctx: &Context) -> Result<Optio
         return Ok(Some(id));
     }
     let find = NetworkFindRequest {
-        labels: Some(owner_marks_of(OwnerKind::Cluster, msc)),
+        labels: Some(identity_of(OwnerKind::Cluster, msc)),
         ..Default::default()
     };
     Ok(ctx

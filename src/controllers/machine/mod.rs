@@ -63,8 +63,8 @@ impl Reconciler for Machines {
     }
 }
 
-fn marks(msm: &MetalStackMachine) -> std::collections::BTreeMap<String, String> {
-    owner_marks_of(OwnerKind::Machine, msm)
+fn identity(msm: &MetalStackMachine) -> std::collections::BTreeMap<String, String> {
+    identity_of(OwnerKind::Machine, msm)
 }
 
 /// The Cluster a MetalStackMachine belongs to: its cluster-name label (Cluster API sets it), else
@@ -100,7 +100,7 @@ async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed> {
             .as_deref()
             .and_then(crate::api::common::ProviderId::parse)
             .map(|p| p.machine_id);
-        let owned = allocation::owned(ctx, &marks(msm), recorded.as_deref()).await?;
+        let owned = allocation::owned(ctx, &identity(msm), recorded.as_deref()).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
     let mut live = Live::default();
@@ -154,7 +154,7 @@ async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -
     }
     live.found = Some(
         match Target::of(msm.spec.provider_id.as_deref(), &partition, None) {
-            Ok(target) => allocation::lookup(ctx, &marks(msm), &target, ROLE_MACHINE).await?,
+            Ok(target) => allocation::lookup(ctx, &identity(msm), &target, ROLE_MACHINE).await?,
             // decide names the malformed field; nothing to look up.
             Err(_) => Found::Nothing,
         },
