@@ -254,6 +254,25 @@ fn firewall_rules_and_provider_ids_are_checked() {
             .is_empty(),
         "its own machine"
     );
+    // Moved or restored (same namespace and name, a new UID): still its own; another's: refused.
+    let object = |name: &str, uid: &str| {
+        let mut o = crate::api::MetalStackFirewall::new(name, fw.clone());
+        o.metadata.namespace = Some("ns".into());
+        o.metadata.uid = Some(uid.into());
+        crate::ownership::identity_of(OwnerKind::Firewall, &o)
+    };
+    let moved = object("fw", "uid-after-move");
+    assert!(
+        errors_of(|r| validate_firewall(r, "spec", &fw, None, None, Some(&c), Some(&moved)))
+            .is_empty(),
+        "a moved firewall is admitted"
+    );
+    let other = object("other-fw", "uid-2");
+    assert!(
+        !errors_of(|r| validate_firewall(r, "spec", &fw, None, None, Some(&c), Some(&other)))
+            .is_empty(),
+        "another object's machine is refused"
+    );
 }
 
 #[test]
