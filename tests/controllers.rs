@@ -378,6 +378,8 @@ async fn bind_user(env: &Env, user: &str, role: Value) {
 
 #[path = "controllers/conditions.rs"]
 mod conditions;
+#[path = "controllers/moving.rs"]
+mod moving;
 #[path = "controllers/resilience.rs"]
 mod resilience;
 #[path = "controllers/seed.rs"]

@@ -1,0 +1,115 @@
+//! What clusterctl move does to the source: it pauses the Cluster, then deletes the moved
+//! objects with its delete-for-move annotation and strips their finalizers. capms keeps its
+//! hands off: nothing in metal-api is freed, no finalizer is touched.
+
+use super::*;
+
+/// Allocated machine ids, IPs and private networks, for comparing before and after.
+async fn allocations(env: &Env) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let (networks, ips, machines) = env.metal_state().await;
+    let mut machines: Vec<String> = machines
+        .into_iter()
+        .filter(|m| m.allocation.is_some())
+        .map(|m| m.id)
+        .collect();
+    machines.sort();
+    let mut ips: Vec<String> = ips.into_iter().map(|ip| ip.ipaddress).collect();
+    ips.sort();
+    let mut networks: Vec<String> = networks.into_iter().map(|n| n.id).collect();
+    networks.sort();
+    (machines, ips, networks)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
+    let mut env = Env::with_inventory("move-source", Inventory::default_lab()).await;
+    env.start_capms(&[]);
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    env.add_lab_machine(MSC, "worker-m", "bootstrap").await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    wait_ready(&env, &machines, "worker-m", |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    let before = allocations(&env).await;
+    assert_eq!(before.0.len(), 2, "firewall and worker: {before:?}");
+
+    // clusterctl move: pause the Cluster, then delete what it moved, annotated.
+    env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
+        .patch(
+            MSC,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .expect("pause");
+    let annotate = Patch::Merge(
+        json!({"metadata": {"annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}}}),
+    );
+    let firewall = format!("{MSC}-firewall");
+    machines
+        .patch("worker-m", &PatchParams::default(), &annotate)
+        .await
+        .expect("annotate");
+    firewalls
+        .patch(&firewall, &PatchParams::default(), &annotate)
+        .await
+        .expect("annotate");
+    clusters
+        .patch(MSC, &PatchParams::default(), &annotate)
+        .await
+        .expect("annotate");
+    machines
+        .delete("worker-m", &DeleteParams::default())
+        .await
+        .expect("delete");
+    firewalls
+        .delete(&firewall, &DeleteParams::default())
+        .await
+        .expect("delete");
+    clusters
+        .delete(MSC, &DeleteParams::default())
+        .await
+        .expect("delete");
+    // Give capms every chance to (wrongly) act.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        allocations(&env).await,
+        before,
+        "nothing freed while deleting for move"
+    );
+    let held = machines.get("worker-m").await.expect("still there");
+    assert!(
+        held.metadata.finalizers.is_some_and(|f| !f.is_empty()),
+        "capms keeps its finalizer"
+    );
+
+    // clusterctl strips the finalizers; the objects go and the allocations stay.
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    machines
+        .patch("worker-m", &PatchParams::default(), &strip)
+        .await
+        .expect("strip");
+    firewalls
+        .patch(&firewall, &PatchParams::default(), &strip)
+        .await
+        .expect("strip");
+    clusters
+        .patch(MSC, &PatchParams::default(), &strip)
+        .await
+        .expect("strip");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(machines.get_opt("worker-m").await.expect("get").is_none());
+    assert_eq!(
+        allocations(&env).await,
+        before,
+        "the moved copy keeps everything"
+    );
+}
