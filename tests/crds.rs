@@ -115,6 +115,16 @@ fn every_kind_has_names_versions_and_contract_labels() {
             Some("infrastructure-metal-stack"),
             "{kind}"
         );
+        // Kinds in no ownerReference chain are moved by clusterctl through this label.
+        let moved_by_label = matches!(
+            kind.as_str(),
+            "MetalStackFirewall" | "MetalStackFirewallTemplate"
+        );
+        assert_eq!(
+            labels.contains_key(capms::api::MOVE_LABEL),
+            moved_by_label,
+            "{kind}"
+        );
 
         let versions: Vec<_> = crd
             .spec

@@ -49,11 +49,21 @@ fn crd_labels() -> [(&'static str, &'static str); 4] {
     ]
 }
 
+/// The CRD label that makes clusterctl move every object of the kind in the moved namespace.
+pub const MOVE_LABEL: &str = "clusterctl.cluster.x-k8s.io/move";
+
 /// Adds the deprecated `v1alpha3` version (same schema) and the contract labels.
 fn finish(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let kind = crd.spec.names.kind.clone();
     let labels = crd.metadata.labels.get_or_insert_with(Default::default);
     for (key, value) in crd_labels() {
         labels.insert(key.to_owned(), value.to_owned());
+    }
+    // Firewall templates (named by clusters, owned by none) and standalone firewalls (tied to
+    // their Cluster by label only) are in no ownerReference chain: this label has clusterctl
+    // move them with the rest.
+    if kind == "MetalStackFirewallTemplate" || kind == "MetalStackFirewall" {
+        labels.insert(MOVE_LABEL.to_owned(), String::new());
     }
     if let Some(stored) = crd
         .spec
