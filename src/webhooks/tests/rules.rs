@@ -180,9 +180,9 @@ fn cluster_errors_cover_project_networks_and_endpoint() {
 
 #[test]
 fn firewall_rules_and_provider_ids_are_checked() {
-    let mut state = lab();
+    let state = lab();
     let c0 = state.catalog();
-    let mut fw = MetalStackFirewallSpec {
+    let fw = MetalStackFirewallSpec {
         image: "ubuntu-26.4".into(),
         machine_type: "v1-small-x86".into(),
         rules: Some(FirewallRules {
@@ -210,7 +210,11 @@ fn firewall_rules_and_provider_ids_are_checked() {
             "missing {expected:?} in {errors:?}"
         );
     }
+}
 
+#[test]
+fn a_preset_machine_is_admitted_only_for_the_object_it_is_allocated_to() {
+    let mut state = lab();
     // A preset machine allocated to someone else is refused; to this very object it is fine.
     let net = state
         .network_allocate(&crate::metal::types::NetworkAllocateRequest {
@@ -236,7 +240,7 @@ fn firewall_rules_and_provider_ids_are_checked() {
         .machine_allocate(&req, None, "firewall", "test")
         .expect("allocated");
     let c = state.catalog();
-    fw = MetalStackFirewallSpec {
+    let fw = MetalStackFirewallSpec {
         image: "firewall-ubuntu-3.0".into(),
         machine_type: "v1-small-x86".into(),
         provider_id: Some("metalstack://00000000-0000-0000-0000-000000000002".into()),

@@ -145,6 +145,8 @@ fn requeue(d: &MachineDecision) -> Requeue {
     *d.next.as_ref().expect("no error")
 }
 
+mod facts;
+
 #[test]
 fn an_externally_managed_machine_is_left_alone() {
     let d = run(&msm(), Observed::Unmanaged);
@@ -452,62 +454,6 @@ fn a_failed_allocation_shows_in_the_conditions() {
         ("False", "NoMachineAvailable")
     );
     assert!(!status.ready);
-}
-
-#[test]
-fn the_hostname_comes_from_a_cloud_config_only() {
-    let seed = "#cloud-config\nhostname: node-1\n";
-    assert_eq!(cloud_config_hostname(seed).as_deref(), Some("node-1"));
-    let jinja = "## template: jinja\n#cloud-config\nhostname: cp-0\nruncmd: [true]\n";
-    assert_eq!(cloud_config_hostname(jinja).as_deref(), Some("cp-0"));
-    for none in [
-        "#!/bin/sh\nhostname node-1\n",
-        "{\"ignition\": {\"version\": \"3.4.0\"}}",
-        "#cloud-config\nruncmd: [true]\n",
-        "#cloud-config\nhostname: '{{ ds.meta_data.local_hostname }}'\n",
-        "#cloud-config\nhostname: Node_1\n",
-        "#cloud-config\nhostname: [not, a, name]\n",
-        "#cloud-config\n: broken: yaml\n",
-    ] {
-        assert_eq!(cloud_config_hostname(none), None, "{none:?}");
-    }
-}
-
-#[test]
-fn addresses_come_from_the_allocation() {
-    let m = Machine {
-        allocation: Some(MachineAllocation {
-            hostname: "worker-0".into(),
-            networks: vec![
-                MachineNetwork {
-                    networktype: "external".into(),
-                    ips: vec!["127.100.0.7".into()],
-                    ..Default::default()
-                },
-                MachineNetwork {
-                    networktype: "privateprimaryunshared".into(),
-                    ips: vec!["127.16.0.1".into()],
-                    ..Default::default()
-                },
-            ],
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let got: Vec<_> = addresses_of(&m)
-        .into_iter()
-        .map(|a| (a.type_, a.address))
-        .collect();
-    assert_eq!(
-        got,
-        [
-            (MachineAddressType::InternalIp, "127.16.0.1".into()),
-            (MachineAddressType::ExternalIp, "127.100.0.7".into()),
-            (MachineAddressType::Hostname, "worker-0".into()),
-            (MachineAddressType::InternalDns, "worker-0".into()),
-        ]
-    );
-    assert!(addresses_of(&Machine::default()).is_empty());
 }
 
 #[test]
