@@ -1,0 +1,132 @@
+//! Users with their own kubeconfig, and Cluster API's and capms's webhooks registered on the
+//! shared control plane.
+
+use super::*;
+
+impl ControlPlane {
+    /// A kubeconfig for user `name` (no groups), with a client certificate from this control
+    /// plane's CA: what RBAC tests run a component as.
+    pub fn user_kubeconfig(&self, name: &str, dir: &Path) -> PathBuf {
+        std::fs::create_dir_all(dir).expect("dir");
+        let pki = self.dir.join("pki");
+        // A random serial, not -CAcreateserial: tests sign with this CA concurrently and a shared
+        // ca.srl file races.
+        let script = r#"set -e
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$3" -keyout "$2/$3.key" -out "$2/$3.csr" 2>/dev/null
+openssl x509 -req -in "$2/$3.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -days 30 -out "$2/$3.crt" \
+  -set_serial "0x$(openssl rand -hex 16)" -extfile <(printf 'extendedKeyUsage=clientAuth') 2>/dev/null"#;
+        let status = Command::new("bash")
+            .args(["-c", script, "issue"])
+            .arg(&pki)
+            .arg(dir)
+            .arg(name)
+            .status()
+            .expect("openssl");
+        assert!(
+            status.success(),
+            "issuing a client certificate for {name} failed"
+        );
+        let admin = std::fs::read_to_string(&self.kubeconfig).expect("admin kubeconfig");
+        let server = admin
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server: "))
+            .expect("server")
+            .to_owned();
+        let b64 = |p: PathBuf| {
+            let out = Command::new("base64")
+                .arg("-w0")
+                .arg(p)
+                .output()
+                .expect("base64");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: {name}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: {name}\n  context: {{cluster: local, user: {name}}}\ncurrent-context: {name}\n",
+            b64(pki.join("ca.crt")),
+            b64(dir.join(format!("{name}.crt"))),
+            b64(dir.join(format!("{name}.key"))),
+        );
+        let path = dir.join(format!("{name}.kubeconfig"));
+        std::fs::write(&path, kubeconfig).expect("write kubeconfig");
+        path
+    }
+}
+
+impl ControlPlane {
+    /// Registers Cluster API's own admission webhooks (from its module's
+    /// `config/webhook/manifests.yaml`), pointed at a manager serving on 127.0.0.1:`port` with a
+    /// certificate of this control plane's CA, scoped to `namespace`.
+    pub fn register_capi_webhooks(&self, port: u16, namespace: &str, work: &Path) {
+        use base64::Engine;
+        let text = std::fs::read_to_string(binaries().capi.join("crd/core-webhook/manifests.yaml"))
+            .expect("CAPI webhook manifests");
+        let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem());
+        for (i, doc) in text
+            .split("\n---")
+            .filter(|d| d.contains("kind:"))
+            .enumerate()
+        {
+            let mut config: serde_json::Value =
+                serde_saphyr::from_str(doc).expect("CAPI webhook YAML");
+            let name = config["metadata"]["name"]
+                .as_str()
+                .unwrap_or("capi")
+                .to_owned();
+            config["metadata"]["name"] = serde_json::json!(format!("capi-{name}-{namespace}"));
+            for w in config["webhooks"].as_array_mut().into_iter().flatten() {
+                let path = w["clientConfig"]["service"]["path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                w["clientConfig"] = serde_json::json!({"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": ca});
+                w["namespaceSelector"] =
+                    serde_json::json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});
+            }
+            let file = work.join(format!("capi-webhooks-{i}.json"));
+            std::fs::write(&file, serde_json::to_vec(&config).expect("json")).expect("write");
+            self.apply(&file);
+        }
+    }
+}
+
+impl ControlPlane {
+    /// Waits until every CRD installed so far is Established.
+    pub fn wait_crds_established(&self) {
+        self.kubectl(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd",
+                "--all",
+            ],
+            &[],
+        );
+    }
+
+    /// Registers capms' webhook configurations pointed at 127.0.0.1:`port`, trusting this
+    /// control plane's CA, scoped to `namespace` (and named after it, so tests do not collide).
+    pub fn register_capms_webhooks(&self, port: u16, namespace: &str, work: &Path) {
+        let config = capms::webhooks::ClientConfig::Url {
+            base: format!("https://127.0.0.1:{port}"),
+            ca_bundle: self.ca_pem(),
+        };
+        for mut doc in capms::webhooks::webhook_configurations(&config, None) {
+            let name = doc["metadata"]["name"]
+                .as_str()
+                .unwrap_or("capms")
+                .to_owned();
+            doc["metadata"]["name"] = serde_json::json!(format!("{name}-{namespace}"));
+            for w in doc["webhooks"].as_array_mut().into_iter().flatten() {
+                w["namespaceSelector"] =
+                    serde_json::json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});
+            }
+            let file = work.join(format!(
+                "capms-{}-{namespace}.json",
+                doc["kind"].as_str().unwrap_or("webhooks")
+            ));
+            std::fs::write(&file, serde_json::to_vec(&doc).expect("json")).expect("write");
+            self.apply(&file);
+        }
+    }
+}

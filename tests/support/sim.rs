@@ -1,0 +1,57 @@
+//! The metal-api simulator inside a test's runtime.
+
+use std::time::Duration;
+
+/// A metal-api simulator running inside the test's runtime on a free loopback port.
+pub struct RunningSim {
+    pub sim: capms::sim::Sim,
+    pub url: String,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl RunningSim {
+    pub async fn start(inventory: capms::sim::inventory::Inventory, base_path: &str) -> RunningSim {
+        capms::tls::install_default_provider();
+        let config = capms::sim::SimConfig {
+            base_path: base_path.to_owned(),
+            keys: capms::sim::HmacKeys::lab(),
+            timings: capms::sim::Timings::fast(),
+        };
+        let sim = capms::sim::Sim::new(&inventory, config).expect("inventory is valid");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(capms::sim::serve(listener, sim.clone(), async move {
+            let _ = rx.await;
+        }));
+        let url = format!("http://{addr}{}", base_path.trim_end_matches('/'));
+        RunningSim {
+            sim,
+            url,
+            shutdown: Some(tx),
+        }
+    }
+
+    /// A client authenticated with the lab key of `auth_type`.
+    pub fn client(&self, auth_type: capms::metal::hmac::AuthType) -> capms::metal::Client {
+        let key = capms::sim::HmacKeys::lab().keys[&auth_type].clone();
+        let auth = capms::metal::Auth::Hmac { key, auth_type };
+        let mut config = capms::metal::Config::new(url::Url::parse(&self.url).expect("url"), auth);
+        config.timeout = Duration::from_secs(5);
+        capms::metal::Client::new(config).expect("client")
+    }
+
+    pub fn editor(&self) -> capms::metal::Client {
+        self.client(capms::metal::hmac::AuthType::Edit)
+    }
+}
+
+impl Drop for RunningSim {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
