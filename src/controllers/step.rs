@@ -147,6 +147,25 @@ pub enum Observed<Live, Left> {
     Live(Box<Live>),
 }
 
+/// The phases `decide` tells apart.
+pub enum Phase<'a, Live, Left> {
+    /// No step and no status change: left alone, nothing left to do, or hands off.
+    Idle(Requeue),
+    Teardown(&'a Left),
+    Live(&'a Live),
+}
+
+impl<Live, Left> Observed<Live, Left> {
+    pub fn phase(&self) -> Phase<'_, Live, Left> {
+        match self {
+            Observed::Unmanaged | Observed::Deleting(None) => Phase::Idle(Requeue::AwaitChange),
+            Observed::HandsOff => Phase::Idle(Requeue::After(HANDS_OFF_RECHECK)),
+            Observed::Deleting(Some(left)) => Phase::Teardown(left),
+            Observed::Live(live) => Phase::Live(live),
+        }
+    }
+}
+
 /// How often a paused deletion looks again: unpausing a Cluster sends no event to every kind.
 pub const HANDS_OFF_RECHECK: Duration = Duration::from_secs(30);
 

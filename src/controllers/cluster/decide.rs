@@ -8,7 +8,7 @@ use crate::api::{
 };
 use crate::capi::Cluster;
 use crate::controllers::context::*;
-use crate::controllers::step::{Decision, Requeue};
+use crate::controllers::step::{Decision, Phase, Requeue};
 use crate::metal::types::{
     IP_TYPE_EPHEMERAL, IP_TYPE_STATIC, IpAllocateRequest, NetworkAllocateRequest,
 };
@@ -85,17 +85,10 @@ pub type ClusterDecision = Decision<Step, MetalStackClusterStatus>;
 
 pub fn decide(msc: &MetalStackCluster, observed: &Observed) -> ClusterDecision {
     let status = msc.status.clone().unwrap_or_default();
-    match observed {
-        Observed::Unmanaged | Observed::Deleting(None) => {
-            Decision::new(Step::Nothing, status, Requeue::AwaitChange)
-        }
-        Observed::HandsOff => Decision::new(
-            Step::Nothing,
-            status,
-            Requeue::After(crate::controllers::step::HANDS_OFF_RECHECK),
-        ),
-        Observed::Deleting(Some(left)) => super::teardown::decide(msc, left, status),
-        Observed::Live(live) => decide_live(msc, live, status),
+    match observed.phase() {
+        Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
+        Phase::Teardown(left) => super::teardown::decide(msc, left, status),
+        Phase::Live(live) => decide_live(msc, live, status),
     }
 }
 

@@ -6,7 +6,7 @@ use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus
 use crate::capi::Cluster;
 use crate::controllers::allocation::{Found, Health, Target};
 use crate::controllers::context::*;
-use crate::controllers::step::{Decision, RESYNC, Requeue};
+use crate::controllers::step::{Decision, Phase, RESYNC, Requeue};
 use crate::metal::types::{
     AllocationNetwork, FirewallCreateRequest, FirewallEgressRule, FirewallIngressRule,
     FirewallRules, Machine, MachineAllocateRequest,
@@ -58,16 +58,9 @@ pub fn target(fw: &MetalStackFirewall, msc: &MetalStackCluster) -> Result<Target
 
 pub fn decide(fw: &MetalStackFirewall, observed: &Observed) -> FirewallDecision {
     let mut status = fw.status.clone().unwrap_or_default();
-    match observed {
-        Observed::Unmanaged | Observed::Deleting(None) => {
-            Decision::new(Step::Nothing, status, Requeue::AwaitChange)
-        }
-        Observed::HandsOff => Decision::new(
-            Step::Nothing,
-            status,
-            Requeue::After(crate::controllers::step::HANDS_OFF_RECHECK),
-        ),
-        Observed::Deleting(Some(owned)) => {
+    match observed.phase() {
+        Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
+        Phase::Teardown(owned) => {
             status.ready = false;
             Conditions::of(&mut status.conditions, fw.metadata.generation).set_false(
                 Type::Ready,
@@ -79,7 +72,7 @@ pub fn decide(fw: &MetalStackFirewall, observed: &Observed) -> FirewallDecision 
                 None => Decision::new(Step::RemoveFinalizer, status, Requeue::AwaitChange),
             }
         }
-        Observed::Live(live) => decide_live(fw, live, status),
+        Phase::Live(live) => decide_live(fw, live, status),
     }
 }
 

@@ -9,7 +9,7 @@ use crate::api::{
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine as CapiMachine};
 use crate::controllers::allocation::{Found, Health, Lost, Target};
 use crate::controllers::context::*;
-use crate::controllers::step::{Decision, RESYNC, Requeue};
+use crate::controllers::step::{Decision, Phase, RESYNC, Requeue};
 use crate::metal::types::{
     AllocationNetwork, Machine, MachineAllocateRequest, machine_network_type,
 };
@@ -76,16 +76,9 @@ pub fn cluster_name(msm: &MetalStackMachine, machine: &CapiMachine) -> String {
 
 pub fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
     let mut status = msm.status.clone().unwrap_or_default();
-    match observed {
-        Observed::Unmanaged | Observed::Deleting(None) => {
-            Decision::new(Step::Nothing, status, Requeue::AwaitChange)
-        }
-        Observed::HandsOff => Decision::new(
-            Step::Nothing,
-            status,
-            Requeue::After(crate::controllers::step::HANDS_OFF_RECHECK),
-        ),
-        Observed::Deleting(Some(owned)) => {
+    match observed.phase() {
+        Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
+        Phase::Teardown(owned) => {
             status.ready = false;
             status.initialization = None;
             Conditions::of(&mut status.conditions, msm.metadata.generation).set_false(
@@ -98,7 +91,7 @@ pub fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
                 None => Decision::new(Step::RemoveFinalizer, status, Requeue::AwaitChange),
             }
         }
-        Observed::Live(live) => decide_live(msm, live, status),
+        Phase::Live(live) => decide_live(msm, live, status),
     }
 }
 
