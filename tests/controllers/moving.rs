@@ -113,3 +113,106 @@ async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
         "the moved copy keeps everything"
     );
 }
+
+/// `obj` as a restore (or clusterctl move) re-creates it: name, labels, annotations and
+/// ownerReferences (`owner_uid` replacing the owner's old UID when given), the spec; no status.
+fn re_created<K>(obj: &K, owner_uid: Option<&str>) -> Value
+where
+    K: kube::Resource + serde::Serialize,
+{
+    let mut value = serde_json::to_value(obj).expect("json");
+    let meta = obj.meta();
+    let mut owners = serde_json::to_value(&meta.owner_references).expect("owners");
+    if let (Some(uid), Some(list)) = (owner_uid, owners.as_array_mut()) {
+        for o in list {
+            o["uid"] = json!(uid);
+        }
+    }
+    value["metadata"] = json!({
+        "name": meta.name, "labels": meta.labels, "annotations": meta.annotations,
+        "ownerReferences": owners,
+    });
+    if let Some(o) = value.as_object_mut() {
+        o.remove("status");
+    }
+    value
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn objects_re_created_without_status_adopt_everything_and_allocate_nothing() {
+    let mut env = Env::with_inventory("restore", Inventory::default_lab()).await;
+    env.start_capms(&[]);
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    env.add_lab_machine(MSC, "worker-r", "bootstrap").await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    let ready_cluster = |c: &MetalStackCluster| c.status.as_ref().is_some_and(|s| s.ready);
+    let ready_machine = |m: &MetalStackMachine| m.status.as_ref().is_some_and(|s| s.ready);
+    wait_ready(&env, &clusters, MSC, ready_cluster).await;
+    wait_ready(&env, &machines, "worker-r", ready_machine).await;
+    let before = allocations(&env).await;
+
+    // Paused, the objects are taken away (finalizers stripped) and come back from their spec.
+    let cluster_api = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    let pause = |paused: bool| Patch::Merge(json!({"spec": {"paused": paused}}));
+    cluster_api
+        .patch(MSC, &PatchParams::default(), &pause(true))
+        .await
+        .expect("pause");
+    let firewall_name = format!("{MSC}-firewall");
+    let saved = (
+        clusters.get(MSC).await.expect("msc"),
+        firewalls.get(&firewall_name).await.expect("firewall"),
+        machines.get("worker-r").await.expect("msm"),
+    );
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let params = PatchParams::default();
+    machines
+        .patch("worker-r", &params, &strip)
+        .await
+        .expect("strip");
+    firewalls
+        .patch(&firewall_name, &params, &strip)
+        .await
+        .expect("strip");
+    clusters.patch(MSC, &params, &strip).await.expect("strip");
+    machines
+        .delete("worker-r", &DeleteParams::default())
+        .await
+        .expect("delete");
+    firewalls
+        .delete(&firewall_name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    clusters
+        .delete(MSC, &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("the objects gone", Duration::from_secs(30), || async {
+        clusters
+            .get_opt(MSC)
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    env.apply(re_created(&saved.0, None)).await;
+    let new_uid = clusters.get(MSC).await.expect("msc").metadata.uid;
+    env.apply(re_created(&saved.1, new_uid.as_deref())).await;
+    env.apply(re_created(&saved.2, None)).await;
+    cluster_api
+        .patch(MSC, &PatchParams::default(), &pause(false))
+        .await
+        .expect("unpause");
+
+    wait_ready(&env, &clusters, MSC, ready_cluster).await;
+    wait_ready(&env, &machines, "worker-r", ready_machine).await;
+    assert_eq!(
+        allocations(&env).await,
+        before,
+        "zero new allocations, none freed"
+    );
+}

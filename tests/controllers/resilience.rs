@@ -279,3 +279,41 @@ async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffice
     assert_eq!(allocated(&machines), 2);
     assert_one_machine_per_owner(&machines);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_machine_freed_behind_capms_back_is_reported_not_replaced() {
+    let mut env = Env::with_inventory("lost", Inventory::default_lab()).await;
+    env.start_capms(&[]);
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    env.add_lab_machine(MSC, "worker-l", "bootstrap").await;
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let ready = wait_ready(&env, &machines, "worker-l", |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    let provider_id = ready.spec.provider_id.expect("named");
+    let machine_id = provider_id.rsplit('/').next().expect("id");
+    let allocated =
+        |machines: &[Machine]| machines.iter().filter(|m| m.allocation.is_some()).count();
+    let before = allocated(&env.metal_state().await.2);
+
+    // As `metalctl machine rm` would.
+    env.sim
+        .editor()
+        .machine_free(machine_id)
+        .await
+        .expect("freed outside capms");
+    let lost = wait_condition(&machines, "worker-l", "MachineLost", |m| {
+        msm_condition(m, "Ready", "False", "MachineLost")
+    })
+    .await;
+    let status = lost.status.expect("status");
+    assert_eq!(status.failure_reason.as_deref(), Some("UpdateError"));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        allocated(&env.metal_state().await.2),
+        before - 1,
+        "nothing allocated in its place"
+    );
+}
