@@ -20,6 +20,41 @@ async fn allocations(env: &Env) -> (Vec<String>, Vec<String>, Vec<String>) {
     (machines, ips, networks)
 }
 
+/// Patches the worker's MetalStackMachine, the firewall and the MetalStackCluster, in that order,
+/// and deletes them when `delete` says so.
+async fn for_each_object(env: &Env, worker: &str, patch: &Patch<Value>, delete: bool) {
+    let params = PatchParams::default();
+    let firewall = format!("{MSC}-firewall");
+    let ns = &env.ns.name;
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), ns);
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), ns);
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), ns);
+    machines.patch(worker, &params, patch).await.expect("patch");
+    firewalls
+        .patch(&firewall, &params, patch)
+        .await
+        .expect("patch");
+    clusters.patch(MSC, &params, patch).await.expect("patch");
+    if delete {
+        let gone = DeleteParams::default();
+        machines.delete(worker, &gone).await.expect("delete");
+        firewalls.delete(&firewall, &gone).await.expect("delete");
+        clusters.delete(MSC, &gone).await.expect("delete");
+    }
+}
+
+/// Sets the Cluster's spec.paused.
+async fn pause(env: &Env, paused: bool) {
+    env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
+        .patch(
+            MSC,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": paused}})),
+        )
+        .await
+        .expect("pause");
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
     let mut env = Env::with_inventory("move-source", Inventory::default_lab()).await;
@@ -29,7 +64,6 @@ async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
     env.add_lab_machine(MSC, "worker-m", "bootstrap").await;
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
     let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
-    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
     wait_ready(&env, &clusters, MSC, |c| {
         c.status.as_ref().is_some_and(|s| s.ready)
     })
@@ -42,42 +76,11 @@ async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
     assert_eq!(before.0.len(), 2, "firewall and worker: {before:?}");
 
     // clusterctl move: pause the Cluster, then delete what it moved, annotated.
-    env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
-        .patch(
-            MSC,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"paused": true}})),
-        )
-        .await
-        .expect("pause");
+    pause(&env, true).await;
     let annotate = Patch::Merge(
         json!({"metadata": {"annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}}}),
     );
-    let firewall = format!("{MSC}-firewall");
-    machines
-        .patch("worker-m", &PatchParams::default(), &annotate)
-        .await
-        .expect("annotate");
-    firewalls
-        .patch(&firewall, &PatchParams::default(), &annotate)
-        .await
-        .expect("annotate");
-    clusters
-        .patch(MSC, &PatchParams::default(), &annotate)
-        .await
-        .expect("annotate");
-    machines
-        .delete("worker-m", &DeleteParams::default())
-        .await
-        .expect("delete");
-    firewalls
-        .delete(&firewall, &DeleteParams::default())
-        .await
-        .expect("delete");
-    clusters
-        .delete(MSC, &DeleteParams::default())
-        .await
-        .expect("delete");
+    for_each_object(&env, "worker-m", &annotate, true).await;
     // Give capms every chance to (wrongly) act.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
@@ -93,18 +96,7 @@ async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
 
     // clusterctl strips the finalizers; the objects go and the allocations stay.
     let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-    machines
-        .patch("worker-m", &PatchParams::default(), &strip)
-        .await
-        .expect("strip");
-    firewalls
-        .patch(&firewall, &PatchParams::default(), &strip)
-        .await
-        .expect("strip");
-    clusters
-        .patch(MSC, &PatchParams::default(), &strip)
-        .await
-        .expect("strip");
+    for_each_object(&env, "worker-m", &strip, false).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(machines.get_opt("worker-m").await.expect("get").is_none());
     assert_eq!(
@@ -155,12 +147,7 @@ async fn objects_re_created_without_status_adopt_everything_and_allocate_nothing
     let before = allocations(&env).await;
 
     // Paused, the objects are taken away (finalizers stripped) and come back from their spec.
-    let cluster_api = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
-    let pause = |paused: bool| Patch::Merge(json!({"spec": {"paused": paused}}));
-    cluster_api
-        .patch(MSC, &PatchParams::default(), &pause(true))
-        .await
-        .expect("pause");
+    pause(&env, true).await;
     let firewall_name = format!("{MSC}-firewall");
     let saved = (
         clusters.get(MSC).await.expect("msc"),
@@ -168,28 +155,7 @@ async fn objects_re_created_without_status_adopt_everything_and_allocate_nothing
         machines.get("worker-r").await.expect("msm"),
     );
     let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-    let params = PatchParams::default();
-    machines
-        .patch("worker-r", &params, &strip)
-        .await
-        .expect("strip");
-    firewalls
-        .patch(&firewall_name, &params, &strip)
-        .await
-        .expect("strip");
-    clusters.patch(MSC, &params, &strip).await.expect("strip");
-    machines
-        .delete("worker-r", &DeleteParams::default())
-        .await
-        .expect("delete");
-    firewalls
-        .delete(&firewall_name, &DeleteParams::default())
-        .await
-        .expect("delete");
-    clusters
-        .delete(MSC, &DeleteParams::default())
-        .await
-        .expect("delete");
+    for_each_object(&env, "worker-r", &strip, true).await;
     eventually("the objects gone", Duration::from_secs(30), || async {
         clusters
             .get_opt(MSC)
@@ -203,10 +169,7 @@ async fn objects_re_created_without_status_adopt_everything_and_allocate_nothing
     let new_uid = clusters.get(MSC).await.expect("msc").metadata.uid;
     env.apply(re_created(&saved.1, new_uid.as_deref())).await;
     env.apply(re_created(&saved.2, None)).await;
-    cluster_api
-        .patch(MSC, &PatchParams::default(), &pause(false))
-        .await
-        .expect("unpause");
+    pause(&env, false).await;
 
     wait_ready(&env, &clusters, MSC, ready_cluster).await;
     wait_ready(&env, &machines, "worker-r", ready_machine).await;
