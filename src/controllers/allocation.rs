@@ -115,7 +115,7 @@ pub async fn lookup(
     role: &str,
 ) -> Result<Found> {
     let lost = match &target.recorded {
-        Some(id) => match recorded(ctx, id, marks).await? {
+        Some(id) => match still_ours(ctx, id, marks).await? {
             Ok(m) => return Ok(Found::Ours(Box::new(m))),
             Err(lost) => Some(lost),
         },
@@ -151,8 +151,8 @@ pub async fn lookup(
     })
 }
 
-/// The recorded machine when it is still allocated for the object, else how it was lost.
-async fn recorded(
+/// Machine `id` when it is still allocated for the object with `marks`, else how it was lost.
+async fn still_ours(
     ctx: &Context,
     id: &str,
     marks: &BTreeMap<String, String>,
@@ -170,20 +170,6 @@ async fn recorded(
         }),
         None => Err(Lost::Freed(id.to_owned())),
     })
-}
-
-/// The machine `id` when it is allocated and carries `marks`.
-async fn allocated_to(
-    ctx: &Context,
-    id: &str,
-    marks: &BTreeMap<String, String>,
-) -> Result<Option<Machine>> {
-    match ctx.metal.machine(id).await {
-        Ok(m) if m.allocation.is_some() && has_owner_tags(&m.tags, marks) => Ok(Some(m)),
-        Ok(_) => Ok(None),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// Observes, for deletion, the ids of every allocated machine that carries `marks` (found by
@@ -205,7 +191,7 @@ pub async fn owned(
         .map(|m| m.id.clone())
         .collect();
     if let Some(id) = recorded.filter(|id| !ids.iter().any(|x| x == id))
-        && allocated_to(ctx, id, marks).await?.is_some()
+        && still_ours(ctx, id, marks).await?.is_ok()
     {
         ids.push(id.to_owned());
     }

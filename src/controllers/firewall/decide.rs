@@ -107,8 +107,9 @@ fn decide_live(
     let Some(found) = &live.found else {
         return Decision::new(Step::Nothing, status, Requeue::Poll);
     };
-    let problem = target(fw, msc).err().or_else(|| found.preset_problem());
-    if let Some(problem) = problem {
+    let target = target(fw, msc);
+    let problem = target.as_ref().err().cloned();
+    if let Some(problem) = problem.or_else(|| found.preset_problem()) {
         let error = Error::Invalid(problem);
         return Decision::failed(Step::Nothing, after_failure(fw, status, &error), error);
     }
@@ -133,12 +134,7 @@ fn decide_live(
             let message = format!("allocating a firewall of size {}", fw.spec.machine_type);
             conditions.set_false(Type::FirewallAllocated, Reason::Allocating, message.clone());
             conditions.set_false(Type::Ready, Reason::Allocating, message);
-            let request = request(
-                fw,
-                msc,
-                network,
-                target(fw, msc).ok().and_then(|t| t.preset),
-            );
+            let request = request(fw, msc, network, target.ok().and_then(|t| t.preset));
             Decision::new(Step::Allocate(Box::new(request)), status, Requeue::Now)
         }
     }

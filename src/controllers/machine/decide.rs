@@ -108,10 +108,9 @@ fn decide_live(
     let Some(found) = &live.found else {
         return Decision::new(Step::Nothing, status, Requeue::Poll);
     };
-    let problem = Target::of(msm.spec.provider_id.as_deref(), &partition, None)
-        .err()
-        .or_else(|| found.preset_problem());
-    if let Some(problem) = problem {
+    let target = Target::of(msm.spec.provider_id.as_deref(), &partition, None);
+    let problem = target.as_ref().err().cloned();
+    if let Some(problem) = problem.or_else(|| found.preset_problem()) {
         let error = Error::Invalid(problem);
         return Decision::failed(Step::Nothing, after_failure(msm, status, &error), error);
     }
@@ -127,6 +126,7 @@ fn decide_live(
         network: open.network.to_owned(),
         user_data: open.user_data,
         control_plane: open.machine.labels().contains_key(CONTROL_PLANE_LABEL),
+        preset: target.ok().and_then(|t| t.preset),
     }
     .request();
     let message = format!(
@@ -334,6 +334,8 @@ struct Order<'a> {
     network: String,
     user_data: &'a str,
     control_plane: bool,
+    /// The machine the user chose in spec.providerID, allocated by id.
+    preset: Option<String>,
 }
 
 impl Order<'_> {
@@ -353,11 +355,8 @@ impl Order<'_> {
         tags.push(cluster_tag.clone());
         tags.push(format!("{PURPOSE}={purpose}"));
         tags.extend(msm.spec.tags.iter().cloned());
-        let preset = Target::of(msm.spec.provider_id.as_deref(), self.partition, None)
-            .ok()
-            .and_then(|t| t.preset);
         MachineAllocateRequest {
-            uuid: preset,
+            uuid: self.preset.clone(),
             name: name.clone(),
             description: format!("{ns}/{name} of cluster {ns}/{cluster}, allocated by capms"),
             hostname: cloud_config_hostname(self.user_data).unwrap_or_else(|| name.clone()),
