@@ -15,8 +15,7 @@ use serde_json::{Value, json};
 
 use std::time::Duration;
 use support::{
-    CapmsManager, ChildProcess, ControlPlane, RunningSim, binaries, eventually, free_port,
-    repo_root,
+    CapiManager, CapmsManager, ControlPlane, ManagerOn, RunningSim, eventually, repo_root,
 };
 
 fn dynamic(
@@ -46,41 +45,13 @@ async fn machine_deployment_scales_and_deletion_frees_everything() {
     let metal = sim.editor();
     let before_ips = metal.ip_find(&IpFindRequest::default()).await.expect("ips");
 
-    let capi_certs = work.path().join("capi-certs");
-    cp.issue_serving_cert(&capi_certs);
-    let capi_webhook_port = free_port();
-    let capi_health = free_port();
-    let _capi = ChildProcess::spawn(
-        "cluster-api-manager",
-        &binaries().capi.join("cluster-api-manager"),
-        &[
-            format!("--kubeconfig={}", cp.kubeconfig.display()),
-            format!("--webhook-port={capi_webhook_port}"),
-            format!("--webhook-cert-dir={}", capi_certs.display()),
-            format!("--health-addr=127.0.0.1:{capi_health}"),
-            format!("--diagnostics-address=127.0.0.1:{}", free_port()),
-            "--insecure-diagnostics".into(),
-            "--leader-elect=false".into(),
-            format!("--namespace={}", ns.name),
-        ],
-        &[],
-        work.path(),
-    );
     // Cluster API's own webhooks default and check its objects, as in a real installation.
-    eventually(
-        "the Cluster API manager ready",
-        Duration::from_secs(60),
-        || async {
-            reqwest::get(format!("http://127.0.0.1:{capi_health}/readyz"))
-                .await
-                .ok()?
-                .status()
-                .is_success()
-                .then_some(())
-        },
-    )
-    .await;
-    cp.register_capi_webhooks(capi_webhook_port, &ns.name, work.path());
+    let on = ManagerOn {
+        cp,
+        namespace: &ns.name,
+        work: work.path(),
+    };
+    let capi = CapiManager::start(&on).await;
     let certs = work.path().join("certs");
     cp.issue_serving_cert(&certs);
     let capms = CapmsManager::start("capms", &ns.name, &sim.url, &certs, work.path(), &[]);
@@ -145,7 +116,7 @@ async fn machine_deployment_scales_and_deletion_frees_everything() {
             "{}\n--- objects:\n{}\n--- capi:\n{}",
             capms.process.log_tail(),
             interesting.join("\n"),
-            _capi.log_tail()
+            capi.process.log_tail()
         )
     };
     let wait = |what: &'static str, secs: u64| (what, Duration::from_secs(secs));

@@ -10,6 +10,7 @@ pub mod firewall;
 pub mod leader;
 pub mod machine;
 pub mod step;
+mod wake;
 
 pub use context::{Context, Error, Settings};
 
@@ -167,28 +168,55 @@ fn cluster_controller(ctx: &Context) -> Controller<MetalStackCluster> {
     )
 }
 
-/// MetalStackFirewalls, woken by the MetalStackCluster they belong to.
+/// MetalStackFirewalls, woken by the MetalStackCluster they belong to and by their Cluster's
+/// gates (paused, infrastructure provisioned, deletion).
 fn firewall_controller(ctx: &Context) -> Controller<MetalStackFirewall> {
-    Controller::new(api::<MetalStackFirewall>(ctx), own_watch(ctx)).watches(
-        api::<MetalStackCluster>(ctx),
-        watcher::Config::default(),
-        |c: MetalStackCluster| {
-            let ns = c.namespace().unwrap_or_default();
-            let name = cluster::firewall_name(&c.name_any());
-            Some(ObjectRef::<MetalStackFirewall>::new(&name).within(&ns))
-        },
-    )
+    let changes = wake::ClusterChanges::default();
+    Controller::new(api::<MetalStackFirewall>(ctx), own_watch(ctx))
+        .watches(
+            api::<MetalStackCluster>(ctx),
+            watcher::Config::default(),
+            |c: MetalStackCluster| {
+                let ns = c.namespace().unwrap_or_default();
+                let name = cluster::firewall_name(&c.name_any());
+                Some(ObjectRef::<MetalStackFirewall>::new(&name).within(&ns))
+            },
+        )
+        .watches(
+            api::<Cluster>(ctx),
+            watcher::Config::default(),
+            move |c: Cluster| {
+                changes
+                    .gates_changed(&c)
+                    .then(|| wake::firewall_of(&c))
+                    .flatten()
+            },
+        )
 }
 
-/// MetalStackMachines, woken by their Machine.
+/// MetalStackMachines, woken by their Machine and by their Cluster's gates (paused,
+/// infrastructure provisioned, deletion).
 fn machine_controller(ctx: &Context) -> Controller<MetalStackMachine> {
-    Controller::new(api::<MetalStackMachine>(ctx), own_watch(ctx)).watches(
+    let controller = Controller::new(api::<MetalStackMachine>(ctx), own_watch(ctx)).watches(
         api::<Machine>(ctx),
         watcher::Config::default(),
         |m: Machine| {
             let ns = m.namespace().unwrap_or_default();
             m.metal_stack_machine()
                 .map(|name| ObjectRef::<MetalStackMachine>::new(name).within(&ns))
+        },
+    );
+    let machines = controller.store();
+    let changes = wake::ClusterChanges::default();
+    controller.watches(
+        api::<Cluster>(ctx),
+        watcher::Config::default(),
+        move |c: Cluster| {
+            if changes.gates_changed(&c) {
+                wake::machines_of(&c, &machines)
+            } else {
+                Vec::new()
+            }
         },
     )
 }

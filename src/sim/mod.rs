@@ -5,6 +5,7 @@
 mod http;
 pub mod inventory;
 pub mod ipam;
+pub mod nodes;
 pub mod state;
 pub mod stats;
 

@@ -162,5 +162,16 @@ if [ ! -d "$capi_dir/crd" ]; then
   mv "$capi_dir/crd.partial" "$capi_dir/crd"
 fi
 
+# clusterctl's own inventory CRD (Provider), which `clusterctl init` installs: the move test
+# records its providers the way init would.
+if [ ! -f "$capi_dir/crd/clusterctl/clusterctl-api.yaml" ]; then
+  src=$(GOFLAGS= go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  mkdir -p "$capi_dir/crd/clusterctl.partial"
+  cp "$src"/cmd/clusterctl/config/manifest/clusterctl-api.yaml "$capi_dir/crd/clusterctl.partial/"
+  chmod -R u+w "$capi_dir/crd/clusterctl.partial"
+  mv "$capi_dir/crd/clusterctl.partial" "$capi_dir/crd/clusterctl"
+fi
+
 progress "all binaries present"
 write_env all

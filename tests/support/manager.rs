@@ -2,6 +2,14 @@
 
 use super::*;
 
+/// Where a manager of a test runs: its control plane, the namespace it watches, and the
+/// directory for its logs and certificates.
+pub struct ManagerOn<'a> {
+    pub cp: &'a ControlPlane,
+    pub namespace: &'a str,
+    pub work: &'a Path,
+}
+
 /// A `capms manager` process of a test, its webhooks on 127.0.0.1.
 pub struct CapmsManager {
     pub process: ChildProcess,
@@ -21,7 +29,23 @@ impl CapmsManager {
         work: &Path,
         extra: &[String],
     ) -> CapmsManager {
-        let cp = ControlPlane::shared();
+        let on = ManagerOn {
+            cp: ControlPlane::shared(),
+            namespace,
+            work,
+        };
+        CapmsManager::start_on(&on, name, metal_api_url, cert_dir, extra)
+    }
+
+    /// Starts `capms manager` for `on.namespace` against the control plane `on.cp`.
+    pub fn start_on(
+        on: &ManagerOn<'_>,
+        name: &str,
+        metal_api_url: &str,
+        cert_dir: &Path,
+        extra: &[String],
+    ) -> CapmsManager {
+        let (cp, namespace, work) = (on.cp, on.namespace, on.work);
         let (webhook_port, health_port, metrics_port) = (free_port(), free_port(), free_port());
         let mut args = vec![
             "manager".to_owned(),
@@ -42,7 +66,7 @@ impl CapmsManager {
             &[
                 ("METAL_API_URL", metal_api_url),
                 ("METAL_API_HMAC", "metal-edit"),
-                ("RUST_LOG", "info"),
+                ("RUST_LOG", "info,capms=debug"),
             ],
             work,
         );
@@ -72,5 +96,53 @@ impl CapmsManager {
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+}
+
+/// The real Cluster API core manager of a test, its admission webhooks registered (scoped to the
+/// test's namespace), as in a real installation.
+pub struct CapiManager {
+    pub process: ChildProcess,
+}
+
+impl CapiManager {
+    /// Starts Cluster API's core manager for `on.namespace` and waits until it is ready and its
+    /// webhooks are registered.
+    pub async fn start(on: &ManagerOn<'_>) -> CapiManager {
+        let cert_dir = on.work.join("capi-certs");
+        on.cp.issue_serving_cert(&cert_dir);
+        let (webhook_port, health_port) = (free_port(), free_port());
+        let process = ChildProcess::spawn(
+            "cluster-api-manager",
+            &binaries().capi.join("cluster-api-manager"),
+            &[
+                format!("--kubeconfig={}", on.cp.kubeconfig.display()),
+                format!("--webhook-port={webhook_port}"),
+                format!("--webhook-cert-dir={}", cert_dir.display()),
+                format!("--health-addr=127.0.0.1:{health_port}"),
+                format!("--diagnostics-address=127.0.0.1:{}", free_port()),
+                "--insecure-diagnostics".into(),
+                "--leader-elect=false".into(),
+                format!("--namespace={}", on.namespace),
+            ],
+            &[],
+            on.work,
+        );
+        eventually(
+            "the Cluster API manager ready",
+            Duration::from_secs(60),
+            || async {
+                reqwest::get(format!("http://127.0.0.1:{health_port}/readyz"))
+                    .await
+                    .ok()?
+                    .status()
+                    .is_success()
+                    .then_some(())
+            },
+        )
+        .await;
+        on.cp
+            .register_capi_webhooks(webhook_port, on.namespace, on.work);
+        CapiManager { process }
     }
 }

@@ -86,38 +86,47 @@ impl ControlPlane {
     /// API's installed and established.
     pub fn shared() -> &'static ControlPlane {
         static SHARED: OnceLock<ControlPlane> = OnceLock::new();
-        SHARED.get_or_init(|| {
-            binaries();
-            let tmp = tempfile::Builder::new()
-                .prefix("capms-cp-")
-                .tempdir()
-                .expect("temp dir");
-            let dir = tmp.path().to_path_buf();
-            let status = Command::new("bash")
-                .arg(repo_root().join("tests/k8s/controlplane.sh"))
-                .args(["start"])
-                .arg(&dir)
-                .args(["--owner-pid", &std::process::id().to_string()])
-                .stdout(Stdio::null())
-                .status()
-                .expect("controlplane.sh runs");
-            assert!(
-                status.success(),
-                "the control plane did not start; logs in {}",
-                dir.display()
-            );
-            let cp = ControlPlane {
-                kubeconfig: dir.join("kubeconfig"),
-                dir,
-                _tmp: tmp,
-            };
-            cp.apply(&repo_root().join("manifests/crd"));
-            let capi_crds = binaries().capi.join("crd");
-            cp.apply(&capi_crds.join("core"));
-            cp.apply(&capi_crds.join("bootstrap"));
-            cp.wait_crds_established();
-            cp
-        })
+        SHARED.get_or_init(|| ControlPlane::management("shared"))
+    }
+
+    /// A control plane of its own (for tests that need two management clusters), with our CRDs
+    /// and Cluster API's installed and established; stopped when dropped.
+    pub fn management(label: &str) -> ControlPlane {
+        let cp = ControlPlane::bare(label);
+        cp.apply(&repo_root().join("manifests/crd"));
+        let capi_crds = binaries().capi.join("crd");
+        cp.apply(&capi_crds.join("core"));
+        cp.apply(&capi_crds.join("bootstrap"));
+        cp.wait_crds_established();
+        cp
+    }
+
+    /// A control plane with nothing installed: what a workload cluster's API is.
+    pub fn bare(label: &str) -> ControlPlane {
+        binaries();
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("capms-cp-{label}-"))
+            .tempdir()
+            .expect("temp dir");
+        let dir = tmp.path().to_path_buf();
+        let status = Command::new("bash")
+            .arg(repo_root().join("tests/k8s/controlplane.sh"))
+            .args(["start"])
+            .arg(&dir)
+            .args(["--owner-pid", &std::process::id().to_string()])
+            .stdout(Stdio::null())
+            .status()
+            .expect("controlplane.sh runs");
+        assert!(
+            status.success(),
+            "the control plane did not start; logs in {}",
+            dir.display()
+        );
+        ControlPlane {
+            kubeconfig: dir.join("kubeconfig"),
+            dir,
+            _tmp: tmp,
+        }
     }
 
     /// Server-side applies a manifest file or directory (CAPI's CRDs are too large for the
@@ -193,6 +202,20 @@ impl ControlPlane {
 
     pub fn ca_pem(&self) -> Vec<u8> {
         std::fs::read(self.dir.join("pki/ca.crt")).expect("CA certificate")
+    }
+}
+
+impl Drop for ControlPlane {
+    /// Stops exactly the processes this control plane started (the shared one lives until the
+    /// test binary exits, where the watchdog stops it).
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo_root().join("tests/k8s/controlplane.sh"))
+            .arg("stop")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -324,11 +347,12 @@ where
     }
 }
 
+mod clusterctl;
 mod manager;
 mod registration;
 mod sim;
 // Each test binary uses a different part of this module.
 #[allow(unused_imports)]
-pub use manager::CapmsManager;
+pub use manager::{CapiManager, CapmsManager, ManagerOn};
 #[allow(unused_imports)]
 pub use sim::RunningSim;
