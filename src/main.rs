@@ -73,6 +73,11 @@ struct ManagerArgs {
     /// Concurrent reconciles per controller.
     #[arg(long, default_value_t = 10)]
     concurrency: u16,
+    /// How often a provisioned MetalStackCluster, firewall or machine is looked at again in
+    /// metal-api without an event: a machine freed or reassigned outside capms is reported within
+    /// this period.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    sync_period: Duration,
     /// Address of /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:9440")]
     health_addr: std::net::SocketAddr,
@@ -257,6 +262,12 @@ fn main() -> anyhow::Result<()> {
 
 impl ManagerArgs {
     fn into_config(self) -> anyhow::Result<capms::runtime::ManagerConfig> {
+        // A zero period would reconcile every provisioned object in a loop.
+        anyhow::ensure!(
+            self.sync_period >= Duration::from_secs(1),
+            "--sync-period: {:?} is too short; valid: 1s or more (default 5m)",
+            self.sync_period
+        );
         Ok(capms::runtime::ManagerConfig {
             kubeconfig: self.kubeconfig,
             metal: capms::metal::Config::from_env()?,
@@ -269,6 +280,7 @@ impl ManagerArgs {
                 retry_period: self.leader_elect_retry_period,
             }),
             concurrency: self.concurrency,
+            sync_period: self.sync_period,
             health_addr: self.health_addr,
             metrics_addr: self.metrics_addr,
             metrics_secure: self.metrics_secure,

@@ -37,6 +37,8 @@ pub struct ManagerConfig {
     pub leader_election: Option<LeaderElection>,
     /// Concurrent reconciles per controller.
     pub concurrency: u16,
+    /// How often a provisioned object is looked at again without an event.
+    pub sync_period: Duration,
     pub health_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
     /// Serve `/metrics` over HTTPS to callers the apiserver authenticates and authorizes
@@ -139,6 +141,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
         namespace: config.namespace.clone(),
         watch_filter: config.watch_filter.clone().filter(|f| !f.is_empty()),
         concurrency: config.concurrency,
+        sync_period: config.sync_period,
     };
     let ctx = Arc::new(Context::new(
         client.clone(),

@@ -65,7 +65,7 @@ fn guarded_patch_error(e: kube::Error) -> Error {
 }
 
 /// Settings every controller honours.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Settings {
     /// Only watch this namespace.
     pub namespace: Option<String>,
@@ -73,6 +73,20 @@ pub struct Settings {
     pub watch_filter: Option<String>,
     /// Concurrent reconciles per controller.
     pub concurrency: u16,
+    /// How often a provisioned object is looked at again without an event (what finds a
+    /// machine freed outside capms).
+    pub sync_period: std::time::Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            namespace: None,
+            watch_filter: None,
+            concurrency: 0,
+            sync_period: super::step::DEFAULT_SYNC_PERIOD,
+        }
+    }
 }
 
 pub struct Context {

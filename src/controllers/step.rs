@@ -13,8 +13,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a provisioned object waits before it is looked at again without an event.
-pub const RESYNC: Duration = Duration::from_secs(300);
+/// How long a provisioned object waits before it is looked at again without an event, unless
+/// `--sync-period` says otherwise.
+pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(300);
 
 /// When to reconcile again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +26,8 @@ pub enum Requeue {
     After(Duration),
     /// Waiting on metal-api: the object's growing backoff (2 s, 4 s … 30 s).
     Poll,
-    /// Provisioned: a periodic look only, and the backoff starts over.
+    /// Provisioned (or lost, waiting for the operator): a periodic look only (the sync period),
+    /// and the backoff starts over.
     Resync,
     /// At once: the step just taken wrote to metal-api, which sends no watch event, and the
     /// next reconcile observes its result.
@@ -222,7 +224,7 @@ where
         Requeue::Poll => Action::requeue(ctx.next_poll(&key)),
         Requeue::Resync => {
             ctx.reset_poll(&key);
-            Action::requeue(RESYNC)
+            Action::requeue(ctx.settings.sync_period)
         }
         Requeue::Now => Action::requeue(Duration::ZERO),
     })

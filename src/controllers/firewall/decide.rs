@@ -6,7 +6,7 @@ use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus
 use crate::capi::Cluster;
 use crate::controllers::allocation::{Found, Health, Target};
 use crate::controllers::context::*;
-use crate::controllers::step::{Decision, Phase, RESYNC, Requeue};
+use crate::controllers::step::{Decision, Phase, Requeue};
 use crate::metal::types::{
     AllocationNetwork, FirewallCreateRequest, FirewallEgressRule, FirewallIngressRule,
     FirewallRules, Machine, MachineAllocateRequest,
@@ -127,7 +127,7 @@ fn decide_live(
                 message.clone(),
             );
             conditions.set_false(Type::Ready, Reason::MachineLost, message);
-            Decision::new(Step::Nothing, status, Requeue::After(RESYNC))
+            Decision::new(Step::Nothing, status, Requeue::Resync)
         }
         _ => {
             let mut conditions = Conditions::of(&mut status.conditions, fw.metadata.generation);

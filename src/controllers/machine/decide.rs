@@ -9,7 +9,7 @@ use crate::api::{
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine as CapiMachine};
 use crate::controllers::allocation::{Found, Health, Lost, Target};
 use crate::controllers::context::*;
-use crate::controllers::step::{Decision, Phase, RESYNC, Requeue};
+use crate::controllers::step::{Decision, Phase, Requeue};
 use crate::metal::types::{
     AllocationNetwork, Machine, MachineAllocateRequest, machine_network_type,
 };
@@ -272,7 +272,7 @@ fn lost_machine(
     // v1beta1 consumers read these; v1beta2 reads the conditions.
     status.failure_reason = Some(FAILURE_REASON_LOST.into());
     status.failure_message = Some(message);
-    Decision::new(Step::Nothing, status, Requeue::After(RESYNC))
+    Decision::new(Step::Nothing, status, Requeue::Resync)
 }
 
 /// Cluster API's v1beta1 MachineStatusError for a machine that changed under its feet.
