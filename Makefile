@@ -5,7 +5,7 @@ CARGO ?= cargo
 CAPMS_CACHE ?= $(HOME)/.cache/capms
 export CAPMS_CACHE
 
-.PHONY: all build generate binaries test test-unit controlplane controlplane-down fmt lint release-manifests demo demo-down
+.PHONY: all build generate binaries test test-unit bench controlplane controlplane-down fmt lint release-manifests demo demo-down
 
 all: build
 
@@ -25,6 +25,12 @@ binaries:
 ## kube-apiserver and etcd (built first when the cache is cold).
 test: binaries
 	$(CARGO) test --locked --no-fail-fast
+
+## Provisioning and admission at scale, measured (release build); the report goes to
+## target/bench. `make bench BENCH_ARGS="--clusters 10 --workers 100 --machines 1010"` for others.
+BENCH_ARGS ?= --clusters 5 --workers 40 --idle 30 --admission-rate 500 --admission-seconds 60
+bench: binaries
+	$(CARGO) test --locked --release --test bench -- $(BENCH_ARGS)
 
 ## Tests that need no binaries.
 test-unit:

@@ -46,6 +46,19 @@ struct Admission {
     result: String,
 }
 
+/// A request to the Kubernetes API, labelled as client-go labels `rest_client_requests_total`
+/// (code, host, method) plus the resource it addressed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KubeRequest {
+    /// The HTTP status; `<error>` when no answer came, as client-go writes it.
+    code: String,
+    host: String,
+    method: String,
+    /// The resource's plural (`metalstackmachines`, `secrets`, …), with `/status` for status
+    /// writes; `-` for discovery and other non-resource paths.
+    resource: String,
+}
+
 /// A work queue, named after its controller as controller-runtime names them.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueName {
@@ -88,6 +101,7 @@ pub struct Metrics {
     admission_time: Histograms<Admission>,
     work_time: Histograms<QueueName>,
     retries: Family<QueueName, Counter>,
+    kube_requests: Family<KubeRequest, Counter>,
 }
 
 impl Default for Metrics {
@@ -110,6 +124,12 @@ impl Metrics {
             Family::new_with_constructor(admission_histogram);
         let work_time: Histograms<QueueName> = Family::new_with_constructor(work_histogram);
         let retries = Family::default();
+        let kube_requests = Family::default();
+        registry.register(
+            "rest_client_requests",
+            "Number of HTTP requests to the Kubernetes API, partitioned by status code, host, method and resource",
+            kube_requests.clone(),
+        );
         registry.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
@@ -158,6 +178,7 @@ impl Metrics {
             retries.clone(),
         );
         Metrics {
+            kube_requests,
             work_time,
             retries,
             registry,
@@ -217,6 +238,18 @@ impl Metrics {
             .get_or_create(&MetalCall {
                 endpoint: endpoint.into(),
                 status: status.to_string(),
+            })
+            .inc();
+    }
+
+    /// One request to the Kubernetes API (`code` None: no answer).
+    pub fn kube_request(&self, host: &str, method: &str, resource: &str, code: Option<u16>) {
+        self.kube_requests
+            .get_or_create(&KubeRequest {
+                code: code.map_or_else(|| "<error>".to_owned(), |c| c.to_string()),
+                host: host.into(),
+                method: method.into(),
+                resource: resource.into(),
             })
             .inc();
     }

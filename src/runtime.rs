@@ -57,15 +57,10 @@ pub struct ManagerConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    #[error("reading kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: PathBuf,
-        source: kube::config::KubeconfigError,
-    },
+    #[error(transparent)]
+    KubeClient(#[from] crate::kube_client::KubeClientError),
     #[error("connecting to the Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    #[error("no kubeconfig and not in a cluster: {0}")]
-    NoCluster(#[from] kube::config::InferConfigError),
     #[error("metal-api client: {0}")]
     Metal(#[from] crate::metal::Error),
     #[error("lost leadership; exiting so that a fresh start rejoins the election")]
@@ -96,28 +91,6 @@ pub fn shutdown_signal() -> Shutdown {
     .shared()
 }
 
-async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, RuntimeError> {
-    let Some(path) = kubeconfig else {
-        let config = kube::Config::infer().await?;
-        return Ok(kube::Client::try_from(config)?);
-    };
-    let kubeconfig =
-        kube::config::Kubeconfig::read_from(path).map_err(|source| RuntimeError::Kubeconfig {
-            path: path.clone(),
-            source,
-        })?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|source| RuntimeError::Kubeconfig {
-        path: path.clone(),
-        source,
-    })?;
-    Ok(kube::Client::try_from(config)?)
-}
-
 /// This replica's name in the leader election: the pod's name and the process id.
 fn identity() -> String {
     format!(
@@ -131,8 +104,8 @@ fn identity() -> String {
 
 /// Runs the manager until `shutdown` resolves (or leadership is lost).
 pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<(), RuntimeError> {
-    let client = kube_client(config.kubeconfig.as_ref()).await?;
     let metrics = Arc::new(crate::metrics::Metrics::new());
+    let client = crate::kube_client::connect(config.kubeconfig.as_ref(), metrics.clone()).await?;
     let metal = crate::metal::Client::new(config.metal.clone())?.with_metrics(metrics.clone());
     let catalog = CatalogCache::new(metal.clone());
     catalog.spawn_refresher(config.catalog_refresh);

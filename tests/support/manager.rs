@@ -45,6 +45,18 @@ impl CapmsManager {
         cert_dir: &Path,
         extra: &[String],
     ) -> CapmsManager {
+        Self::start_logging(on, name, metal_api_url, cert_dir, extra, "info,capms=debug")
+    }
+
+    /// [`Self::start_on`] with `RUST_LOG=log` (the benchmark logs less).
+    pub fn start_logging(
+        on: &ManagerOn<'_>,
+        name: &str,
+        metal_api_url: &str,
+        cert_dir: &Path,
+        extra: &[String],
+        log: &str,
+    ) -> CapmsManager {
         let (cp, namespace, work) = (on.cp, on.namespace, on.work);
         let (webhook_port, health_port, metrics_port) = (free_port(), free_port(), free_port());
         let mut args = vec![
@@ -66,7 +78,7 @@ impl CapmsManager {
             &[
                 ("METAL_API_URL", metal_api_url),
                 ("METAL_API_HMAC", "metal-edit"),
-                ("RUST_LOG", "info,capms=debug"),
+                ("RUST_LOG", log),
             ],
             work,
         );

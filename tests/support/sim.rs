@@ -11,11 +11,20 @@ pub struct RunningSim {
 
 impl RunningSim {
     pub async fn start(inventory: capms::sim::inventory::Inventory, base_path: &str) -> RunningSim {
+        Self::start_with(inventory, base_path, capms::sim::Timings::fast()).await
+    }
+
+    /// A simulator whose machine lifecycle takes `timings`.
+    pub async fn start_with(
+        inventory: capms::sim::inventory::Inventory,
+        base_path: &str,
+        timings: capms::sim::Timings,
+    ) -> RunningSim {
         capms::tls::install_default_provider();
         let config = capms::sim::SimConfig {
             base_path: base_path.to_owned(),
             keys: capms::sim::HmacKeys::lab(),
-            timings: capms::sim::Timings::fast(),
+            timings,
         };
         let sim = capms::sim::Sim::new(&inventory, config).expect("inventory is valid");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

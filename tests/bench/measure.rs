@@ -1,0 +1,127 @@
+//! What capms reports about itself (its `/metrics`: apiserver requests, reconciles, admission)
+//! and what the kernel says it used (CPU seconds, peak RSS).
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// capms's counters at one moment: every `_total` sample, keyed by name and labels.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    samples: BTreeMap<(String, BTreeMap<String, String>), f64>,
+}
+
+impl Counters {
+    /// Parses the Prometheus text format's counter samples.
+    fn parse(text: &str) -> Counters {
+        let mut samples = BTreeMap::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => (name, labels_of(rest.trim_end_matches('}'))),
+                None => (series, BTreeMap::new()),
+            };
+            if name.ends_with("_total") {
+                samples.insert((name.to_owned(), labels), value);
+            }
+        }
+        Counters { samples }
+    }
+
+    /// What was counted since `before`.
+    pub fn minus(&self, before: &Counters) -> Counters {
+        let samples = self
+            .samples
+            .iter()
+            .map(|(k, v)| (k.clone(), v - before.samples.get(k).copied().unwrap_or(0.0)))
+            .filter(|(_, v)| *v != 0.0)
+            .collect();
+        Counters { samples }
+    }
+
+    /// The sum of `name`'s samples, grouped by the value of `label`.
+    pub fn by(&self, name: &str, label: &str) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for ((n, labels), v) in &self.samples {
+            if n == name {
+                let key = labels.get(label).cloned().unwrap_or_default();
+                *out.entry(key).or_insert(0.0) += v;
+            }
+        }
+        out
+    }
+
+    pub fn total(&self, name: &str) -> f64 {
+        self.by(name, "").values().sum()
+    }
+}
+
+/// `a="x",b="y"` into a map (values are never escaped in what capms writes).
+fn labels_of(text: &str) -> BTreeMap<String, String> {
+    text.split("\",")
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim_matches('"').to_owned()))
+        .collect()
+}
+
+/// Reads capms's plain-HTTP `/metrics`.
+pub struct Scrape {
+    url: String,
+}
+
+impl Scrape {
+    pub fn new(port: u16) -> Scrape {
+        Scrape {
+            url: format!("http://127.0.0.1:{port}/metrics"),
+        }
+    }
+
+    pub async fn counters(&self) -> Counters {
+        let text = reqwest::get(&self.url)
+            .await
+            .expect("capms /metrics answers")
+            .text()
+            .await
+            .expect("metrics text");
+        Counters::parse(&text)
+    }
+}
+
+/// CPU time and peak memory of a process, from /proc.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessUsage {
+    pub cpu_seconds: f64,
+    pub peak_rss_mib: f64,
+}
+
+impl ProcessUsage {
+    pub fn of(pid: u32) -> ProcessUsage {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
+        // Fields after the command name (which may hold spaces): state is the 3rd field, utime
+        // and stime the 14th and 15th.
+        let after = stat.rsplit_once(')').map(|(_, s)| s).unwrap_or_default();
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // Linux reports in USER_HZ, 100 on every architecture it runs on.
+        let cpu_seconds = (ticks(11) + ticks(12)) / 100.0;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+        let hwm_kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        ProcessUsage {
+            cpu_seconds,
+            peak_rss_mib: hwm_kib / 1024.0,
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! One benchmark run: everything started, K clusters applied and provisioned, a quiet period,
+//! the admission load, then the clusters deleted; measured phase by phase.
+
+use crate::measure::{ProcessUsage, Scrape};
+use crate::report::{Deletion, Idle, Provisioning, Report, Size};
+use crate::support::{
+    CapiManager, CapmsManager, ControlPlane, ManagerOn, RunningSim, TestNamespace, repo_root,
+};
+use crate::watch::Timelines;
+use crate::{Args, admission};
+use capms::sim::inventory::{Inventory, MachineSpec};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Cluster networks the default inventory's private super network (a /16 cut into /22s) holds.
+pub const MAX_CLUSTERS: usize = 64;
+
+/// The simulator's default inventory with exactly `count` machines of its one size, spread over
+/// four racks.
+fn inventory(count: usize) -> Inventory {
+    let mut inventory = Inventory::default_lab();
+    let template = inventory.machines[0].clone();
+    inventory.machines = (0..count)
+        .map(|i| MachineSpec {
+            id: format!("00000000-0000-0000-0001-{i:012}"),
+            rack: format!("rack-{}", i % 4 + 1),
+            ..template.clone()
+        })
+        .collect();
+    inventory
+}
+
+fn timings(step: Duration) -> capms::sim::Timings {
+    capms::sim::Timings {
+        installing: step,
+        booting: step,
+        phoned_home: step,
+        ip_release: Duration::from_millis(200),
+        reclaim: Duration::from_millis(200),
+    }
+}
+
+/// The demo's cluster (firewall, MachineDeployment), `clusters` times in `namespace`, with
+/// `workers` replicas each.
+fn clusters_manifest(namespace: &str, clusters: usize, workers: usize) -> String {
+    let demo = std::fs::read_to_string(repo_root().join("manifests/demo/cluster.yaml"))
+        .expect("demo cluster manifest");
+    let demo = demo
+        .replace("namespace: demo", "namespace: NAMESPACE")
+        .replace("replicas: 2", &format!("replicas: {workers}"));
+    (0..clusters)
+        .map(|i| {
+            demo.replace("demo", &format!("bench-{i}"))
+                .replace("NAMESPACE", namespace)
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+/// What runs during the benchmark; stopped when dropped.
+struct Stack {
+    sim: RunningSim,
+    capms: CapmsManager,
+    _capi: CapiManager,
+    ns: TestNamespace,
+    work: tempfile::TempDir,
+}
+
+async fn start(args: &Args) -> Stack {
+    capms::tls::install_default_provider();
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("bench").await;
+    let machines = args.machines.unwrap_or_else(|| args.needed_machines());
+    let sim = RunningSim::start_with(
+        inventory(machines),
+        "/metal",
+        timings(args.lifecycle_step()),
+    )
+    .await;
+    let work = tempfile::tempdir().expect("work dir");
+    let on = ManagerOn {
+        cp,
+        namespace: &ns.name,
+        work: work.path(),
+    };
+    let capi = CapiManager::start(&on).await;
+    let certs = work.path().join("certs");
+    cp.issue_serving_cert(&certs);
+    let capms =
+        CapmsManager::start_logging(&on, "capms", &sim.url, &certs, &args.capms_args, "info");
+    capms.wait_ready().await;
+    cp.register_capms_webhooks(capms.webhook_port, &ns.name, work.path());
+    Stack {
+        sim,
+        capms,
+        _capi: capi,
+        ns,
+        work,
+    }
+}
+
+pub async fn run(args: &Args) -> Report {
+    let stack = start(args).await;
+    let scrape = Scrape::new(stack.capms.metrics_port);
+    let timelines = Timelines::start(stack.ns.client.clone(), &stack.ns.name);
+    let provisioning = provision(args, &stack, &scrape, &timelines).await;
+    let idle = idle(args, &stack, &scrape).await;
+    let admission = admission::run(args, &stack.capms, &stack.sim).await;
+    let deletion = delete(args, &stack, &scrape, &timelines).await;
+    let usage = ProcessUsage::of(stack.capms.process.pid());
+    Report {
+        size: Size::of(args),
+        provisioning,
+        idle,
+        admission,
+        deletion,
+        capms: usage,
+    }
+}
+
+fn timeout(args: &Args) -> Duration {
+    Duration::from_secs(args.timeout)
+}
+
+async fn provision(
+    args: &Args,
+    stack: &Stack,
+    scrape: &Scrape,
+    timelines: &Timelines,
+) -> Provisioning {
+    let manifest = stack.work.path().join("clusters.yaml");
+    let text = clusters_manifest(&stack.ns.name, args.clusters, args.workers);
+    std::fs::write(&manifest, text).expect("write clusters");
+    stack.sim.sim.stats().reset();
+    let before = scrape.counters().await;
+    let started = Instant::now();
+    timelines.set_origin(started);
+    apply(&manifest);
+    let (workers, firewalls) = (args.clusters * args.workers, args.clusters);
+    timelines
+        .wait("every machine and firewall ready", timeout(args), |s| {
+            s.ready_machines() == workers && s.ready_firewalls() == firewalls
+        })
+        .await;
+    let elapsed = started.elapsed();
+    let counters = scrape.counters().await.minus(&before);
+    let metal = stack.sim.sim.stats().report();
+    Provisioning::new(
+        args,
+        elapsed,
+        &timelines.snapshot(),
+        &metal,
+        &counters,
+        3 * args.lifecycle_step(),
+    )
+}
+
+async fn idle(args: &Args, stack: &Stack, scrape: &Scrape) -> Idle {
+    stack.sim.sim.stats().reset();
+    let before = scrape.counters().await;
+    let window = Duration::from_secs(args.idle);
+    tokio::time::sleep(window).await;
+    let counters = scrape.counters().await.minus(&before);
+    Idle::new(window, &stack.sim.sim.stats().report(), &counters)
+}
+
+async fn delete(args: &Args, stack: &Stack, scrape: &Scrape, timelines: &Timelines) -> Deletion {
+    stack.sim.sim.stats().reset();
+    let before = scrape.counters().await;
+    let started = Instant::now();
+    ControlPlane::shared().kubectl(
+        &[
+            "delete",
+            "clusters.cluster.x-k8s.io",
+            "--all",
+            "-n",
+            &stack.ns.name,
+            "--wait=false",
+        ],
+        &[],
+    );
+    timelines
+        .wait("every machine and firewall gone", timeout(args), |s| {
+            s.present() == 0
+        })
+        .await;
+    let sim = stack.sim.sim.clone();
+    crate::support::eventually("metal-api to hold no allocation", timeout(args), || {
+        let sim = sim.clone();
+        async move {
+            let state = sim.state();
+            let networks = state
+                .networks
+                .values()
+                .filter(|n| n.parentnetworkid.is_some());
+            (state.machines.values().all(|m| m.allocation.is_none()) && networks.count() == 0)
+                .then_some(())
+        }
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let counters = scrape.counters().await.minus(&before);
+    Deletion::new(args, elapsed, &stack.sim.sim.stats().report(), &counters)
+}
+
+fn apply(manifest: &Path) {
+    ControlPlane::shared().kubectl(&["apply", "-f"], &[manifest.to_path_buf()]);
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // The namespace and the processes go with their guards; say where the logs are.
+        eprintln!(
+            "bench: capms log {} (kept until exit)",
+            self.capms.process.log.display()
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! When each MetalStackMachine and MetalStackFirewall appeared, got its machine, became ready and
+//! went away, from one watch per kind (no polling: the benchmark must not load the apiserver).
+
+use capms::api::{MetalStackFirewall, MetalStackMachine};
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Seconds since the run's origin of each milestone of one object.
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    pub created: f64,
+    pub allocated: Option<f64>,
+    pub ready: Option<f64>,
+    pub gone: Option<f64>,
+}
+
+/// What the benchmark tracks of an object.
+trait Tracked {
+    fn allocated(&self) -> bool;
+    fn ready(&self) -> bool;
+}
+
+impl Tracked for MetalStackMachine {
+    fn allocated(&self) -> bool {
+        self.spec.provider_id.is_some()
+    }
+    fn ready(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| s.ready)
+    }
+}
+
+impl Tracked for MetalStackFirewall {
+    fn allocated(&self) -> bool {
+        self.spec.provider_id.is_some()
+    }
+    fn ready(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| s.ready)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Seen {
+    pub machines: BTreeMap<String, Timeline>,
+    pub firewalls: BTreeMap<String, Timeline>,
+}
+
+impl Seen {
+    pub fn ready_machines(&self) -> usize {
+        self.machines.values().filter(|t| t.ready.is_some()).count()
+    }
+    pub fn ready_firewalls(&self) -> usize {
+        self.firewalls
+            .values()
+            .filter(|t| t.ready.is_some())
+            .count()
+    }
+    /// Objects not yet gone.
+    pub fn present(&self) -> usize {
+        let all = self.machines.values().chain(self.firewalls.values());
+        all.filter(|t| t.gone.is_none()).count()
+    }
+}
+
+struct Shared {
+    origin: Mutex<Instant>,
+    seen: Mutex<Seen>,
+    changed: Notify,
+}
+
+pub struct Timelines {
+    shared: Arc<Shared>,
+}
+
+impl Timelines {
+    /// Watches both kinds in `namespace` from now on.
+    pub fn start(client: kube::Client, namespace: &str) -> Timelines {
+        let shared = Arc::new(Shared {
+            origin: Mutex::new(Instant::now()),
+            seen: Mutex::new(Seen::default()),
+            changed: Notify::new(),
+        });
+        let machines = Api::<MetalStackMachine>::namespaced(client.clone(), namespace);
+        tokio::spawn(follow(machines, shared.clone(), |s| &mut s.machines));
+        let firewalls = Api::<MetalStackFirewall>::namespaced(client, namespace);
+        tokio::spawn(follow(firewalls, shared.clone(), |s| &mut s.firewalls));
+        Timelines { shared }
+    }
+
+    /// Times are counted from `origin` on.
+    pub fn set_origin(&self, origin: Instant) {
+        *self.shared.origin.lock().expect("lock") = origin;
+    }
+
+    pub fn snapshot(&self) -> Seen {
+        self.shared.seen.lock().expect("lock").clone()
+    }
+
+    /// Waits until `done` holds, or panics naming `what` after `timeout`.
+    pub async fn wait(&self, what: &str, timeout: Duration, done: impl Fn(&Seen) -> bool) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let notified = self.shared.changed.notified();
+            if done(&self.snapshot()) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "bench: timed out after {timeout:?} waiting for {what}"
+            );
+            let _ = tokio::time::timeout(Duration::from_secs(1), notified).await;
+        }
+    }
+}
+
+/// Records each event of `api`'s watch into the map `pick` selects.
+async fn follow<K>(
+    api: Api<K>,
+    shared: Arc<Shared>,
+    pick: fn(&mut Seen) -> &mut BTreeMap<String, Timeline>,
+) where
+    K: Tracked
+        + kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let mut events = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    while let Some(event) = events.next().await {
+        let Ok(event) = event else { continue };
+        let now = shared.origin.lock().expect("lock").elapsed().as_secs_f64();
+        {
+            let mut seen = shared.seen.lock().expect("lock");
+            let map = pick(&mut seen);
+            match event {
+                Event::Apply(obj) | Event::InitApply(obj) => {
+                    let t = map.entry(obj.name_any()).or_insert_with(|| Timeline {
+                        created: now,
+                        ..Default::default()
+                    });
+                    if obj.allocated() {
+                        t.allocated.get_or_insert(now);
+                    }
+                    if obj.ready() {
+                        t.ready.get_or_insert(now);
+                    }
+                }
+                Event::Delete(obj) => {
+                    if let Some(t) = map.get_mut(&obj.name_any()) {
+                        t.gone.get_or_insert(now);
+                    }
+                }
+                Event::Init | Event::InitDone => {}
+            }
+        }
+        shared.changed.notify_waiters();
+    }
+}
