@@ -43,16 +43,14 @@ struct Rig {
 }
 
 async fn rig() -> Rig {
+    rig_with(Settings::default()).await
+}
+
+async fn rig_with(settings: Settings) -> Rig {
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
     let api = MockApiserver::default();
     let metrics = Arc::new(capms::metrics::Metrics::new());
-    let ctx = Context::new(
-        api.client(),
-        sim.editor(),
-        Settings::default(),
-        None,
-        metrics,
-    );
+    let ctx = Context::new(api.client(), sim.editor(), settings, None, metrics);
     Rig {
         api,
         sim,

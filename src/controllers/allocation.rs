@@ -106,49 +106,103 @@ impl Found {
     }
 }
 
+/// Where a lookup reads the cluster's machines: its tag, and how old a listing may be (short
+/// while a machine boots, half the sync period once it is ready).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listing {
+    pub cluster_tag: String,
+    pub max_age: std::time::Duration,
+}
+
+/// How old a listing a booting machine accepts: its poll interval, so each poll sees news.
+pub const BOOTING_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Listing {
+    /// For an object of `msc`'s cluster; `ready` objects accept older listings.
+    pub fn of(ctx: &Context, msc: &crate::api::MetalStackCluster, ready: bool) -> Listing {
+        use kube::ResourceExt;
+        let cluster = cluster_id(&msc.namespace().unwrap_or_default(), &msc.name_any());
+        Listing {
+            cluster_tag: format!("{CLUSTER_ID_KEY}={cluster}"),
+            max_age: if ready {
+                ctx.settings.sync_period / 2
+            } else {
+                BOOTING_MAX_AGE
+            },
+        }
+    }
+}
+
 /// Observes the machine allocated for the object with `marks`: the recorded one, the preset
-/// one, or the one its owner tags find with `role` (machine or firewall).
+/// one, or the one its owner tags find with `role` (machine or firewall), from the cluster's
+/// listing (one find shared by the cluster's objects).
 pub async fn lookup(
     ctx: &Context,
     marks: &BTreeMap<String, String>,
     target: &Target,
     role: &str,
+    listing: &Listing,
 ) -> Result<Found> {
+    if let Some(id) = &target.preset
+        && target.recorded.is_none()
+    {
+        return preset(ctx, marks, id).await;
+    }
+    let machines = ctx
+        .fleet
+        .machines(&ctx.metal, &listing.cluster_tag, listing.max_age)
+        .await?;
+    let ours = |m: &&Machine| {
+        m.allocation.as_ref().is_some_and(|a| a.role == role) && has_owner_tags(&m.tags, marks)
+    };
     let lost = match &target.recorded {
-        Some(id) => match still_ours(ctx, id, marks).await? {
-            Ok(m) => return Ok(Found::Ours(Box::new(m))),
-            Err(lost) => Some(lost),
+        Some(id) => match machines.iter().find(|m| &m.id == id).filter(ours) {
+            Some(m) => return Ok(Found::Ours(Box::new(m.clone()))),
+            // Not in the cluster's listing any more: ask for the machine itself, to say what
+            // happened to it.
+            None => match still_ours(ctx, id, marks).await? {
+                Ok(m) => return Ok(Found::Ours(Box::new(m))),
+                Err(lost) => Some(lost),
+            },
         },
         None => None,
     };
     if let Some(id) = &target.preset {
-        let m = match ctx.metal.machine(id).await {
-            Ok(m) => m,
-            Err(e) if e.is_not_found() => return Ok(Found::PresetMissing(id.clone())),
-            Err(e) => return Err(e.into()),
-        };
-        return Ok(match &m.allocation {
-            Some(_) if has_owner_tags(&m.tags, marks) => Found::Ours(Box::new(m)),
-            Some(a) => Found::PresetTaken {
-                id: m.id.clone(),
-                name: a.name.clone(),
-                project: a.project.clone(),
-            },
-            None => Found::Nothing,
-        });
+        return preset(ctx, marks, id).await;
     }
-    let find = MachineFindRequest {
-        tags: owner_tags(marks),
-        allocation_role: Some(role.into()),
-        ..Default::default()
-    };
-    let found = ctx.metal.machine_find(&find).await?;
-    let ours = found.into_iter().find(|m| m.allocation.is_some());
-    Ok(match (ours, lost) {
-        (Some(m), _) => Found::Ours(Box::new(m)),
+    Ok(match (machines.iter().find(ours), lost) {
+        (Some(m), _) => Found::Ours(Box::new(m.clone())),
         (None, Some(lost)) => Found::Lost(lost),
         (None, None) => Found::Nothing,
     })
+}
+
+/// The machine spec.providerID names: ours, free, taken or missing.
+async fn preset(ctx: &Context, marks: &BTreeMap<String, String>, id: &str) -> Result<Found> {
+    let m = match ctx.metal.machine(id).await {
+        Ok(m) => m,
+        Err(e) if e.is_not_found() => return Ok(Found::PresetMissing(id.to_owned())),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(match &m.allocation {
+        Some(_) if has_owner_tags(&m.tags, marks) => Found::Ours(Box::new(m)),
+        Some(a) => Found::PresetTaken {
+            id: m.id.clone(),
+            name: a.name.clone(),
+            project: a.project.clone(),
+        },
+        None => Found::Nothing,
+    })
+}
+
+/// An allocation with `tags` was attempted: the cluster's listings from before are stale.
+pub fn allocated(ctx: &Context, tags: &[String]) {
+    let prefix = format!("{CLUSTER_ID_KEY}=");
+    match tags.iter().find(|t| t.starts_with(&prefix)) {
+        Some(tag) => ctx.fleet.allocated(tag),
+        // Without a cluster tag no listing can hold it; be safe anyway.
+        None => ctx.fleet.freed(),
+    }
 }
 
 /// Machine `id` when it is still allocated for the object with `marks`, else how it was lost.
@@ -172,14 +226,10 @@ async fn still_ours(
     })
 }
 
-/// Observes, for deletion, the ids of every allocated machine that carries `marks` (found by
-/// tag, plus the `recorded` one), and only those: capms never frees a machine it did not
-/// allocate for this object.
-pub async fn owned(
-    ctx: &Context,
-    marks: &BTreeMap<String, String>,
-    recorded: Option<&str>,
-) -> Result<Vec<String>> {
+/// Observes, for deletion, the ids of every allocated machine that carries `marks`, and only
+/// those: capms never frees a machine it did not allocate for this object. The machine capms
+/// recorded carries the marks too, so the find covers it.
+pub async fn owned(ctx: &Context, marks: &BTreeMap<String, String>) -> Result<Vec<String>> {
     let find = MachineFindRequest {
         tags: owner_tags(marks),
         ..Default::default()
@@ -190,11 +240,6 @@ pub async fn owned(
         .filter(|m| m.allocation.is_some() && has_owner_tags(&m.tags, marks))
         .map(|m| m.id.clone())
         .collect();
-    if let Some(id) = recorded.filter(|id| !ids.iter().any(|x| x == id))
-        && still_ours(ctx, id, marks).await?.is_ok()
-    {
-        ids.push(id.to_owned());
-    }
     ids.sort();
     Ok(ids)
 }
@@ -206,7 +251,9 @@ pub async fn free<K: kube::Resource<DynamicType = ()>>(
     id: &str,
     what: &str,
 ) -> Result<()> {
-    match ctx.metal.machine_free(id).await {
+    let result = ctx.metal.machine_free(id).await;
+    ctx.fleet.freed();
+    match result {
         Ok(_) => {}
         Err(e) if e.is_not_found() => return Ok(()),
         Err(e) => return Err(e.into()),
@@ -252,6 +299,17 @@ pub enum Health {
 }
 
 impl Health {
+    /// When to look again while not ready: a provisioning machine soon (it is about to
+    /// progress), a failing one with the growing backoff (a person has to act).
+    pub fn requeue(&self) -> crate::controllers::step::Requeue {
+        use crate::controllers::step::Requeue;
+        match self {
+            Health::Ready => Requeue::Resync,
+            Health::Provisioning(_) => Requeue::Booting,
+            Health::CrashLoop | Health::FailedReclaim | Health::NotAlive(_) => Requeue::Poll,
+        }
+    }
+
     pub fn of(m: &Machine) -> Health {
         if m.events.crash_loop {
             return Health::CrashLoop;

@@ -95,6 +95,11 @@ pub struct Context {
     pub recorder: Recorder,
     pub settings: Settings,
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// Each cluster's machines as metal-api last listed them.
+    pub fleet: super::fleet::Fleet,
+    /// The watch caches, once the controllers run; without them (a reconcile under test) reads
+    /// go to the apiserver.
+    pub stores: std::sync::OnceLock<super::feeds::Stores>,
     polls: Mutex<HashMap<String, u32>>,
 }
 
@@ -116,7 +121,24 @@ impl Context {
             metal,
             settings,
             metrics,
+            fleet: Default::default(),
+            stores: Default::default(),
             polls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The `K` named `name` in `namespace`: from the watch cache, which holds every object the
+    /// controllers follow, else (no cache: a reconcile under test) from the apiserver.
+    pub async fn get<K>(&self, namespace: &str, name: &str) -> Result<Option<K>>
+    where
+        K: super::feeds::Stored
+            + Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + DeserializeOwned
+            + Debug,
+    {
+        match self.stores.get() {
+            Some(stores) => Ok(stores.get::<K>(namespace, name)),
+            None => Ok(self.api::<K>(namespace).get_opt(name).await?),
         }
     }
 
@@ -309,7 +331,7 @@ pub async fn deletion_hands_off<K: Resource>(
     let cluster = match cluster_name {
         Some(name) => {
             let ns = obj.namespace().unwrap_or_default();
-            ctx.api::<crate::capi::Cluster>(&ns).get_opt(name).await?
+            ctx.get::<crate::capi::Cluster>(&ns, name).await?
         }
         None => None,
     };

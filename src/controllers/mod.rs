@@ -6,7 +6,9 @@ mod category;
 pub mod cluster;
 pub mod conditions;
 pub mod context;
+pub mod feeds;
 pub mod firewall;
+pub mod fleet;
 pub mod leader;
 pub mod machine;
 pub mod step;
@@ -18,6 +20,7 @@ use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
 };
 use crate::capi::{Cluster, Machine, WATCH_FILTER_LABEL};
+use feeds::{Feed, Stores};
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -102,55 +105,92 @@ fn log_outcome<T: std::fmt::Debug, E: std::fmt::Display>(
     }
 }
 
-/// Resolves once `store` has its first full listing. kube-runtime's readiness signal wakes only
-/// the most recent of several waiters (the controller's own runner waits on it too), so this
-/// polls again every 250 ms; once the signal is in, every poll returns at once.
-async fn synced<K>(store: &kube::runtime::reflector::Store<K>)
-where
-    K: kube::runtime::reflector::Lookup + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    while tokio::time::timeout(
-        std::time::Duration::from_millis(250),
-        store.wait_until_ready(),
-    )
-    .await
-    .is_err()
-    {}
+/// The watches of every kind the controllers follow, one per kind.
+struct Feeds {
+    clusters: Feed<Cluster>,
+    machines: Feed<Machine>,
+    metal_stack_clusters: Feed<MetalStackCluster>,
+    firewalls: Feed<MetalStackFirewall>,
+    metal_stack_machines: Feed<MetalStackMachine>,
 }
 
-/// Runs the three controllers until `shutdown` resolves. `caches_synced` turns true once the
-/// watch caches of all three have their first full listing.
+impl Feeds {
+    fn new(ctx: &Context) -> Feeds {
+        Feeds {
+            clusters: Feed::new(api::<Cluster>(ctx), watcher::Config::default()),
+            machines: Feed::new(api::<Machine>(ctx), watcher::Config::default()),
+            metal_stack_clusters: Feed::new(api::<MetalStackCluster>(ctx), own_watch(ctx)),
+            firewalls: Feed::new(api::<MetalStackFirewall>(ctx), own_watch(ctx)),
+            metal_stack_machines: Feed::new(api::<MetalStackMachine>(ctx), own_watch(ctx)),
+        }
+    }
+
+    fn stores(&self) -> Stores {
+        Stores {
+            clusters: self.clusters.store(),
+            machines: self.machines.store(),
+            metal_stack_clusters: self.metal_stack_clusters.store(),
+            firewalls: self.firewalls.store(),
+            metal_stack_machines: self.metal_stack_machines.store(),
+        }
+    }
+
+    /// Runs every watch until `shutdown`.
+    async fn run(self, shutdown: impl Future<Output = ()>) {
+        let watches = async {
+            tokio::join!(
+                self.clusters.run(),
+                self.machines.run(),
+                self.metal_stack_clusters.run(),
+                self.firewalls.run(),
+                self.metal_stack_machines.run(),
+            )
+        };
+        tokio::select! {
+            _ = watches => {}
+            _ = shutdown => {}
+        }
+    }
+}
+
+/// Runs the three controllers until `shutdown` resolves. `caches_synced` turns true once every
+/// watch cache has its first full listing; reconciles start only then, as they read the caches.
 pub async fn run(
     ctx: Arc<Context>,
     shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
     caches_synced: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);
-    let clusters = cluster_controller(&ctx);
-    let firewalls = firewall_controller(&ctx);
-    let machines = machine_controller(&ctx);
-    let stores = (clusters.store(), firewalls.store(), machines.store());
-    tokio::spawn(async move {
-        tokio::join!(synced(&stores.0), synced(&stores.1), synced(&stores.2));
-        tracing::info!("controller caches synced");
-        caches_synced.store(true, std::sync::atomic::Ordering::SeqCst);
-    });
+    let mut feeds = Feeds::new(&ctx);
+    let stores = feeds.stores();
+    // A second run on one context (tests) keeps the first caches; both watch the same kinds.
+    let _ = ctx.stores.set(stores.clone());
+    let clusters = cluster_controller(&ctx, &mut feeds);
+    let firewalls = firewall_controller(&mut feeds);
+    let machines = machine_controller(&mut feeds);
+    let watching = tokio::spawn(feeds.run(shutdown.clone()));
+    tokio::select! {
+        _ = stores.synced() => {}
+        _ = shutdown.clone() => return,
+    }
+    tracing::info!("controller caches synced");
+    caches_synced.store(true, std::sync::atomic::Ordering::SeqCst);
     tokio::join!(
         drive::<cluster::Clusters>(clusters, &config, shutdown.clone(), &ctx),
         drive::<firewall::Firewalls>(firewalls, &config, shutdown.clone(), &ctx),
         drive::<machine::Machines>(machines, &config, shutdown, &ctx),
     );
+    let _ = watching.await;
 }
 
-/// MetalStackClusters, woken by their firewall, their Cluster and the firewall template they
-/// name.
-fn cluster_controller(ctx: &Context) -> Controller<MetalStackCluster> {
-    let controller = Controller::new(api::<MetalStackCluster>(ctx), own_watch(ctx))
-        .owns(api::<MetalStackFirewall>(ctx), watcher::Config::default())
-        .watches(
-            api::<Cluster>(ctx),
-            watcher::Config::default(),
+/// MetalStackClusters, woken by their own changes (not their status), their firewall, their
+/// Cluster's gates and the firewall template they name.
+fn cluster_controller(ctx: &Context, feeds: &mut Feeds) -> Controller<MetalStackCluster> {
+    let own = feeds.metal_stack_clusters.follow_changes(feeds::own_change);
+    let controller = Controller::for_stream(own, feeds.metal_stack_clusters.store())
+        .owns_stream(feeds.firewalls.follow())
+        .watches_stream(
+            feeds.clusters.follow_changes(wake::cluster_gates),
             |c: Cluster| {
                 let ns = c.namespace().unwrap_or_default();
                 c.metal_stack_cluster()
@@ -168,57 +208,42 @@ fn cluster_controller(ctx: &Context) -> Controller<MetalStackCluster> {
     )
 }
 
-/// MetalStackFirewalls, woken by the MetalStackCluster they belong to and by their Cluster's
-/// gates (paused, infrastructure provisioned, deletion).
-fn firewall_controller(ctx: &Context) -> Controller<MetalStackFirewall> {
-    let changes = wake::ClusterChanges::default();
-    Controller::new(api::<MetalStackFirewall>(ctx), own_watch(ctx))
-        .watches(
-            api::<MetalStackCluster>(ctx),
-            watcher::Config::default(),
+/// MetalStackFirewalls, woken by their own changes (not their status), the MetalStackCluster
+/// they belong to and their Cluster's gates (paused, infrastructure provisioned, deletion).
+fn firewall_controller(feeds: &mut Feeds) -> Controller<MetalStackFirewall> {
+    let own = feeds.firewalls.follow_changes(feeds::own_change);
+    Controller::for_stream(own, feeds.firewalls.store())
+        .watches_stream(
+            feeds.metal_stack_clusters.follow(),
             |c: MetalStackCluster| {
                 let ns = c.namespace().unwrap_or_default();
                 let name = cluster::firewall_name(&c.name_any());
                 Some(ObjectRef::<MetalStackFirewall>::new(&name).within(&ns))
             },
         )
-        .watches(
-            api::<Cluster>(ctx),
-            watcher::Config::default(),
-            move |c: Cluster| {
-                changes
-                    .gates_changed(&c)
-                    .then(|| wake::firewall_of(&c))
-                    .flatten()
-            },
-        )
+        .watches_stream(feeds.clusters.follow_changes(wake::cluster_gates), |c| {
+            wake::firewall_of(&c)
+        })
 }
 
-/// MetalStackMachines, woken by their Machine and by their Cluster's gates (paused,
-/// infrastructure provisioned, deletion).
-fn machine_controller(ctx: &Context) -> Controller<MetalStackMachine> {
-    let controller = Controller::new(api::<MetalStackMachine>(ctx), own_watch(ctx)).watches(
-        api::<Machine>(ctx),
-        watcher::Config::default(),
-        |m: Machine| {
-            let ns = m.namespace().unwrap_or_default();
-            m.metal_stack_machine()
-                .map(|name| ObjectRef::<MetalStackMachine>::new(name).within(&ns))
-        },
-    );
-    let machines = controller.store();
-    let changes = wake::ClusterChanges::default();
-    controller.watches(
-        api::<Cluster>(ctx),
-        watcher::Config::default(),
-        move |c: Cluster| {
-            if changes.gates_changed(&c) {
-                wake::machines_of(&c, &machines)
-            } else {
-                Vec::new()
-            }
-        },
-    )
+/// MetalStackMachines, woken by their own changes (not their status), what they read of their
+/// Machine, and their Cluster's gates (paused, infrastructure provisioned, deletion).
+fn machine_controller(feeds: &mut Feeds) -> Controller<MetalStackMachine> {
+    let own = feeds.metal_stack_machines.follow_changes(feeds::own_change);
+    let machines = feeds.metal_stack_machines.store();
+    Controller::for_stream(own, machines.clone())
+        .watches_stream(
+            feeds.machines.follow_changes(wake::machine_facts),
+            |m: Machine| {
+                let ns = m.namespace().unwrap_or_default();
+                m.metal_stack_machine()
+                    .map(|name| ObjectRef::<MetalStackMachine>::new(name).within(&ns))
+            },
+        )
+        .watches_stream(
+            feeds.clusters.follow_changes(wake::cluster_gates),
+            move |c: Cluster| wake::machines_of(&c, &machines),
+        )
 }
 
 /// Runs `controller` with `R`'s reconcile, measured, until `shutdown`.

@@ -17,6 +17,19 @@ use std::time::Duration;
 /// `--sync-period` says otherwise.
 pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(300);
 
+/// How often a booting machine is looked at: metal-api is asked at most once per cluster in
+/// that time (the cluster's listing), so machines report ready within about this long.
+pub const BOOTING_POLL: Duration = Duration::from_secs(2);
+
+/// `BOOTING_POLL` ± 20 %, varied by the clock so that a cluster's machines do not poll in step.
+fn jittered(base: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let fraction = f64::from(nanos % 1000) / 1000.0; // 0 ≤ fraction < 1
+    base.mul_f64(0.8 + 0.4 * fraction)
+}
+
 /// When to reconcile again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Requeue {
@@ -26,6 +39,10 @@ pub enum Requeue {
     After(Duration),
     /// Waiting on metal-api: the object's growing backoff (2 s, 4 s … 30 s).
     Poll,
+    /// Its machine is installing and booting: looked at again every [`BOOTING_POLL`] (jittered,
+    /// so a cluster's machines spread), each look served by the cluster's shared listing; the
+    /// backoff starts over.
+    Booting,
     /// Provisioned (or lost, waiting for the operator): a periodic look only (the sync period),
     /// and the backoff starts over.
     Resync,
@@ -222,10 +239,18 @@ where
         Requeue::AwaitChange => Action::await_change(),
         Requeue::After(wait) => Action::requeue(wait),
         Requeue::Poll => Action::requeue(ctx.next_poll(&key)),
+        Requeue::Booting => {
+            ctx.reset_poll(&key);
+            Action::requeue(jittered(BOOTING_POLL))
+        }
         Requeue::Resync => {
             ctx.reset_poll(&key);
             Action::requeue(ctx.settings.sync_period)
         }
-        Requeue::Now => Action::requeue(Duration::ZERO),
+        Requeue::Now => {
+            // A metal-api write is progress: whatever is waited for next waits from the start.
+            ctx.reset_poll(&key);
+            Action::requeue(Duration::ZERO)
+        }
     })
 }

@@ -1,19 +1,22 @@
-//! Which changes of a Cluster wake the MetalStackMachines and the MetalStackFirewall that belong
-//! to it: only the Cluster facts their reconciles gate on (`spec.paused`, infrastructure
-//! provisioned, deletion). Cluster API writes a Cluster's status often; those writes wake
-//! nothing. Without this wake a machine created while its Cluster was paused (clusterctl move
-//! creates everything on the target paused, then unpauses the Cluster) would wait for the next
-//! resync, because nothing about the machine or its Machine changes when the Cluster resumes.
+//! Which changes of Cluster API's objects wake capms's: only the facts capms's reconciles read.
+//! Cluster API writes Clusters' and Machines' status often; those writes wake nothing.
+//!
+//! A Cluster wakes its MetalStackCluster, firewall and MetalStackMachines when a gate changes
+//! (`spec.paused`, infrastructure provisioned, deletion). Without that wake a machine created while
+//! its Cluster was paused (clusterctl move creates everything on the target paused, then
+//! unpauses the Cluster) would wait for the next resync, as nothing about the machine or its
+//! Machine changes when the Cluster resumes. A Machine wakes its MetalStackMachine when what the
+//! machine reads of it changes: its bootstrap data, cluster, role, infrastructure reference or
+//! deletion.
 
+use super::feeds::fingerprint;
 use crate::api::{MetalStackFirewall, MetalStackMachine};
-use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
+use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 /// The Cluster facts capms gates on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Gates {
     paused: bool,
     provisioned: bool,
@@ -35,25 +38,25 @@ impl Gates {
     }
 }
 
-/// The gates of every Cluster seen, to tell a change that matters from one that does not.
-#[derive(Default)]
-pub struct ClusterChanges {
-    seen: Mutex<HashMap<(String, String), Gates>>,
+/// The fingerprint of a Cluster's gates (and identity, so a re-created Cluster wakes too).
+pub fn cluster_gates(cluster: &Cluster) -> u64 {
+    fingerprint(&(
+        &cluster.metadata.uid,
+        Gates::of(cluster),
+        cluster.metal_stack_cluster(),
+    ))
 }
 
-impl ClusterChanges {
-    /// Did a gate of `cluster` change since the last event? A Cluster seen for the first time
-    /// counts as changed: its objects may be waiting for it.
-    pub fn gates_changed(&self, cluster: &Cluster) -> bool {
-        let key = (cluster.namespace().unwrap_or_default(), cluster.name_any());
-        let gates = Gates::of(cluster);
-        // A panic elsewhere while holding the lock leaves a map of plain values: still usable.
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        seen.insert(key, gates) != Some(gates)
-    }
+/// The fingerprint of what a MetalStackMachine reads of its Machine.
+pub fn machine_facts(machine: &Machine) -> u64 {
+    fingerprint(&(
+        &machine.metadata.uid,
+        &machine.spec.bootstrap.data_secret_name,
+        &machine.spec.cluster_name,
+        machine.labels().contains_key(CONTROL_PLANE_LABEL),
+        machine.metal_stack_machine(),
+        machine.metadata.deletion_timestamp.is_some(),
+    ))
 }
 
 /// The MetalStackMachines of `cluster` in `store` (by Cluster API's cluster-name label).
@@ -93,23 +96,17 @@ mod tests {
     }
 
     #[test]
-    fn only_the_gates_wake_and_a_first_sight_does() {
-        let changes = ClusterChanges::default();
-        assert!(
-            changes.gates_changed(&cluster(true, Some(true))),
-            "first sight"
-        );
-        assert!(
-            !changes.gates_changed(&cluster(true, Some(true))),
-            "status noise"
-        );
-        assert!(
-            changes.gates_changed(&cluster(false, Some(true))),
-            "unpaused"
-        );
-        assert!(!changes.gates_changed(&cluster(false, Some(true))));
-        assert!(
-            changes.gates_changed(&cluster(false, None)),
+    fn only_the_gates_change_a_clusters_fingerprint() {
+        let paused = cluster_gates(&cluster(true, Some(true)));
+        let mut noisy = cluster(true, Some(true));
+        noisy.metadata.resource_version = Some("2".into());
+        noisy.metadata.labels = Some([("x".to_owned(), "y".to_owned())].into());
+        assert_eq!(cluster_gates(&noisy), paused, "status and metadata noise");
+        let unpaused = cluster_gates(&cluster(false, Some(true)));
+        assert_ne!(unpaused, paused, "unpaused");
+        assert_ne!(
+            cluster_gates(&cluster(false, None)),
+            unpaused,
             "provisioned lost"
         );
         let mut deleting = cluster(false, None);
@@ -117,7 +114,37 @@ mod tests {
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ));
-        assert!(changes.gates_changed(&deleting), "deletion");
+        assert_ne!(
+            cluster_gates(&deleting),
+            cluster_gates(&cluster(false, None)),
+            "deletion"
+        );
+    }
+
+    #[test]
+    fn only_what_a_machine_reads_changes_a_machines_fingerprint() {
+        let machine = |secret: Option<&str>, phase: &str| -> Machine {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                "metadata": {"name": "m", "namespace": "ns", "uid": "u"},
+                "spec": {"clusterName": "c", "bootstrap": {"dataSecretName": secret},
+                         "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                               "kind": "MetalStackMachine", "name": "msm"}},
+                "status": {"phase": phase},
+            }))
+            .unwrap_or_else(|e| panic!("machine: {e}"))
+        };
+        let waiting = machine_facts(&machine(None, "Pending"));
+        assert_eq!(
+            machine_facts(&machine(None, "Provisioning")),
+            waiting,
+            "status"
+        );
+        assert_ne!(
+            machine_facts(&machine(Some("s"), "Pending")),
+            waiting,
+            "bootstrap data"
+        );
     }
 
     #[test]

@@ -96,7 +96,13 @@ async fn deletions_while_paused_or_moved_away_free_nothing_and_write_nothing() {
 
 #[tokio::test]
 async fn a_machine_freed_behind_capms_back_is_reported_not_replaced() {
-    let rig = rig().await;
+    // A machine is checked against its cluster's listing, which may be a little old: up to 2 s
+    // while it boots, half the sync period once it is ready.
+    let rig = rig_with(Settings {
+        sync_period: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .await;
     let msc = metal_stack_cluster(None);
     let machine_id = provisioned_machine(&rig, &msc).await;
     let msm = metal_stack_machine();
@@ -113,6 +119,7 @@ async fn a_machine_freed_behind_capms_back_is_reported_not_replaced() {
         .machine_free(&machine_id)
         .await
         .expect("freed outside capms");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     for _ in 0..3 {
         reconcile::<Machines>(Arc::new(rig.api.get(&msm)), rig.ctx.clone())
             .await

@@ -48,7 +48,7 @@ async fn observe_live(msc: &MetalStackCluster, ctx: &Context, live: &mut Live) -
     let Some(owner) = capi_owner(msc, "Cluster") else {
         return Ok(());
     };
-    live.cluster = ctx.api::<Cluster>(&ns).get_opt(&owner).await?;
+    live.cluster = ctx.get::<Cluster>(&ns, &owner).await?;
     if paused_reason(msc, live.cluster.as_ref()).is_some() || !has_finalizer(msc) {
         return Ok(());
     }
@@ -171,8 +171,7 @@ async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen
 async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen> {
     let ns = msc.namespace().unwrap_or_default();
     let current = ctx
-        .api::<MetalStackFirewall>(&ns)
-        .get_opt(&firewall_name(&msc.name_any()))
+        .get::<MetalStackFirewall>(&ns, &firewall_name(&msc.name_any()))
         .await?;
     let template = match &msc.spec.firewall_template_ref {
         Some(reference) if msc.spec.firewall_spec.is_none() => {
@@ -203,7 +202,7 @@ async fn left(msc: &MetalStackCluster, ctx: &Context) -> Result<Left> {
         }
     }
     let fw_name = firewall_name(&msc.name_any());
-    if let Some(fw) = ctx.api::<MetalStackFirewall>(&ns).get_opt(&fw_name).await? {
+    if let Some(fw) = ctx.get::<MetalStackFirewall>(&ns, &fw_name).await? {
         let ours = fw
             .owner_references()
             .iter()

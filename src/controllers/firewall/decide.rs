@@ -162,7 +162,7 @@ fn allocated(
         Requeue::Resync
     } else {
         conditions.set_false(Type::Ready, reason, message);
-        Requeue::Poll
+        health.requeue()
     };
     status.ready = ready;
     // Name the machine in spec.providerID, as MetalStackMachines do (a preset one is kept).

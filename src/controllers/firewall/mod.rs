@@ -75,8 +75,7 @@ async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed> {
         if deletion_hands_off(ctx, fw, cluster.map(String::as_str)).await? {
             return Ok(Observed::HandsOff);
         }
-        let recorded = fw.status.as_ref().and_then(|s| s.machine_id.as_deref());
-        let owned = allocation::owned(ctx, &identity(fw), recorded).await?;
+        let owned = allocation::owned(ctx, &identity(fw)).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
     let mut live = Live::default();
@@ -85,7 +84,7 @@ async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed> {
     };
     let ns = fw.namespace().unwrap_or_default();
     if let Some(name) = capi_owner(&msc, "Cluster") {
-        live.cluster = ctx.api::<Cluster>(&ns).get_opt(&name).await?;
+        live.cluster = ctx.get::<Cluster>(&ns, &name).await?;
     }
     let paused = paused_reason(fw, live.cluster.as_ref()).is_some();
     if !paused {
@@ -93,7 +92,11 @@ async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed> {
     }
     if live.network.is_some() && fw.finalizers().iter().any(|f| f == FINALIZER) {
         live.found = Some(match decide::target(fw, &msc) {
-            Ok(target) => allocation::lookup(ctx, &identity(fw), &target, ROLE_FIREWALL).await?,
+            Ok(target) => {
+                let ready = fw.status.as_ref().is_some_and(|s| s.ready);
+                let listing = allocation::Listing::of(ctx, &msc, ready);
+                allocation::lookup(ctx, &identity(fw), &target, ROLE_FIREWALL, &listing).await?
+            }
             // decide names the malformed field; nothing to look up.
             Err(_) => Found::Nothing,
         });
@@ -109,20 +112,19 @@ async fn owning_cluster(
     ctx: &Context,
 ) -> Result<Option<MetalStackCluster>> {
     let ns = fw.namespace().unwrap_or_default();
-    let msc_api = ctx.api::<MetalStackCluster>(&ns);
     let owner = fw
         .owner_references()
         .iter()
         .find(|o| o.kind == "MetalStackCluster" && o.controller == Some(true));
     if let Some(o) = owner {
-        return Ok(msc_api.get_opt(&o.name).await?);
+        return ctx.get::<MetalStackCluster>(&ns, &o.name).await;
     }
     let Some(cluster_name) = fw.labels().get(CLUSTER_NAME_LABEL) else {
         return Ok(None);
     };
-    let cluster = ctx.api::<Cluster>(&ns).get_opt(cluster_name).await?;
+    let cluster = ctx.get::<Cluster>(&ns, cluster_name).await?;
     match cluster.as_ref().and_then(|c| c.metal_stack_cluster()) {
-        Some(name) => Ok(msc_api.get_opt(name).await?),
+        Some(name) => ctx.get::<MetalStackCluster>(&ns, name).await,
         None => Ok(None),
     }
 }
@@ -159,6 +161,7 @@ async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &Step) -> Result<()> 
         Step::AddFinalizer => ensure_finalizer(&api, fw, FINALIZER).await.map(|_| ()),
         Step::Allocate(request) => {
             let result = ctx.metal.firewall_allocate(request).await;
+            allocation::allocated(ctx, &request.machine.tags);
             allocation::announce(ctx, fw, "Firewall", result, "")
                 .await
                 .map(|_| ())

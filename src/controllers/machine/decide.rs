@@ -119,12 +119,15 @@ fn decide_live(
         Found::Lost(lost) => return lost_machine(msm, lost, status),
         _ => {}
     }
+    let Some(user_data) = &live.user_data else {
+        return without_bootstrap_data(msm, open.machine, status);
+    };
     let request = Order {
         msm,
         msc: open.msc,
         partition: &partition,
         network: open.network.to_owned(),
-        user_data: open.user_data,
+        user_data,
         control_plane: open.machine.labels().contains_key(CONTROL_PLANE_LABEL),
         preset: target.ok().and_then(|t| t.preset),
     }
@@ -139,13 +142,34 @@ fn decide_live(
     Decision::new(Step::Allocate(Box::new(request)), status, Requeue::Now)
 }
 
-/// What the gates let through: the Machine, the provisioned cluster and its network, and the
-/// bootstrap data.
+/// Nothing to allocate with: the Machine's bootstrap Secret (read only to allocate) is missing
+/// or has no `value`.
+fn without_bootstrap_data(
+    msm: &MetalStackMachine,
+    machine: &CapiMachine,
+    mut status: MetalStackMachineStatus,
+) -> MachineDecision {
+    let ns = msm.namespace().unwrap_or_default();
+    let secret = machine
+        .spec
+        .bootstrap
+        .data_secret_name
+        .as_deref()
+        .unwrap_or_default();
+    let message = format!("bootstrap Secret {ns}/{secret} does not exist or has no key \"value\"");
+    Conditions::of(&mut status.conditions, msm.metadata.generation).set_false(
+        Type::Ready,
+        Reason::WaitingForBootstrapData,
+        message,
+    );
+    Decision::new(Step::Nothing, status, Requeue::Poll)
+}
+
+/// What the gates let through: the Machine, the provisioned cluster and its network.
 struct Open<'a> {
     machine: &'a CapiMachine,
     msc: &'a MetalStackCluster,
     network: &'a str,
-    user_data: &'a str,
 }
 
 /// The gates before allocation, in order; the first closed one decides (Ready says why).
@@ -155,20 +179,25 @@ fn gates<'a>(
     mut status: MetalStackMachineStatus,
 ) -> Result<(Open<'a>, MetalStackMachineStatus), Box<MachineDecision>> {
     let ns = msm.namespace().unwrap_or_default();
+    // Cluster API's contract: until the owning Machine is there, capms writes nothing to the
+    // object (a write racing Cluster API's first patch of a new object makes that patch fail,
+    // and its MachineSet gives the Machine up, leaving the object orphaned).
+    let Some(owner) = capi_owner(msm, "Machine") else {
+        return Err(Box::new(Decision::new(
+            Step::Nothing,
+            status,
+            Requeue::AwaitChange,
+        )));
+    };
+    let Some(machine) = &live.machine else {
+        return Err(Box::new(Decision::new(
+            Step::Nothing,
+            status,
+            Requeue::After(ABSENT),
+        )));
+    };
     let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
     let (reason, message, next) = 'closed: {
-        let Some(owner) = capi_owner(msm, "Machine") else {
-            let message = "waiting for Cluster API to set the owning Machine".to_owned();
-            break 'closed (
-                Reason::WaitingForMachineOwnerRef,
-                message,
-                Requeue::AwaitChange,
-            );
-        };
-        let Some(machine) = &live.machine else {
-            let message = format!("Machine {ns}/{owner} does not exist (yet)");
-            break 'closed (Reason::WaitingForMachine, message, Requeue::After(ABSENT));
-        };
         let cluster_name = cluster_name(msm, machine);
         let Some(cluster) = &live.cluster else {
             let message = format!("Cluster {ns}/{cluster_name} does not exist (yet)");
@@ -198,21 +227,15 @@ fn gates<'a>(
                 Requeue::Poll,
             );
         };
-        let Some(secret) = &machine.spec.bootstrap.data_secret_name else {
+        if machine.spec.bootstrap.data_secret_name.is_none() {
             let message =
                 format!("waiting for Machine {owner} to have spec.bootstrap.dataSecretName");
             break 'closed (Reason::WaitingForBootstrapData, message, Requeue::Poll);
-        };
-        let Some(user_data) = &live.user_data else {
-            let message =
-                format!("bootstrap Secret {ns}/{secret} does not exist or has no key \"value\"");
-            break 'closed (Reason::WaitingForBootstrapData, message, Requeue::Poll);
-        };
+        }
         let open = Open {
             machine,
             msc,
             network,
-            user_data,
         };
         return Ok((open, status));
     };
@@ -249,7 +272,7 @@ fn allocated(
         if !status.ready {
             status.initialization = None;
         }
-        Requeue::Poll
+        health.requeue()
     };
     status.addresses = addresses_of(m);
     let step = record_patch(msm, m, partition).map_or(Step::Nothing, Step::Record);

@@ -77,7 +77,7 @@ async fn cluster_of_deleted(msm: &MetalStackMachine, ctx: &Context) -> Result<Op
         return Ok(None);
     };
     let ns = msm.namespace().unwrap_or_default();
-    let machine = ctx.api::<CapiMachine>(&ns).get_opt(&owner).await?;
+    let machine = ctx.get::<CapiMachine>(&ns, &owner).await?;
     Ok(machine.map(|m| m.spec.cluster_name))
 }
 
@@ -94,13 +94,7 @@ async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed> {
         if deletion_hands_off(ctx, msm, cluster.as_deref()).await? {
             return Ok(Observed::HandsOff);
         }
-        let recorded = msm
-            .spec
-            .provider_id
-            .as_deref()
-            .and_then(crate::api::common::ProviderId::parse)
-            .map(|p| p.machine_id);
-        let owned = allocation::owned(ctx, &identity(msm), recorded.as_deref()).await?;
+        let owned = allocation::owned(ctx, &identity(msm)).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
     let mut live = Live::default();
@@ -113,13 +107,13 @@ async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -
     let Some(owner) = capi_owner(msm, "Machine") else {
         return Ok(());
     };
-    let Some(machine) = ctx.api::<CapiMachine>(&ns).get_opt(&owner).await? else {
+    let Some(machine) = ctx.get::<CapiMachine>(&ns, &owner).await? else {
         return Ok(());
     };
     let cluster_name = decide::cluster_name(msm, &machine);
     let secret = machine.spec.bootstrap.data_secret_name.clone();
     live.machine = Some(machine);
-    let Some(cluster) = ctx.api::<Cluster>(&ns).get_opt(&cluster_name).await? else {
+    let Some(cluster) = ctx.get::<Cluster>(&ns, &cluster_name).await? else {
         return Ok(());
     };
     let infrastructure = cluster.metal_stack_cluster().map(str::to_owned);
@@ -131,35 +125,38 @@ async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -
     let Some(name) = infrastructure else {
         return Ok(());
     };
-    let Some(msc) = ctx.api::<MetalStackCluster>(&ns).get_opt(&name).await? else {
+    let Some(msc) = ctx.get::<MetalStackCluster>(&ns, &name).await? else {
         return Ok(());
     };
     let provisioned = decide::provisioned_network(&msc).is_some();
     let partition = decide::partition(msm, &msc);
+    let listing = allocation::Listing::of(ctx, &msc, msm.status.as_ref().is_some_and(|s| s.ready));
     live.infrastructure = Some(msc);
     let Some(secret) = secret.filter(|_| provisioned) else {
         return Ok(());
     };
-    live.user_data = ctx
-        .api::<Secret>(&ns)
-        .get_opt(&secret)
-        .await?
-        .and_then(|s| s.data)
-        .and_then(|d| {
-            d.get("value")
-                .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-        });
-    if live.user_data.is_none() {
-        return Ok(());
+    let found = match Target::of(msm.spec.provider_id.as_deref(), &partition, None) {
+        Ok(target) => {
+            allocation::lookup(ctx, &identity(msm), &target, ROLE_MACHINE, &listing).await?
+        }
+        // decide names the malformed field; nothing to look up.
+        Err(_) => Found::Nothing,
+    };
+    // The bootstrap data is read only to allocate.
+    if found == Found::Nothing {
+        live.user_data = bootstrap_data(ctx, &ns, &secret).await?;
     }
-    live.found = Some(
-        match Target::of(msm.spec.provider_id.as_deref(), &partition, None) {
-            Ok(target) => allocation::lookup(ctx, &identity(msm), &target, ROLE_MACHINE).await?,
-            // decide names the malformed field; nothing to look up.
-            Err(_) => Found::Nothing,
-        },
-    );
+    live.found = Some(found);
     Ok(())
+}
+
+/// The bootstrap Secret's `value`, if it has one.
+async fn bootstrap_data(ctx: &Context, ns: &str, secret: &str) -> Result<Option<String>> {
+    let secret = ctx.api::<Secret>(ns).get_opt(secret).await?;
+    Ok(secret.and_then(|s| s.data).and_then(|d| {
+        d.get("value")
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+    }))
 }
 
 /// Takes the one step `decide` chose.
@@ -171,6 +168,7 @@ async fn act(msm: &MetalStackMachine, ctx: &Context, step: &Step) -> Result<()> 
         Step::Allocate(request) => {
             let detail = format!(" in partition {}", request.partitionid);
             let result = ctx.metal.machine_allocate(request).await;
+            allocation::allocated(ctx, &request.tags);
             allocation::announce(ctx, msm, "Machine", result, &detail)
                 .await
                 .map(|_| ())

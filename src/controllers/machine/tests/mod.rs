@@ -186,20 +186,30 @@ fn deletion_frees_one_machine_at_a_time_then_lets_go() {
 }
 
 #[test]
-fn every_gate_names_what_it_waits_for() {
+fn nothing_is_written_before_the_owning_machine_exists() {
     let mut orphan = msm();
     orphan.metadata.owner_references = None;
     let d = live_run(&orphan, Live::default());
-    assert_eq!(ready_reason(&d), ("False", "WaitingForMachineOwnerRef"));
-    assert_eq!(requeue(&d), Requeue::AwaitChange);
+    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.status, MetalStackMachineStatus::default(), "no status");
+    assert_eq!(
+        requeue(&d),
+        Requeue::AwaitChange,
+        "the owner reference wakes it"
+    );
 
+    let d = live_run(&msm(), Live::default());
+    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.status, MetalStackMachineStatus::default(), "no status");
+    assert_eq!(
+        requeue(&d),
+        Requeue::After(std::time::Duration::from_secs(10))
+    );
+}
+
+#[test]
+fn every_gate_names_what_it_waits_for() {
     let cases: Vec<(Live, &str, &str, Requeue)> = vec![
-        (
-            Live::default(),
-            "WaitingForMachine",
-            "Machine team-a/m-0 does not exist (yet)",
-            Requeue::After(std::time::Duration::from_secs(10)),
-        ),
         (
             Live {
                 cluster: None,
@@ -420,7 +430,7 @@ fn a_provisioning_machine_polls_and_a_provisioned_one_stays_provisioned() {
     let d = live_run(&msm(), live(ours(event::INSTALLING)));
     assert!(!d.status.ready && d.status.initialization.is_none());
     assert_eq!(ready_reason(&d), ("False", "Provisioning"));
-    assert_eq!(requeue(&d), Requeue::Poll);
+    assert_eq!(requeue(&d), Requeue::Booting);
 
     let mut provisioned = msm();
     provisioned.status = Some(MetalStackMachineStatus {

@@ -1,0 +1,103 @@
+//! The machines of each cluster as metal-api last listed them: one `POST /v1/machine/find` by
+//! the cluster's tag answers every MetalStackMachine and the firewall of that cluster, instead of
+//! a `GET /v1/machine/{id}` per object and poll.
+//!
+//! A listing is used only while it is younger than the caller allows and while no allocation in
+//! the cluster (and no free anywhere) completed since it was requested: a listing that might
+//! predate one of capms's own writes is never used, so a reconcile never misses the machine it
+//! has just allocated (which would allocate a second one).
+
+use crate::metal::types::{Machine, MachineFindRequest};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a cluster's listing is kept after its last use.
+const FORGET_AFTER: Duration = Duration::from_secs(600);
+
+#[derive(Default)]
+pub struct Fleet {
+    clusters: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Bumped by every free: a freed machine may belong to any cluster.
+    frees: AtomicU64,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// Bumped by every allocation in this cluster.
+    allocations: AtomicU64,
+    listing: tokio::sync::Mutex<Option<Listing>>,
+    used: Mutex<Option<Instant>>,
+}
+
+struct Listing {
+    requested: Instant,
+    /// (allocations, frees) when it was requested.
+    epoch: (u64, u64),
+    machines: Arc<Vec<Machine>>,
+}
+
+impl Fleet {
+    fn slot(&self, cluster_tag: &str) -> Arc<Slot> {
+        let mut clusters = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        clusters.retain(|_, s| {
+            let used = s.used.lock().unwrap_or_else(|p| p.into_inner());
+            used.is_none_or(|t| now.duration_since(t) < FORGET_AFTER)
+        });
+        let slot = clusters.entry(cluster_tag.to_owned()).or_default().clone();
+        *slot.used.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        slot
+    }
+
+    fn epoch(&self, slot: &Slot) -> (u64, u64) {
+        (
+            slot.allocations.load(Ordering::SeqCst),
+            self.frees.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Every machine carrying `cluster_tag`, at most `max_age` old. Concurrent callers for one
+    /// cluster share one request.
+    pub async fn machines(
+        &self,
+        metal: &crate::metal::Client,
+        cluster_tag: &str,
+        max_age: Duration,
+    ) -> Result<Arc<Vec<Machine>>, crate::metal::Error> {
+        let slot = self.slot(cluster_tag);
+        let mut listing = slot.listing.lock().await;
+        if let Some(l) = listing.as_ref()
+            && l.epoch == self.epoch(&slot)
+            && l.requested.elapsed() <= max_age
+        {
+            return Ok(l.machines.clone());
+        }
+        let (requested, epoch) = (Instant::now(), self.epoch(&slot));
+        let find = MachineFindRequest {
+            tags: vec![cluster_tag.to_owned()],
+            ..Default::default()
+        };
+        let machines = Arc::new(metal.machine_find(&find).await?);
+        *listing = Some(Listing {
+            requested,
+            epoch,
+            machines: machines.clone(),
+        });
+        Ok(machines)
+    }
+
+    /// An allocation carrying `cluster_tag` completed (or may have): listings requested before
+    /// are not used again.
+    pub fn allocated(&self, cluster_tag: &str) {
+        self.slot(cluster_tag)
+            .allocations
+            .fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A machine was (or may have been) freed.
+    pub fn freed(&self) {
+        self.frees.fetch_add(1, Ordering::SeqCst);
+    }
+}
