@@ -103,8 +103,9 @@ struct ManagerArgs {
     /// What admission does when metal-api cannot be reached: admit with a warning, or deny.
     #[arg(long, value_enum, default_value_t = MetalUnreachable::Admit)]
     metal_unreachable: MetalUnreachable,
-    /// How often the metal-api catalog admission checks against is refreshed.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    /// How often the metal-api catalog admission checks against is refreshed (it is refreshed on
+    /// a miss too, so a new image or size is known at once).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
     catalog_refresh: Duration,
 }
 

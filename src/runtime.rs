@@ -132,6 +132,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
     let metrics_server = start_metrics(&config, metrics.clone(), &client, &shutdown);
     let webhook_state = webhooks::WebhookState {
         client: Some(client.clone()),
+        caches: ctx.stores.clone(),
         catalog,
         deny_when_metal_unreachable: config.deny_when_metal_unreachable,
         metrics,

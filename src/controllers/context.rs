@@ -99,7 +99,7 @@ pub struct Context {
     pub fleet: super::fleet::Fleet,
     /// The watch caches, once the controllers run; without them (a reconcile under test) reads
     /// go to the apiserver.
-    pub stores: std::sync::OnceLock<super::feeds::Stores>,
+    pub stores: super::feeds::Caches,
     polls: Mutex<HashMap<String, u32>>,
 }
 
@@ -136,10 +136,7 @@ impl Context {
             + DeserializeOwned
             + Debug,
     {
-        match self.stores.get() {
-            Some(stores) => Ok(stores.get::<K>(namespace, name)),
-            None => Ok(self.api::<K>(namespace).get_opt(name).await?),
-        }
+        Ok(super::feeds::read(&self.stores, &self.client, namespace, name).await?)
     }
 
     /// Api for a namespaced kind in `namespace`.

@@ -65,6 +65,34 @@ impl Stores {
     }
 }
 
+/// Shared by the controllers and the webhooks: the caches, once the controllers run (on the
+/// leader). Without them (a standby replica, a reconcile under test) reads go to the apiserver.
+pub type Caches = std::sync::Arc<std::sync::OnceLock<Stores>>;
+
+/// The `K` named `name` in `namespace`, from `caches` when the controllers fill them, else from
+/// the apiserver.
+pub async fn read<K>(
+    caches: &Caches,
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Stored
+        + Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + serde::de::DeserializeOwned
+        + Debug,
+{
+    match caches.get() {
+        Some(stores) => Ok(stores.get::<K>(namespace, name)),
+        None => {
+            Api::<K>::namespaced(client.clone(), namespace)
+                .get_opt(name)
+                .await
+        }
+    }
+}
+
 async fn synced<K>(store: &Store<K>)
 where
     K: reflector::Lookup + Clone + 'static,

@@ -6,8 +6,9 @@
 //! its Cluster was paused (clusterctl move creates everything on the target paused, then
 //! unpauses the Cluster) would wait for the next resync, as nothing about the machine or its
 //! Machine changes when the Cluster resumes. A Machine wakes its MetalStackMachine when what the
-//! machine reads of it changes: its bootstrap data, cluster, role, infrastructure reference or
-//! deletion.
+//! machine reads of it changes: its bootstrap data, cluster, role or infrastructure reference (a
+//! Machine's deletion brings its MetalStackMachine's own). A MetalStackMachine already being
+//! deleted is not woken by its Cluster: its teardown reads nothing of it.
 
 use super::feeds::fingerprint;
 use crate::api::{MetalStackFirewall, MetalStackMachine};
@@ -55,7 +56,6 @@ pub fn machine_facts(machine: &Machine) -> u64 {
         &machine.spec.cluster_name,
         machine.labels().contains_key(CONTROL_PLANE_LABEL),
         machine.metal_stack_machine(),
-        machine.metadata.deletion_timestamp.is_some(),
     ))
 }
 
@@ -70,6 +70,7 @@ pub fn machines_of(
         .state()
         .iter()
         .filter(|m| m.namespace() == ns && m.labels().get(CLUSTER_NAME_LABEL) == Some(&name))
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
         .map(|m| ObjectRef::from_obj(m.as_ref()))
         .collect()
 }

@@ -9,6 +9,7 @@ use crate::api::{
     MetalStackMachine, MetalStackMachineTemplate,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
+use crate::controllers::feeds::read;
 use crate::ownership::{OwnerKind, identity_of};
 use kube::ResourceExt;
 use kube::core::DynamicObject;
@@ -32,18 +33,18 @@ fn spec_patch<S: Serialize>(raw: &Value, spec: &S) -> Result<json_patch::Patch, 
 }
 
 /// The partition of a MetalStackMachine's cluster, through its cluster-name label.
-async fn cluster_partition(client: &kube::Client, object: &DynamicObject) -> Option<String> {
+async fn cluster_partition(
+    state: &WebhookState,
+    client: &kube::Client,
+    object: &DynamicObject,
+) -> Option<String> {
     let ns = object.namespace()?;
     let cluster_name = object.labels().get(CLUSTER_NAME_LABEL)?.clone();
-    let cluster = kube::Api::<Cluster>::namespaced(client.clone(), &ns)
-        .get_opt(&cluster_name)
+    let cluster: Cluster = read(&state.caches, client, &ns, &cluster_name)
         .await
         .ok()??;
     let infra = cluster.metal_stack_cluster()?;
-    let msc = kube::Api::<MetalStackCluster>::namespaced(client.clone(), &ns)
-        .get_opt(infra)
-        .await
-        .ok()??;
+    let msc: MetalStackCluster = read(&state.caches, client, &ns, infra).await.ok()??;
     Some(msc.spec.partition)
 }
 
@@ -96,7 +97,7 @@ pub(super) async fn mutate(
         Kind::Machine => {
             let (raw, mut obj): (Value, MetalStackMachine) = typed(object, "MetalStackMachine")?;
             let partition = match (&obj.spec.partition, &state.client) {
-                (None, Some(client)) => cluster_partition(client, object).await,
+                (None, Some(client)) => cluster_partition(state, client, object).await,
                 _ => None,
             };
             rules::default_machine(&mut obj.spec, partition.as_deref());

@@ -124,6 +124,8 @@ pub struct WebhookState {
     /// For a MetalStackMachine's cluster partition and a cluster's firewall template; None in
     /// unit tests.
     pub client: Option<kube::Client>,
+    /// The controllers' caches, read instead of the apiserver once they are filled.
+    pub caches: crate::controllers::feeds::Caches,
     pub catalog: Arc<CatalogCache>,
     /// Deny instead of admitting with a warning when metal-api cannot be reached.
     pub deny_when_metal_unreachable: bool,

@@ -91,11 +91,47 @@ impl Scrape {
     }
 }
 
-/// CPU time and peak memory of a process, from /proc.
-#[derive(Clone, Debug, Serialize)]
+/// CPU time (in total and by phase) and peak memory of a process, from /proc.
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct ProcessUsage {
     pub cpu_seconds: f64,
+    pub cpu_seconds_by_phase: BTreeMap<String, f64>,
     pub peak_rss_mib: f64,
+}
+
+/// Takes a process's CPU time at each phase's end.
+pub struct CpuClock {
+    pid: u32,
+    last: f64,
+    usage: ProcessUsage,
+}
+
+impl CpuClock {
+    /// Starts counting now; what the process used before is `startup`.
+    pub fn start(pid: u32) -> CpuClock {
+        let mut clock = CpuClock {
+            pid,
+            last: 0.0,
+            usage: ProcessUsage::default(),
+        };
+        clock.phase("startup");
+        clock
+    }
+
+    /// `phase` ends now.
+    pub fn phase(&mut self, phase: &str) {
+        let now = ProcessUsage::of(self.pid);
+        self.usage
+            .cpu_seconds_by_phase
+            .insert(phase.to_owned(), now.cpu_seconds - self.last);
+        self.last = now.cpu_seconds;
+        self.usage.cpu_seconds = now.cpu_seconds;
+        self.usage.peak_rss_mib = now.peak_rss_mib;
+    }
+
+    pub fn usage(&self) -> ProcessUsage {
+        self.usage.clone()
+    }
 }
 
 impl ProcessUsage {
@@ -122,6 +158,7 @@ impl ProcessUsage {
         ProcessUsage {
             cpu_seconds,
             peak_rss_mib: hwm_kib / 1024.0,
+            ..Default::default()
         }
     }
 }

@@ -193,7 +193,7 @@ impl Idle {
             metal_calls_per_second: metal.total as f64 / s,
             metal_calls: by_route(metal),
             // Watches are long requests, counted when they end; the rest are what idling costs.
-            apiserver_requests_per_second: capms.total(KUBE_REQUESTS) / s,
+            apiserver_requests_per_second: capms.total(KUBE_REQUESTS).max(0.0) / s,
             reconciles: capms.by(RECONCILES, "controller"),
         }
     }
@@ -313,8 +313,8 @@ impl Report {
         );
         let _ = writeln!(
             t,
-            "  capms                  {:>8.1} CPU s, peak RSS {:.1} MiB",
-            self.capms.cpu_seconds, self.capms.peak_rss_mib
+            "  capms                  {:>8.1} CPU s {:?}, peak RSS {:.1} MiB",
+            self.capms.cpu_seconds, self.capms.cpu_seconds_by_phase, self.capms.peak_rss_mib
         );
         let _ = writeln!(
             t,

@@ -1,7 +1,7 @@
 //! One benchmark run: everything started, K clusters applied and provisioned, a quiet period,
 //! the admission load, then the clusters deleted; measured phase by phase.
 
-use crate::measure::{ProcessUsage, Scrape};
+use crate::measure::{CpuClock, Scrape};
 use crate::report::{Deletion, Idle, Provisioning, Report, Size};
 use crate::support::{
     CapiManager, CapmsManager, ControlPlane, ManagerOn, RunningSim, TestNamespace, repo_root,
@@ -9,6 +9,7 @@ use crate::support::{
 use crate::watch::Timelines;
 use crate::{Args, admission};
 use capms::sim::inventory::{Inventory, MachineSpec};
+use kube::ResourceExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -103,11 +104,16 @@ pub async fn run(args: &Args) -> Report {
     let stack = start(args).await;
     let scrape = Scrape::new(stack.capms.metrics_port);
     let timelines = Timelines::start(stack.ns.client.clone(), &stack.ns.name);
+    let mut cpu = CpuClock::start(stack.capms.process.pid());
     let provisioning = provision(args, &stack, &scrape, &timelines).await;
+    cpu.phase("provisioning");
     let idle = idle(args, &stack, &scrape).await;
+    cpu.phase("idle");
     let admission = admission::run(args, &stack.capms, &stack.sim).await;
+    cpu.phase("admission");
     let deletion = delete(args, &stack, &scrape, &timelines).await;
-    let usage = ProcessUsage::of(stack.capms.process.pid());
+    cpu.phase("deletion");
+    let usage = cpu.usage();
     Report {
         size: Size::of(args),
         provisioning,
@@ -145,6 +151,7 @@ async fn provision(
     let elapsed = started.elapsed();
     let counters = scrape.counters().await.minus(&before);
     let metal = stack.sim.sim.stats().report();
+    assert_no_orphans(stack).await;
     Provisioning::new(
         args,
         elapsed,
@@ -201,6 +208,27 @@ async fn delete(args: &Args, stack: &Stack, scrape: &Scrape, timelines: &Timelin
     let elapsed = started.elapsed();
     let counters = scrape.counters().await.minus(&before);
     Deletion::new(args, elapsed, &stack.sim.sim.stats().report(), &counters)
+}
+
+/// Every MetalStackMachine has its Machine: none was left behind by a write racing Cluster
+/// API's (a correctness check, not a speed one).
+async fn assert_no_orphans(stack: &Stack) {
+    let api: kube::Api<capms::api::MetalStackMachine> =
+        kube::Api::namespaced(stack.ns.client.clone(), &stack.ns.name);
+    let all = api
+        .list(&Default::default())
+        .await
+        .expect("list MetalStackMachines");
+    let orphans: Vec<String> = all
+        .items
+        .iter()
+        .filter(|m| !m.owner_references().iter().any(|o| o.kind == "Machine"))
+        .map(ResourceExt::name_any)
+        .collect();
+    assert!(
+        orphans.is_empty(),
+        "bench: MetalStackMachines without a Machine: {orphans:?}"
+    );
 }
 
 fn apply(manifest: &Path) {

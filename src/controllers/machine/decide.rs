@@ -196,6 +196,8 @@ fn gates<'a>(
             Requeue::After(ABSENT),
         )));
     };
+    // Adding the finalizer writes no status: the finalizer's own event brings the next look.
+    let before = status.clone();
     let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
     let (reason, message, next) = 'closed: {
         let cluster_name = cluster_name(msm, machine);
@@ -211,7 +213,7 @@ fn gates<'a>(
             )));
         }
         if !msm.finalizers().iter().any(|f| f == FINALIZER) {
-            let decision = Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange);
+            let decision = Decision::new(Step::AddFinalizer, before, Requeue::AwaitChange);
             return Err(Box::new(decision));
         }
         let infrastructure = live.infrastructure.as_ref();

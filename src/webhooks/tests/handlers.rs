@@ -15,6 +15,7 @@ fn state_with(catalog: Option<Catalog>, deny: bool) -> WebhookState {
         None => CatalogCache::new(client),
     };
     WebhookState {
+        caches: Default::default(),
         client: None,
         catalog: cache,
         deny_when_metal_unreachable: deny,
