@@ -2,7 +2,9 @@
 //! instead of asking the apiserver, and a copy of each event for every controller that follows
 //! the kind (filtered by that controller to the changes it reads).
 
-use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
+use crate::api::{
+    MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
+};
 use crate::capi::{Cluster, Machine as CapiMachine};
 use futures::StreamExt;
 use futures::channel::mpsc;
@@ -22,6 +24,7 @@ pub struct Stores {
     pub metal_stack_clusters: Store<MetalStackCluster>,
     pub firewalls: Store<MetalStackFirewall>,
     pub metal_stack_machines: Store<MetalStackMachine>,
+    pub firewall_templates: Store<MetalStackFirewallTemplate>,
 }
 
 /// A kind whose objects reconciles read from [`Stores`].
@@ -43,6 +46,7 @@ stored!(CapiMachine, machines);
 stored!(MetalStackCluster, metal_stack_clusters);
 stored!(MetalStackFirewall, firewalls);
 stored!(MetalStackMachine, metal_stack_machines);
+stored!(MetalStackFirewallTemplate, firewall_templates);
 
 impl Stores {
     /// The stored `K` named `name` in `namespace`.
@@ -61,6 +65,7 @@ impl Stores {
             synced(&self.metal_stack_clusters),
             synced(&self.firewalls),
             synced(&self.metal_stack_machines),
+            synced(&self.firewall_templates),
         );
     }
 }

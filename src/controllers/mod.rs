@@ -112,6 +112,7 @@ struct Feeds {
     metal_stack_clusters: Feed<MetalStackCluster>,
     firewalls: Feed<MetalStackFirewall>,
     metal_stack_machines: Feed<MetalStackMachine>,
+    firewall_templates: Feed<MetalStackFirewallTemplate>,
 }
 
 impl Feeds {
@@ -122,6 +123,10 @@ impl Feeds {
             metal_stack_clusters: Feed::new(api::<MetalStackCluster>(ctx), own_watch(ctx)),
             firewalls: Feed::new(api::<MetalStackFirewall>(ctx), own_watch(ctx)),
             metal_stack_machines: Feed::new(api::<MetalStackMachine>(ctx), own_watch(ctx)),
+            firewall_templates: Feed::new(
+                api::<MetalStackFirewallTemplate>(ctx),
+                watcher::Config::default(),
+            ),
         }
     }
 
@@ -132,6 +137,7 @@ impl Feeds {
             metal_stack_clusters: self.metal_stack_clusters.store(),
             firewalls: self.firewalls.store(),
             metal_stack_machines: self.metal_stack_machines.store(),
+            firewall_templates: self.firewall_templates.store(),
         }
     }
 
@@ -144,6 +150,7 @@ impl Feeds {
                 self.metal_stack_clusters.run(),
                 self.firewalls.run(),
                 self.metal_stack_machines.run(),
+                self.firewall_templates.run(),
             )
         };
         tokio::select! {
@@ -165,7 +172,7 @@ pub async fn run(
     let stores = feeds.stores();
     // A second run on one context (tests) keeps the first caches; both watch the same kinds.
     let _ = ctx.stores.set(stores.clone());
-    let clusters = cluster_controller(&ctx, &mut feeds);
+    let clusters = cluster_controller(&mut feeds);
     let firewalls = firewall_controller(&mut feeds);
     let machines = machine_controller(&mut feeds);
     let watching = tokio::spawn(feeds.run(shutdown.clone()));
@@ -185,9 +192,11 @@ pub async fn run(
 
 /// MetalStackClusters, woken by their own changes (not their status), their firewall, their
 /// Cluster's gates and the firewall template they name.
-fn cluster_controller(ctx: &Context, feeds: &mut Feeds) -> Controller<MetalStackCluster> {
+fn cluster_controller(feeds: &mut Feeds) -> Controller<MetalStackCluster> {
     let own = feeds.metal_stack_clusters.follow_changes(feeds::own_change);
-    let controller = Controller::for_stream(own, feeds.metal_stack_clusters.store())
+    // A cluster waiting for its firewall template goes on as soon as the template appears.
+    let referencing = feeds.metal_stack_clusters.store();
+    Controller::for_stream(own, feeds.metal_stack_clusters.store())
         .owns_stream(feeds.firewalls.follow())
         .watches_stream(
             feeds.clusters.follow_changes(wake::cluster_gates),
@@ -196,16 +205,13 @@ fn cluster_controller(ctx: &Context, feeds: &mut Feeds) -> Controller<MetalStack
                 c.metal_stack_cluster()
                     .map(|name| ObjectRef::<MetalStackCluster>::new(name).within(&ns))
             },
-        );
-    // A cluster waiting for its firewall template goes on as soon as the template appears.
-    let referencing = controller.store();
-    controller.watches(
-        api::<MetalStackFirewallTemplate>(ctx),
-        watcher::Config::default(),
-        move |template: MetalStackFirewallTemplate| {
-            cluster::clusters_using_template(&template, &referencing.state())
-        },
-    )
+        )
+        .watches_stream(
+            feeds.firewall_templates.follow(),
+            move |template: MetalStackFirewallTemplate| {
+                cluster::clusters_using_template(&template, &referencing.state())
+            },
+        )
 }
 
 /// MetalStackFirewalls, woken by their own changes (not their status), the MetalStackCluster

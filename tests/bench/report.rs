@@ -85,6 +85,10 @@ fn per(map: BTreeMap<String, f64>, n: usize) -> BTreeMap<String, f64> {
 
 #[derive(Serialize)]
 pub struct Latencies {
+    /// Cluster API's part: from the MetalStackMachine's creation to its Machine owning it.
+    pub created_to_owned_s: Percentiles,
+    /// capms's part: from the owner reference to the allocation.
+    pub owned_to_allocated_s: Percentiles,
     pub created_to_allocated_s: Percentiles,
     pub allocated_to_ready_s: Percentiles,
     pub created_to_ready_s: Percentiles,
@@ -145,6 +149,8 @@ impl Provisioning {
             Percentiles::of(&mut v)
         };
         let worker_latency = Latencies {
+            created_to_owned_s: span(|t| Some(t.created), |t| t.owned),
+            owned_to_allocated_s: span(|t| t.owned, |t| t.allocated),
             created_to_allocated_s: span(|t| Some(t.created), |t| t.allocated),
             allocated_to_ready_s: span(|t| t.allocated, |t| t.ready),
             created_to_ready_s: span(|t| Some(t.created), |t| t.ready),
@@ -193,7 +199,8 @@ impl Idle {
             metal_calls_per_second: metal.total as f64 / s,
             metal_calls: by_route(metal),
             // Watches are long requests, counted when they end; the rest are what idling costs.
-            apiserver_requests_per_second: capms.total(KUBE_REQUESTS).max(0.0) / s,
+            // (+ 0.0: no "-0" when nothing was counted.)
+            apiserver_requests_per_second: capms.total(KUBE_REQUESTS) / s + 0.0,
             reconciles: capms.by(RECONCILES, "controller"),
         }
     }
@@ -265,23 +272,19 @@ impl Report {
             p.last_machine_created_seconds,
             p.times_lower_bound
         );
-        let _ = writeln!(
-            t,
-            "  created → allocated    p50 {:>6.1} s  p90 {:>6.1} s  max {:>6.1} s",
-            l.created_to_allocated_s.p50,
-            l.created_to_allocated_s.p90,
-            l.created_to_allocated_s.max
-        );
-        let _ = writeln!(
-            t,
-            "  allocated → ready      p50 {:>6.1} s  p90 {:>6.1} s  max {:>6.1} s",
-            l.allocated_to_ready_s.p50, l.allocated_to_ready_s.p90, l.allocated_to_ready_s.max
-        );
-        let _ = writeln!(
-            t,
-            "  created → ready        p50 {:>6.1} s  p90 {:>6.1} s  max {:>6.1} s",
-            l.created_to_ready_s.p50, l.created_to_ready_s.p90, l.created_to_ready_s.max
-        );
+        let spans = [
+            ("created → owned (CAPI)", &l.created_to_owned_s),
+            ("owned → allocated", &l.owned_to_allocated_s),
+            ("allocated → ready", &l.allocated_to_ready_s),
+            ("created → ready", &l.created_to_ready_s),
+        ];
+        for (label, p) in spans {
+            let _ = writeln!(
+                t,
+                "  {label:<22} p50 {:>6.1} s  p90 {:>6.1} s  max {:>6.1} s",
+                p.p50, p.p90, p.max
+            );
+        }
         let _ = writeln!(
             t,
             "  metal-api calls        {:>8.2} per machine to provision, {:.2} to delete, {:.3}/s idle",
@@ -313,8 +316,15 @@ impl Report {
         );
         let _ = writeln!(
             t,
-            "  capms                  {:>8.1} CPU s {:?}, peak RSS {:.1} MiB",
-            self.capms.cpu_seconds, self.capms.cpu_seconds_by_phase, self.capms.peak_rss_mib
+            "  capms                  {:>8.1} CPU s ({}), peak RSS {:.1} MiB",
+            self.capms.cpu_seconds,
+            self.capms
+                .cpu_seconds_by_phase
+                .iter()
+                .map(|(phase, s)| format!("{phase} {s:.1}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.capms.peak_rss_mib
         );
         let _ = writeln!(
             t,

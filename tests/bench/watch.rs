@@ -16,13 +16,22 @@ use tokio::sync::Notify;
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
     pub created: f64,
+    /// When Cluster API named the owning Machine (before that capms must not touch it).
+    pub owned: Option<f64>,
     pub allocated: Option<f64>,
     pub ready: Option<f64>,
     pub gone: Option<f64>,
 }
 
 /// What the benchmark tracks of an object.
-trait Tracked {
+trait Tracked: kube::Resource {
+    fn owned(&self) -> bool {
+        self.meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "Machine" || o.kind == "MetalStackCluster")
+    }
     fn allocated(&self) -> bool;
     fn ready(&self) -> bool;
 }
@@ -148,6 +157,9 @@ async fn follow<K>(
                         created: now,
                         ..Default::default()
                     });
+                    if obj.owned() {
+                        t.owned.get_or_insert(now);
+                    }
                     if obj.allocated() {
                         t.allocated.get_or_insert(now);
                     }

@@ -175,10 +175,13 @@ async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen
         .await?;
     let template = match &msc.spec.firewall_template_ref {
         Some(reference) if msc.spec.firewall_spec.is_none() => {
-            let templates = ctx.api::<MetalStackFirewallTemplate>(&ns);
-            Some(match templates.get_opt(&reference.name).await? {
+            let template = ctx.get::<MetalStackFirewallTemplate>(&ns, &reference.name);
+            Some(match template.await? {
                 Some(t) => Ok(t),
-                None => Err(crate::api::firewall_template_names(&templates).await?),
+                None => {
+                    let templates = ctx.api::<MetalStackFirewallTemplate>(&ns);
+                    Err(crate::api::firewall_template_names(&templates).await?)
+                }
             })
         }
         _ => None,
