@@ -19,7 +19,9 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
-use support::{CapiManager, CapmsManager, ControlPlane, ManagerOn, RunningSim, eventually};
+use support::{
+    CapiManager, CapmsManager, ControlPlane, ManagerOn, Managers, RunningSim, eventually,
+};
 
 const CLUSTER: &str = "moved";
 
@@ -48,12 +50,8 @@ impl<'a> Management<'a> {
             namespace: ns,
             work: work.path(),
         };
-        let capi = CapiManager::start(&on).await;
-        let certs = work.path().join("certs");
-        cp.issue_serving_cert(&certs);
-        let capms = CapmsManager::start_on(&on, "capms", &sim.url, &certs, &[]);
-        capms.wait_ready().await;
-        cp.register_capms_webhooks(capms.webhook_port, ns, work.path());
+        let Managers { capi, capms } =
+            Managers::start(&on, &sim.url, &[], "info,capms=debug").await;
         cp.record_clusterctl_inventory();
         Management {
             name,

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 
 use std::time::Duration;
 use support::{
-    CapiManager, CapmsManager, ControlPlane, ManagerOn, RunningSim, TestNamespace, eventually,
-    repo_root,
+    CapiManager, CapmsManager, ControlPlane, ManagerOn, Managers, RunningSim, TestNamespace,
+    eventually, repo_root,
 };
 
 /// The demo's cluster (firewall, MachineDeployment of two workers) in a namespace of its own,
@@ -45,14 +45,9 @@ impl Demo {
             namespace: &ns.name,
             work: work.path(),
         };
-        let capi = CapiManager::start(&on).await;
-        let certs = work.path().join("certs");
-        cp.issue_serving_cert(&certs);
         let extra: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
-        let capms = CapmsManager::start("capms", &ns.name, &sim.url, &certs, work.path(), &extra);
-        capms.wait_ready().await;
-        // Our webhooks in the path, as in a real install (scoped to this namespace).
-        cp.register_capms_webhooks(capms.webhook_port, &ns.name, work.path());
+        let Managers { capi, capms } =
+            Managers::start(&on, &sim.url, &extra, "info,capms=debug").await;
 
         // The demo's cluster, moved into this test's namespace.
         let text = std::fs::read_to_string(repo_root().join("manifests/demo/cluster.yaml"))

@@ -195,13 +195,20 @@ async fn preset(ctx: &Context, marks: &BTreeMap<String, String>, id: &str) -> Re
     })
 }
 
-/// An allocation with `tags` was attempted: the cluster's listings from before are stale.
-pub fn allocated(ctx: &Context, tags: &[String]) {
+/// An allocation with `tags` was attempted: the machine it returned goes into the cluster's
+/// listing; when it failed (metal-api may still have allocated) the listings from before are
+/// not used again.
+pub async fn allocated(
+    ctx: &Context,
+    tags: &[String],
+    result: &std::result::Result<Machine, crate::metal::Error>,
+) {
     let prefix = format!("{CLUSTER_ID_KEY}=");
-    match tags.iter().find(|t| t.starts_with(&prefix)) {
-        Some(tag) => ctx.fleet.allocated(tag),
+    match (tags.iter().find(|t| t.starts_with(&prefix)), result) {
+        (Some(tag), Ok(machine)) => ctx.fleet.record(tag, machine).await,
+        (Some(tag), Err(_)) => ctx.fleet.allocated(tag),
         // Without a cluster tag no listing can hold it; be safe anyway.
-        None => ctx.fleet.freed(),
+        (None, _) => ctx.fleet.freed(),
     }
 }
 

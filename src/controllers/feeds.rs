@@ -170,6 +170,7 @@ where
         let followers = self.followers;
         watcher::watcher(self.api, self.config)
             .default_backoff()
+            .modify(slim)
             .reflect(self.writer)
             .for_each(|event| {
                 match event {
@@ -185,6 +186,16 @@ where
                 std::future::ready(())
             })
             .await
+    }
+}
+
+/// What no reconcile reads and every object carries, often as its largest part: the field
+/// managers' records and kubectl's copy of the last applied manifest. Dropped before caching.
+fn slim<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
 }
 

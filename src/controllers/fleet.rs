@@ -2,10 +2,12 @@
 //! the cluster's tag answers every MetalStackMachine and the firewall of that cluster, instead of
 //! a `GET /v1/machine/{id}` per object and poll.
 //!
-//! A listing is used only while it is younger than the caller allows and while no allocation in
-//! the cluster (and no free anywhere) completed since it was requested: a listing that might
-//! predate one of capms's own writes is never used, so a reconcile never misses the machine it
-//! has just allocated (which would allocate a second one).
+//! A listing is used only while it is younger than the caller allows, and it always holds
+//! capms's own writes: a machine capms allocated is put into the cluster's listing as metal-api
+//! returned it (after any find in flight, which holds the listing), and an allocation whose
+//! outcome is unknown (an error) or any free makes the listings from before unusable. So a
+//! reconcile never misses the machine it has just allocated (which would allocate a second
+//! one), and a cluster's machines coming up one after another do not each cost a new find.
 
 use crate::metal::types::{Machine, MachineFindRequest};
 use std::collections::HashMap;
@@ -88,8 +90,22 @@ impl Fleet {
         Ok(machines)
     }
 
-    /// An allocation carrying `cluster_tag` completed (or may have): listings requested before
-    /// are not used again.
+    /// capms allocated `machine` in the cluster with `cluster_tag`: the listing holds it from now
+    /// on (a find in flight holds the listing until its answer is in, so that answer cannot
+    /// drop it again).
+    pub async fn record(&self, cluster_tag: &str, machine: &Machine) {
+        let slot = self.slot(cluster_tag);
+        let mut listing = slot.listing.lock().await;
+        if let Some(l) = listing.as_mut() {
+            let machines = Arc::make_mut(&mut l.machines);
+            machines.retain(|m| m.id != machine.id);
+            machines.push(machine.clone());
+        }
+    }
+
+    /// An allocation carrying `cluster_tag` may have happened without capms knowing the
+    /// machine (it failed, or its answer was lost): listings requested before are not used
+    /// again.
     pub fn allocated(&self, cluster_tag: &str) {
         self.slot(cluster_tag)
             .allocations

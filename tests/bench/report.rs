@@ -91,6 +91,8 @@ pub struct Latencies {
     pub owned_to_allocated_s: Percentiles,
     pub created_to_allocated_s: Percentiles,
     pub allocated_to_ready_s: Percentiles,
+    /// capms's whole part: from the owner reference to ready.
+    pub owned_to_ready_s: Percentiles,
     pub created_to_ready_s: Percentiles,
 }
 
@@ -112,6 +114,8 @@ pub struct Provisioning {
     pub reconciles_per_worker: f64,
     pub reconciles_per_cluster: f64,
     pub admission_calls: f64,
+    /// MetalStackMachines without a Machine that capms never wrote to (Cluster API's).
+    pub orphans_left_by_cluster_api: usize,
     /// (seconds, MetalStackMachines ready) at each readiness.
     pub ready_curve: Vec<(f64, usize)>,
     /// (seconds, MetalStackMachines created) at each creation.
@@ -153,6 +157,7 @@ impl Provisioning {
             owned_to_allocated_s: span(|t| t.owned, |t| t.allocated),
             created_to_allocated_s: span(|t| Some(t.created), |t| t.allocated),
             allocated_to_ready_s: span(|t| t.allocated, |t| t.ready),
+            owned_to_ready_s: span(|t| t.owned, |t| t.ready),
             created_to_ready_s: span(|t| Some(t.created), |t| t.ready),
         };
         let machines = args.needed_machines();
@@ -176,6 +181,7 @@ impl Provisioning {
             reconciles_per_cluster: of("metalstackcluster") / args.clusters as f64,
             reconciles,
             admission_calls: capms.total(ADMISSIONS),
+            orphans_left_by_cluster_api: 0,
             ready_curve: curve(workers.iter().filter_map(|t| t.ready).collect()),
             created_curve: curve(created),
         }
@@ -276,6 +282,7 @@ impl Report {
             ("created → owned (CAPI)", &l.created_to_owned_s),
             ("owned → allocated", &l.owned_to_allocated_s),
             ("allocated → ready", &l.allocated_to_ready_s),
+            ("owned → ready (capms)", &l.owned_to_ready_s),
             ("created → ready", &l.created_to_ready_s),
         ];
         for (label, p) in spans {
@@ -301,6 +308,11 @@ impl Report {
             t,
             "  reconciles             {:>8.2} per worker, {:.1} per cluster; {} admission calls",
             p.reconciles_per_worker, p.reconciles_per_cluster, p.admission_calls
+        );
+        let _ = writeln!(
+            t,
+            "  orphans                {:>8} MetalStackMachines Cluster API left without a Machine (capms wrote to none)",
+            p.orphans_left_by_cluster_api
         );
         let _ = writeln!(t, "  deletion               {:>8.1} s", d.seconds);
         let _ = writeln!(

@@ -111,6 +111,32 @@ impl CapmsManager {
     }
 }
 
+/// Cluster API's core manager and capms side by side on `on`, both with their admission webhooks
+/// registered (scoped to `on.namespace`), as in a real installation.
+pub struct Managers {
+    pub capi: CapiManager,
+    pub capms: CapmsManager,
+}
+
+impl Managers {
+    /// capms runs against `metal_api_url` with `extra` flags and `RUST_LOG=log`.
+    pub async fn start(
+        on: &ManagerOn<'_>,
+        metal_api_url: &str,
+        extra: &[String],
+        log: &str,
+    ) -> Managers {
+        let capi = CapiManager::start(on).await;
+        let certs = on.work.join("certs");
+        on.cp.issue_serving_cert(&certs);
+        let capms = CapmsManager::start_logging(on, "capms", metal_api_url, &certs, extra, log);
+        capms.wait_ready().await;
+        on.cp
+            .register_capms_webhooks(capms.webhook_port, on.namespace, on.work);
+        Managers { capi, capms }
+    }
+}
+
 /// The real Cluster API core manager of a test, its admission webhooks registered (scoped to the
 /// test's namespace), as in a real installation.
 pub struct CapiManager {

@@ -353,6 +353,6 @@ mod registration;
 mod sim;
 // Each test binary uses a different part of this module.
 #[allow(unused_imports)]
-pub use manager::{CapiManager, CapmsManager, ManagerOn};
+pub use manager::{CapiManager, CapmsManager, ManagerOn, Managers};
 #[allow(unused_imports)]
 pub use sim::RunningSim;

@@ -161,7 +161,7 @@ async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &Step) -> Result<()> 
         Step::AddFinalizer => ensure_finalizer(&api, fw, FINALIZER).await.map(|_| ()),
         Step::Allocate(request) => {
             let result = ctx.metal.firewall_allocate(request).await;
-            allocation::allocated(ctx, &request.machine.tags);
+            allocation::allocated(ctx, &request.machine.tags, &result).await;
             allocation::announce(ctx, fw, "Firewall", result, "")
                 .await
                 .map(|_| ())

@@ -168,7 +168,7 @@ async fn act(msm: &MetalStackMachine, ctx: &Context, step: &Step) -> Result<()> 
         Step::Allocate(request) => {
             let detail = format!(" in partition {}", request.partitionid);
             let result = ctx.metal.machine_allocate(request).await;
-            allocation::allocated(ctx, &request.tags);
+            allocation::allocated(ctx, &request.tags, &result).await;
             allocation::announce(ctx, msm, "Machine", result, &detail)
                 .await
                 .map(|_| ())
