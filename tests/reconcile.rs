@@ -226,6 +226,8 @@ where
     rig.api.put(&stored);
 }
 
+#[path = "reconcile/listing.rs"]
+mod listing;
 #[path = "reconcile/ownership.rs"]
 mod ownership;
 #[path = "reconcile/provisioning.rs"]

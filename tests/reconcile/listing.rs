@@ -1,0 +1,73 @@
+//! A cluster's machine listing (one `machine/find` shared by the cluster's objects) always holds
+//! capms's own allocations: a machine just allocated is never missed (that would allocate a
+//! second one), and it costs no new find; an allocation that failed makes the old listing
+//! unusable.
+
+use super::*;
+use capms::controllers::allocation;
+use capms::metal::types::{AllocationNetwork, MachineAllocateRequest, NetworkAllocateRequest};
+
+const TAG: &str = "cluster.metal-stack.io/id=team-a.listed";
+
+fn finds(rig: &Rig) -> u64 {
+    let report = rig.sim.sim.stats().report();
+    report
+        .requests
+        .iter()
+        .filter(|r| r.route == "/v1/machine/find")
+        .map(|r| r.count)
+        .sum()
+}
+
+fn request(network: &str, size: &str) -> MachineAllocateRequest {
+    MachineAllocateRequest {
+        name: "listed".into(),
+        hostname: "listed".into(),
+        projectid: PROJECT.into(),
+        partitionid: "mini-lab".into(),
+        sizeid: size.into(),
+        imageid: "ubuntu-26.4".into(),
+        networks: Some(vec![AllocationNetwork {
+            networkid: network.into(),
+            autoacquire: None,
+        }]),
+        tags: vec![TAG.into()],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn own_allocations_join_the_listing_and_failed_ones_invalidate_it() {
+    let rig = rig().await;
+    let ctx = &rig.ctx;
+    let network = ctx
+        .metal
+        .network_allocate(&NetworkAllocateRequest {
+            projectid: PROJECT.into(),
+            partitionid: "mini-lab".into(),
+            name: "listed".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("network");
+    let minute = Duration::from_secs(60);
+    let listed = ctx.fleet.machines(&ctx.metal, TAG, minute).await.expect("listing");
+    assert!(listed.is_empty());
+    assert_eq!(finds(&rig), 1);
+
+    let ok = request(&network.id, "v1-small-x86");
+    let result = ctx.metal.machine_allocate(&ok).await;
+    let machine = result.as_ref().expect("allocated").id.clone();
+    allocation::allocated(ctx, &ok.tags, &result).await;
+    let listed = ctx.fleet.machines(&ctx.metal, TAG, minute).await.expect("listing");
+    assert!(listed.iter().any(|m| m.id == machine), "the new machine is listed");
+    assert_eq!(finds(&rig), 1, "without a new find");
+
+    let failing = request(&network.id, "no-such-size");
+    let result = ctx.metal.machine_allocate(&failing).await;
+    assert!(result.is_err());
+    allocation::allocated(ctx, &failing.tags, &result).await;
+    let listed = ctx.fleet.machines(&ctx.metal, TAG, minute).await.expect("listing");
+    assert_eq!(finds(&rig), 2, "an allocation that failed makes the listing stale");
+    assert!(listed.iter().any(|m| m.id == machine));
+}
