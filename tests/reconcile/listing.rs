@@ -51,7 +51,11 @@ async fn own_allocations_join_the_listing_and_failed_ones_invalidate_it() {
         .await
         .expect("network");
     let minute = Duration::from_secs(60);
-    let listed = ctx.fleet.machines(&ctx.metal, TAG, minute).await.expect("listing");
+    let listed = ctx
+        .fleet
+        .machines(&ctx.metal, TAG, minute)
+        .await
+        .expect("listing");
     assert!(listed.is_empty());
     assert_eq!(finds(&rig), 1);
 
@@ -59,15 +63,30 @@ async fn own_allocations_join_the_listing_and_failed_ones_invalidate_it() {
     let result = ctx.metal.machine_allocate(&ok).await;
     let machine = result.as_ref().expect("allocated").id.clone();
     allocation::allocated(ctx, &ok.tags, &result).await;
-    let listed = ctx.fleet.machines(&ctx.metal, TAG, minute).await.expect("listing");
-    assert!(listed.iter().any(|m| m.id == machine), "the new machine is listed");
+    let listed = ctx
+        .fleet
+        .machines(&ctx.metal, TAG, minute)
+        .await
+        .expect("listing");
+    assert!(
+        listed.iter().any(|m| m.id == machine),
+        "the new machine is listed"
+    );
     assert_eq!(finds(&rig), 1, "without a new find");
 
     let failing = request(&network.id, "no-such-size");
     let result = ctx.metal.machine_allocate(&failing).await;
     assert!(result.is_err());
     allocation::allocated(ctx, &failing.tags, &result).await;
-    let listed = ctx.fleet.machines(&ctx.metal, TAG, minute).await.expect("listing");
-    assert_eq!(finds(&rig), 2, "an allocation that failed makes the listing stale");
+    let listed = ctx
+        .fleet
+        .machines(&ctx.metal, TAG, minute)
+        .await
+        .expect("listing");
+    assert_eq!(
+        finds(&rig),
+        2,
+        "an allocation that failed makes the listing stale"
+    );
     assert!(listed.iter().any(|m| m.id == machine));
 }
