@@ -206,9 +206,9 @@ pub async fn allocated(
     let prefix = format!("{CLUSTER_ID_KEY}=");
     match (tags.iter().find(|t| t.starts_with(&prefix)), result) {
         (Some(tag), Ok(machine)) => ctx.fleet.record(tag, machine).await,
-        (Some(tag), Err(_)) => ctx.fleet.allocated(tag),
+        (Some(tag), Err(_)) => ctx.fleet.invalidate(tag),
         // Without a cluster tag no listing can hold it; be safe anyway.
-        (None, _) => ctx.fleet.freed(),
+        (None, _) => ctx.fleet.invalidate_all(),
     }
 }
 
@@ -259,7 +259,7 @@ pub async fn free<K: kube::Resource<DynamicType = ()>>(
     what: &str,
 ) -> Result<()> {
     let result = ctx.metal.machine_free(id).await;
-    ctx.fleet.freed();
+    ctx.fleet.invalidate_all();
     match result {
         Ok(_) => {}
         Err(e) if e.is_not_found() => return Ok(()),

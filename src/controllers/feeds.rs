@@ -98,6 +98,31 @@ where
     }
 }
 
+/// Like [`read`], but a cache miss asks the apiserver too. For the webhooks: the caches of
+/// capms's own kinds follow `--watch-filter`, while admission sees every object, so a miss
+/// there does not mean the object is absent.
+pub async fn read_through<K>(
+    caches: &Caches,
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Stored
+        + Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + serde::de::DeserializeOwned
+        + Debug,
+{
+    match read(caches, client, namespace, name).await? {
+        Some(found) => Ok(Some(found)),
+        None => {
+            Api::<K>::namespaced(client.clone(), namespace)
+                .get_opt(name)
+                .await
+        }
+    }
+}
+
 async fn synced<K>(store: &Store<K>)
 where
     K: reflector::Lookup + Clone + 'static,

@@ -106,14 +106,15 @@ impl Fleet {
     /// An allocation carrying `cluster_tag` may have happened without capms knowing the
     /// machine (it failed, or its answer was lost): listings requested before are not used
     /// again.
-    pub fn allocated(&self, cluster_tag: &str) {
+    pub fn invalidate(&self, cluster_tag: &str) {
         self.slot(cluster_tag)
             .allocations
             .fetch_add(1, Ordering::SeqCst);
     }
 
-    /// A machine was (or may have been) freed.
-    pub fn freed(&self) {
+    /// A machine of any cluster changed under capms's hands (freed, or allocated without a
+    /// cluster tag): no listing from before is used again.
+    pub fn invalidate_all(&self) {
         self.frees.fetch_add(1, Ordering::SeqCst);
     }
 }

@@ -9,7 +9,7 @@ use crate::api::{
     MetalStackMachine, MetalStackMachineTemplate,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
-use crate::controllers::feeds::read;
+use crate::controllers::feeds::read_through;
 use crate::ownership::{OwnerKind, identity_of};
 use kube::ResourceExt;
 use kube::core::DynamicObject;
@@ -40,11 +40,13 @@ async fn cluster_partition(
 ) -> Option<String> {
     let ns = object.namespace()?;
     let cluster_name = object.labels().get(CLUSTER_NAME_LABEL)?.clone();
-    let cluster: Cluster = read(&state.caches, client, &ns, &cluster_name)
+    let cluster: Cluster = read_through(&state.caches, client, &ns, &cluster_name)
         .await
         .ok()??;
     let infra = cluster.metal_stack_cluster()?;
-    let msc: MetalStackCluster = read(&state.caches, client, &ns, infra).await.ok()??;
+    let msc: MetalStackCluster = read_through(&state.caches, client, &ns, infra)
+        .await
+        .ok()??;
     Some(msc.spec.partition)
 }
 

@@ -19,6 +19,14 @@ fn finds(rig: &Rig) -> u64 {
         .sum()
 }
 
+/// The cluster's listing, up to a minute old.
+async fn listed(ctx: &Context) -> Arc<Vec<capms::metal::types::Machine>> {
+    ctx.fleet
+        .machines(&ctx.metal, TAG, Duration::from_secs(60))
+        .await
+        .expect("listing")
+}
+
 fn request(network: &str, size: &str) -> MachineAllocateRequest {
     MachineAllocateRequest {
         name: "listed".into(),
@@ -50,26 +58,17 @@ async fn own_allocations_join_the_listing_and_failed_ones_invalidate_it() {
         })
         .await
         .expect("network");
-    let minute = Duration::from_secs(60);
-    let listed = ctx
-        .fleet
-        .machines(&ctx.metal, TAG, minute)
-        .await
-        .expect("listing");
-    assert!(listed.is_empty());
+    let machines = listed(ctx).await;
+    assert!(machines.is_empty());
     assert_eq!(finds(&rig), 1);
 
     let ok = request(&network.id, "v1-small-x86");
     let result = ctx.metal.machine_allocate(&ok).await;
     let machine = result.as_ref().expect("allocated").id.clone();
     allocation::allocated(ctx, &ok.tags, &result).await;
-    let listed = ctx
-        .fleet
-        .machines(&ctx.metal, TAG, minute)
-        .await
-        .expect("listing");
+    let machines = listed(ctx).await;
     assert!(
-        listed.iter().any(|m| m.id == machine),
+        machines.iter().any(|m| m.id == machine),
         "the new machine is listed"
     );
     assert_eq!(finds(&rig), 1, "without a new find");
@@ -78,15 +77,11 @@ async fn own_allocations_join_the_listing_and_failed_ones_invalidate_it() {
     let result = ctx.metal.machine_allocate(&failing).await;
     assert!(result.is_err());
     allocation::allocated(ctx, &failing.tags, &result).await;
-    let listed = ctx
-        .fleet
-        .machines(&ctx.metal, TAG, minute)
-        .await
-        .expect("listing");
+    let machines = listed(ctx).await;
     assert_eq!(
         finds(&rig),
         2,
         "an allocation that failed makes the listing stale"
     );
-    assert!(listed.iter().any(|m| m.id == machine));
+    assert!(machines.iter().any(|m| m.id == machine));
 }
