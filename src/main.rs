@@ -165,6 +165,14 @@ struct MetalSimArgs {
     /// IPs released → Waiting again.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     reclaim_after: Duration,
+    /// Play the machines' operating system too: for machines that phoned home with kubeadm
+    /// bootstrap data, run the workload cluster (etcd and kube-apiserver on loopback) and its
+    /// Nodes, keeping each cluster's data in DIR/<namespace>.<name>.
+    #[arg(long, value_name = "DIR", requires = "kube_bin")]
+    workloads: Option<std::path::PathBuf>,
+    /// Directory holding the `etcd` and `kube-apiserver` binaries the workload clusters run.
+    #[arg(long, value_name = "DIR")]
+    kube_bin: Option<std::path::PathBuf>,
 }
 
 /// `250ms`, `2s`, `1m`.
@@ -248,12 +256,14 @@ fn main() -> anyhow::Result<()> {
             let inventory = capms::sim::inventory::Inventory::load(&args.inventory)
                 .map_err(|e| anyhow::anyhow!("inventory {}: {e}", args.inventory))?;
             let listen = args.listen;
+            let agent = args.agent_config();
             let shutdown = capms::runtime::shutdown_signal();
             tokio::runtime::Runtime::new()?
                 .block_on(capms::sim::run(
                     listen,
                     &inventory,
                     args.into_config(),
+                    agent,
                     shutdown,
                 ))
                 .with_context(|| format!("serving the simulator on {listen}"))
@@ -297,6 +307,18 @@ impl ManagerArgs {
 }
 
 impl MetalSimArgs {
+    fn agent_config(&self) -> Option<capms::sim::workload::AgentConfig> {
+        let (dir, bin) = (self.workloads.clone()?, self.kube_bin.clone()?);
+        Some(capms::sim::workload::AgentConfig {
+            binaries: capms::sim::workload::apiserver::Binaries {
+                etcd: bin.join("etcd"),
+                kube_apiserver: bin.join("kube-apiserver"),
+            },
+            dir,
+            period: Duration::from_secs(1),
+        })
+    }
+
     fn into_config(self) -> capms::sim::SimConfig {
         use capms::metal::hmac::AuthType;
         capms::sim::SimConfig {

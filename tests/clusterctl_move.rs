@@ -241,7 +241,7 @@ async fn clusterctl_move_keeps_every_allocation_and_the_target_frees_them_on_del
     let initial = metal_state(&sim).await;
     let source = Management::start("source", source_cp, &ns.name, &sim).await;
     let target = Management::start("target", &target_cp, &ns.name, &sim).await;
-    let nodes = capms::sim::nodes::spawn(
+    let nodes = capms::sim::workload::nodes::spawn(
         sim.sim.clone(),
         format!("cluster.metal-stack.io/id={}.{CLUSTER}", ns.name),
         workload.client().await,

@@ -55,7 +55,10 @@ fn kinds(yaml: &str) -> Vec<String> {
 
 #[test]
 fn release_files_are_complete_and_install_on_a_fresh_control_plane() {
-    let cp = ControlPlane::shared();
+    // A control plane of its own: the installed webhook configurations point at a Service no pod
+    // serves, and the API server must never try to call them for another test's objects (it
+    // would resolve the Service's name through the machine's DNS).
+    let cp = &ControlPlane::management("install");
     let dir = tempfile::tempdir().expect("dir");
     let out = release(dir.path());
     for f in [
@@ -138,8 +141,7 @@ fn release_files_are_complete_and_install_on_a_fresh_control_plane() {
     ] {
         assert!(listed.contains(name), "{name} exists:\n{listed}");
     }
-    // Leave the cluster usable for other tests: these webhook configurations point at a Service
-    // that no pod serves here.
+    // Nothing may call these webhook configurations: they point at a Service no pod serves.
     cp.kubectl(
         &[
             "delete",
@@ -190,6 +192,8 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
             ("METAL_PARTITION", "mini-lab"),
             ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
             ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
+            ("CONTROL_PLANE_IP", "127.100.0.250"),
+            ("METAL_CONTROL_PLANE_IMAGE", "ubuntu-26.4"),
             ("METAL_WORKER_IMAGE", "ubuntu-26.4"),
         ],
     );
@@ -198,6 +202,8 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
         [
             "Cluster",
             "MetalStackCluster",
+            "MetalStackMachineTemplate",
+            "KubeadmControlPlane",
             "MetalStackMachineTemplate",
             "KubeadmConfigTemplate",
             "MachineDeployment"
@@ -225,6 +231,7 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
     ))
     .expect("json");
     assert_eq!(msc["spec"]["controlPlaneEndpoint"]["port"], 6443);
+    assert_eq!(msc["spec"]["controlPlaneEndpoint"]["host"], "127.100.0.250");
     assert_eq!(
         msc["spec"]["firewallSpec"]["rules"]["egress"][0]["protocol"],
         "tcp"
@@ -247,16 +254,24 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
             ("METAL_PARTITION", "mini-lab"),
             ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
             ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
+            ("CONTROL_PLANE_IP", "127.100.0.251"),
+            ("METAL_CONTROL_PLANE_IMAGE", "ubuntu-26.4"),
+            ("METAL_CONTROL_PLANE_MACHINE_TYPE", "v9-huge"),
         ],
     );
     let file = work.path().join("bad.yaml");
     std::fs::write(&file, &bad).expect("write");
     let refused = cp.kubectl_output(&["apply", "--server-side", "-f"], &[file]);
     assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        String::from_utf8_lossy(&refused.stderr)
-            .contains("spec.template.spec.image: image \"ubuntu-24.4\" does not resolve"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
+        stderr.contains("spec.template.spec.image: image \"ubuntu-24.4\" does not resolve"),
+        "the workers' image: {stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "spec.template.spec.machineType: machine type \"v9-huge\" is not a metal-stack size; valid: v1-small-x86"
+        ),
+        "the control plane's machine type: {stderr}"
     );
 }

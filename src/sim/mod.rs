@@ -5,9 +5,9 @@
 mod http;
 pub mod inventory;
 pub mod ipam;
-pub mod nodes;
 pub mod state;
 pub mod stats;
+pub mod workload;
 
 use crate::metal::hmac::AuthType;
 use inventory::Inventory;
@@ -209,18 +209,27 @@ impl Sim {
 
 use crate::metal::types::event as state_event;
 
-/// Binds `listen` and serves a simulator of `inventory` until `shutdown` resolves.
+/// Binds `listen` and serves a simulator of `inventory` until `shutdown` resolves; with `agent`
+/// the machines' side runs too (see [`workload`]) and stops with it.
 pub async fn run(
     listen: std::net::SocketAddr,
     inventory: &Inventory,
     config: SimConfig,
+    agent: Option<workload::AgentConfig>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let sim = Sim::new(inventory, config).map_err(std::io::Error::other)?;
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, base_path = %sim.config.base_path, machines = sim.state().machines.len(), "metal-api simulator listening");
-    serve(listener, sim, shutdown).await
+    let agent = agent.map(|config| workload::Agent::spawn(sim.clone(), config));
+    let served = serve(listener, sim, shutdown).await;
+    if let Some(agent) = agent {
+        // Dropping the agent's task stops every workload cluster's processes.
+        agent.abort();
+        let _ = agent.await;
+    }
+    served
 }
 
 /// Serves the simulator on `listener` until `shutdown` resolves.

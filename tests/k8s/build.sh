@@ -105,6 +105,7 @@ install_capi() { # name package
 
 install_capi cluster-api-manager sigs.k8s.io/cluster-api
 install_capi kubeadm-bootstrap-manager sigs.k8s.io/cluster-api/bootstrap/kubeadm
+install_capi kubeadm-control-plane-manager sigs.k8s.io/cluster-api/controlplane/kubeadm
 install_capi clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl
 
 # metalctl, to look at the simulator as an operator would. The Go module proxy reachable here
@@ -160,6 +161,19 @@ if [ ! -d "$capi_dir/crd" ]; then
   cp -r "$src"/bootstrap/kubeadm/config/webhook "$capi_dir/crd.partial/bootstrap-webhook"
   chmod -R u+w "$capi_dir/crd.partial"
   mv "$capi_dir/crd.partial" "$capi_dir/crd"
+fi
+
+# The kubeadm control-plane provider's CRDs and webhooks (added after the others: a cache
+# made before it lacks only these).
+if [ ! -d "$capi_dir/crd/controlplane" ]; then
+  src=$(GOFLAGS= go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  mkdir -p "$capi_dir/crd/controlplane.partial"
+  cp "$src"/controlplane/kubeadm/config/crd/bases/*.yaml "$capi_dir/crd/controlplane.partial/"
+  cp -r "$src"/controlplane/kubeadm/config/webhook "$capi_dir/crd/controlplane-webhook.partial"
+  chmod -R u+w "$capi_dir/crd/controlplane.partial" "$capi_dir/crd/controlplane-webhook.partial"
+  mv "$capi_dir/crd/controlplane-webhook.partial" "$capi_dir/crd/controlplane-webhook"
+  mv "$capi_dir/crd/controlplane.partial" "$capi_dir/crd/controlplane"
 fi
 
 # clusterctl's own inventory CRD (Provider), which `clusterctl init` installs: the move test

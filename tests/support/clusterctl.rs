@@ -94,9 +94,19 @@ impl ControlPlane {
     /// own), without blocking the test's runtime: the simulator and capms' webhooks answer while
     /// it runs.
     pub async fn clusterctl(&self, args: &[&str]) -> std::process::Output {
+        self.clusterctl_with(args, &[]).await
+    }
+
+    /// [`Self::clusterctl`] with the environment variables `env` (a template's variables).
+    pub async fn clusterctl_with(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> std::process::Output {
         let home = tempfile::tempdir().expect("home");
         tokio::process::Command::new(binaries().capi.join("clusterctl"))
             .args(args)
+            .envs(env.iter().copied())
             .env("KUBECONFIG", &self.kubeconfig)
             .env("HOME", home.path())
             .output()

@@ -147,12 +147,24 @@ impl CapiManager {
     /// Starts Cluster API's core manager for `on.namespace` and waits until it is ready and its
     /// webhooks are registered.
     pub async fn start(on: &ManagerOn<'_>) -> CapiManager {
-        let cert_dir = on.work.join("capi-certs");
+        CapiManager::start_binary(on, "cluster-api-manager", "capi", "crd/core-webhook").await
+    }
+
+    /// Starts one of Cluster API's managers (`binary` in the CAPI cache) for `on.namespace`,
+    /// waits until it is ready and registers its webhooks from `webhooks/manifests.yaml` (a
+    /// directory of the CAPI cache) under the name `provider`.
+    pub async fn start_binary(
+        on: &ManagerOn<'_>,
+        binary: &str,
+        provider: &str,
+        webhooks: &str,
+    ) -> CapiManager {
+        let cert_dir = on.work.join(format!("{provider}-certs"));
         on.cp.issue_serving_cert(&cert_dir);
         let (webhook_port, health_port) = (free_port(), free_port());
         let process = ChildProcess::spawn(
-            "cluster-api-manager",
-            &binaries().capi.join("cluster-api-manager"),
+            binary,
+            &binaries().capi.join(binary),
             &[
                 format!("--kubeconfig={}", on.cp.kubeconfig.display()),
                 format!("--webhook-port={webhook_port}"),
@@ -167,7 +179,7 @@ impl CapiManager {
             on.work,
         );
         eventually(
-            "the Cluster API manager ready",
+            &format!("{binary} ready"),
             Duration::from_secs(60),
             || async {
                 reqwest::get(format!("http://127.0.0.1:{health_port}/readyz"))
@@ -179,8 +191,37 @@ impl CapiManager {
             },
         )
         .await;
+        let manifests = binaries().capi.join(webhooks).join("manifests.yaml");
         on.cp
-            .register_capi_webhooks(webhook_port, on.namespace, on.work);
+            .register_webhooks_of(provider, &manifests, webhook_port, on.namespace, on.work);
         CapiManager { process }
+    }
+}
+
+/// Cluster API's kubeadm bootstrap and control-plane providers of a test, their webhooks
+/// registered.
+pub struct KubeadmProviders {
+    pub bootstrap: CapiManager,
+    pub control_plane: CapiManager,
+}
+
+impl KubeadmProviders {
+    pub async fn start(on: &ManagerOn<'_>) -> KubeadmProviders {
+        KubeadmProviders {
+            bootstrap: CapiManager::start_binary(
+                on,
+                "kubeadm-bootstrap-manager",
+                "cabpk",
+                "crd/bootstrap-webhook",
+            )
+            .await,
+            control_plane: CapiManager::start_binary(
+                on,
+                "kubeadm-control-plane-manager",
+                "kcp",
+                "crd/controlplane-webhook",
+            )
+            .await,
+        }
     }
 }

@@ -96,7 +96,22 @@ impl ControlPlane {
         cp.apply(&repo_root().join("manifests/crd"));
         let capi_crds = binaries().capi.join("crd");
         cp.apply(&capi_crds.join("core"));
-        cp.apply(&capi_crds.join("bootstrap"));
+        for provider in ["bootstrap", "controlplane"] {
+            let crds = capi_crds.join(provider);
+            cp.apply(&crds);
+            // The contract labels Cluster API's kustomization adds to the providers' CRDs: core
+            // finds the version of a referenced kind by them.
+            cp.kubectl(
+                &[
+                    "label",
+                    "--overwrite",
+                    "cluster.x-k8s.io/v1beta1=v1beta1",
+                    "cluster.x-k8s.io/v1beta2=v1beta2",
+                    "-f",
+                ],
+                &[crds],
+            );
+        }
         cp.wait_crds_established();
         cp
     }
@@ -353,6 +368,6 @@ mod registration;
 mod sim;
 // Each test binary uses a different part of this module.
 #[allow(unused_imports)]
-pub use manager::{CapiManager, CapmsManager, ManagerOn, Managers};
+pub use manager::{CapiManager, CapmsManager, KubeadmProviders, ManagerOn, Managers};
 #[allow(unused_imports)]
 pub use sim::RunningSim;

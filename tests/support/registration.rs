@@ -57,22 +57,35 @@ impl ControlPlane {
     /// `config/webhook/manifests.yaml`), pointed at a manager serving on 127.0.0.1:`port` with a
     /// certificate of this control plane's CA, scoped to `namespace`.
     pub fn register_capi_webhooks(&self, port: u16, namespace: &str, work: &Path) {
+        let manifests = binaries().capi.join("crd/core-webhook/manifests.yaml");
+        self.register_webhooks_of("capi", &manifests, port, namespace, work);
+    }
+
+    /// Registers the admission webhooks of one of Cluster API's managers (`provider` names them)
+    /// from its `manifests.yaml`, pointed at 127.0.0.1:`port`, scoped to `namespace`.
+    pub fn register_webhooks_of(
+        &self,
+        provider: &str,
+        manifests: &Path,
+        port: u16,
+        namespace: &str,
+        work: &Path,
+    ) {
         use base64::Engine;
-        let text = std::fs::read_to_string(binaries().capi.join("crd/core-webhook/manifests.yaml"))
-            .expect("CAPI webhook manifests");
+        let text = std::fs::read_to_string(manifests).expect("webhook manifests");
         let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem());
         for (i, doc) in text
             .split("\n---")
             .filter(|d| d.contains("kind:"))
             .enumerate()
         {
-            let mut config: serde_json::Value =
-                serde_saphyr::from_str(doc).expect("CAPI webhook YAML");
+            let mut config: serde_json::Value = serde_saphyr::from_str(doc).expect("webhook YAML");
             let name = config["metadata"]["name"]
                 .as_str()
-                .unwrap_or("capi")
+                .unwrap_or(provider)
                 .to_owned();
-            config["metadata"]["name"] = serde_json::json!(format!("capi-{name}-{namespace}"));
+            config["metadata"]["name"] =
+                serde_json::json!(format!("{provider}-{name}-{namespace}"));
             for w in config["webhooks"].as_array_mut().into_iter().flatten() {
                 let path = w["clientConfig"]["service"]["path"]
                     .as_str()
@@ -82,7 +95,7 @@ impl ControlPlane {
                 w["namespaceSelector"] =
                     serde_json::json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});
             }
-            let file = work.join(format!("capi-webhooks-{i}.json"));
+            let file = work.join(format!("{provider}-webhooks-{i}.json"));
             std::fs::write(&file, serde_json::to_vec(&config).expect("json")).expect("write");
             self.apply(&file);
         }

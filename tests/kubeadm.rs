@@ -1,0 +1,316 @@
+//! A whole cluster with the real kubeadm providers: the shipped `cluster-template.yaml` rendered
+//! by the real clusterctl, Cluster API's core, kubeadm bootstrap and kubeadm control-plane
+//! managers, capms, the simulator and its node stand-in (a real etcd and kube-apiserver per
+//! workload cluster). Every Machine reaches `Running` with a `nodeRef`, workers scale down and
+//! up, and deleting the Cluster frees everything.
+
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
+mod support;
+
+use capms::metal::types::event;
+use capms::sim::inventory::Inventory;
+use capms::sim::workload::{Agent, AgentConfig, apiserver::Binaries};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+};
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+use support::{
+    ControlPlane, KubeadmProviders, ManagerOn, Managers, RunningSim, binaries, eventually,
+    repo_root,
+};
+
+const CLUSTER: &str = "kc";
+/// A free address of the simulator's public network (127.100.0.0/24), as an operator picks it.
+const CONTROL_PLANE_IP: &str = "127.100.0.250";
+
+fn api(client: &kube::Client, ns: &str, group: &str, kind: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(group, "v1beta2", kind);
+    let plural = format!("{}s", kind.to_lowercase());
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&gvk, &plural),
+    )
+}
+
+fn capi(client: &kube::Client, ns: &str, kind: &str) -> Api<DynamicObject> {
+    api(client, ns, "cluster.x-k8s.io", kind)
+}
+
+/// The shipped template, rendered by clusterctl for `ns`.
+async fn render(cp: &ControlPlane, ns: &str, workers: &str) -> String {
+    let template = repo_root().join("manifests/clusterctl/cluster-template.yaml");
+    let out = cp
+        .clusterctl_with(
+            &[
+                "generate",
+                "cluster",
+                CLUSTER,
+                "--from",
+                &template.to_string_lossy(),
+                "--kubernetes-version",
+                "v1.33.5",
+                "--control-plane-machine-count",
+                "1",
+                "--worker-machine-count",
+                workers,
+                "--target-namespace",
+                ns,
+            ],
+            &[
+                ("METAL_PARTITION", "mini-lab"),
+                ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
+                ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
+                ("CONTROL_PLANE_IP", CONTROL_PLANE_IP),
+                ("METAL_CONTROL_PLANE_IMAGE", "ubuntu-26.4"),
+                ("METAL_WORKER_IMAGE", "ubuntu-26.4"),
+            ],
+        )
+        .await;
+    assert!(
+        out.status.success(),
+        "clusterctl generate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Machines of the cluster's namespace: name → (phase, nodeRef name, control plane).
+async fn machines(client: &kube::Client, ns: &str) -> Vec<(String, String, String, bool)> {
+    let list = capi(client, ns, "Machine")
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    list.iter()
+        .map(|m| {
+            let name = m.metadata.name.clone().unwrap_or_default();
+            let phase = m.data["status"]["phase"].as_str().unwrap_or("").to_owned();
+            let node = m.data["status"]["nodeRef"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
+            let cp = m
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("cluster.x-k8s.io/control-plane"));
+            (name, phase, node, cp)
+        })
+        .collect()
+}
+
+/// Allocated machines of the cluster in the simulator: (id, hostname, firewall).
+fn allocated(sim: &RunningSim, ns: &str) -> Vec<(String, String, bool)> {
+    let tag = format!("cluster.metal-stack.io/id={ns}.{CLUSTER}");
+    let state = sim.sim.state();
+    state
+        .machines
+        .values()
+        .filter(|m| m.tags.contains(&tag))
+        .filter_map(|m| {
+            let a = m.allocation.as_ref()?;
+            Some((m.id.clone(), a.hostname.clone(), a.role == "firewall"))
+        })
+        .collect()
+}
+
+/// Waits until `count` Machines are Running with a nodeRef (and no others exist).
+async fn wait_running(client: &kube::Client, ns: &str, count: usize, what: &str) {
+    eventually(what, Duration::from_secs(240), || async {
+        let ms = machines(client, ns).await;
+        (ms.len() == count
+            && ms
+                .iter()
+                .all(|(_, p, n, _)| p == "Running" && !n.is_empty()))
+        .then_some(())
+    })
+    .await;
+}
+
+async fn workload_nodes(kubeconfig: &Path) -> Vec<(String, String)> {
+    let config = kube::config::Kubeconfig::read_from(kubeconfig).expect("admin.conf");
+    let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
+        .await
+        .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    Api::<Node>::all(client)
+        .list(&Default::default())
+        .await
+        .expect("nodes of the workload cluster")
+        .items
+        .into_iter()
+        .map(|n| {
+            let id = n.spec.and_then(|s| s.provider_id).unwrap_or_default();
+            (n.metadata.name.unwrap_or_default(), id)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
+    capms::tls::install_default_provider();
+    capms::telemetry::init_logging();
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("kubeadm").await;
+    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let work = tempfile::tempdir().expect("dir");
+    let _logs = LogsOnFailure(work.path().to_path_buf());
+    let on = ManagerOn {
+        cp,
+        namespace: &ns.name,
+        work: work.path(),
+    };
+    let _managers = Managers::start(&on, &sim.url, &[], "info,capms=debug").await;
+    let _kubeadm = KubeadmProviders::start(&on).await;
+    let workloads = work.path().join("workloads");
+    let agent = Agent::spawn(
+        sim.sim.clone(),
+        AgentConfig {
+            binaries: Binaries {
+                etcd: binaries().k8s.join("etcd"),
+                kube_apiserver: binaries().k8s.join("kube-apiserver"),
+            },
+            dir: workloads.clone(),
+            period: Duration::from_millis(500),
+        },
+    );
+
+    let file = work.path().join("cluster.yaml");
+    std::fs::write(&file, render(cp, &ns.name, "2").await).expect("write");
+    cp.kubectl(&["apply", "--server-side", "-f"], &[file]);
+
+    let client = &ns.client;
+    wait_running(
+        client,
+        &ns.name,
+        3,
+        "one control-plane machine and two workers Running",
+    )
+    .await;
+    let kcp = api(
+        client,
+        &ns.name,
+        "controlplane.cluster.x-k8s.io",
+        "KubeadmControlPlane",
+    )
+    .get(&format!("{CLUSTER}-control-plane"))
+    .await
+    .expect("KubeadmControlPlane");
+    assert_eq!(
+        kcp.data["status"]["initialization"]["controlPlaneInitialized"],
+        json!(true),
+        "{:#}",
+        kcp.data["status"]
+    );
+    firewall_booted_before_the_control_plane(&sim, &ns.name);
+    let kubeconfig = Agent::kubeconfig_path(&workloads, &format!("{}.{CLUSTER}", ns.name));
+    let nodes = workload_nodes(&kubeconfig).await;
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+    assert!(
+        nodes
+            .iter()
+            .all(|(_, id)| id.starts_with("metal://mini-lab/"))
+    );
+
+    scale_workers(client, &ns.name, 1).await;
+    wait_running(client, &ns.name, 2, "one worker after scaling down").await;
+    eventually("a worker freed", Duration::from_secs(60), || async {
+        (allocated(&sim, &ns.name).len() == 3).then_some(())
+    })
+    .await;
+    scale_workers(client, &ns.name, 2).await;
+    wait_running(client, &ns.name, 3, "two workers again").await;
+    assert_eq!(
+        allocated(&sim, &ns.name).len(),
+        4,
+        "firewall, control plane, two workers"
+    );
+
+    capi(client, &ns.name, "Cluster")
+        .delete(CLUSTER, &DeleteParams::foreground())
+        .await
+        .expect("delete the Cluster");
+    eventually("everything freed", Duration::from_secs(240), || async {
+        allocated(&sim, &ns.name).is_empty().then_some(())
+    })
+    .await;
+    eventually(
+        "the workload cluster stopped",
+        Duration::from_secs(30),
+        || async { (!kubeconfig.exists()).then_some(()) },
+    )
+    .await;
+    agent.abort();
+}
+
+/// Prints the tail of every log of the test's managers when the test fails.
+struct LogsOnFailure(std::path::PathBuf);
+
+impl Drop for LogsOnFailure {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for entry in std::fs::read_dir(&self.0).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "log") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let lines: Vec<_> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+                eprintln!("==> {} <==\n{tail}", path.display());
+            }
+        }
+    }
+}
+
+/// The firewall phoned home before the first control-plane machine was allocated.
+fn firewall_booted_before_the_control_plane(sim: &RunningSim, ns: &str) {
+    let tag = format!("cluster.metal-stack.io/id={ns}.{CLUSTER}");
+    let state = sim.sim.state();
+    let of = |firewall: bool| {
+        state
+            .machines
+            .values()
+            .filter(|m| m.tags.contains(&tag))
+            .filter(|m| {
+                m.allocation
+                    .as_ref()
+                    .is_some_and(|a| (a.role == "firewall") == firewall)
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let firewall_home = of(true)
+        .iter()
+        .flat_map(|m| m.events.iter())
+        .filter(|e| e.event == event::PHONED_HOME)
+        .map(|e| e.time)
+        .min()
+        .expect("the firewall phoned home");
+    let first_machine = of(false)
+        .iter()
+        .filter_map(|m| m.allocation.as_ref().map(|a| a.created))
+        .min()
+        .expect("machines allocated");
+    assert!(
+        firewall_home < first_machine,
+        "firewall phoned home at {firewall_home:?}, first machine allocated at {first_machine:?}"
+    );
+}
+
+async fn scale_workers(client: &kube::Client, ns: &str, replicas: u32) {
+    capi(client, ns, "MachineDeployment")
+        .patch(
+            &format!("{CLUSTER}-worker"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("scale the workers");
+}
