@@ -50,8 +50,9 @@ impl Demo {
             Managers::start(&on, &sim.url, &extra, "info,capms=debug").await;
 
         // The demo's cluster, moved into this test's namespace.
-        let text = std::fs::read_to_string(repo_root().join("manifests/demo/cluster.yaml"))
-            .expect("demo cluster");
+        let text =
+            std::fs::read_to_string(repo_root().join("tests/fixtures/infrastructure/cluster.yaml"))
+                .expect("demo cluster");
         let file = work.path().join("cluster.yaml");
         std::fs::write(
             &file,

@@ -45,8 +45,9 @@ fn timings(step: Duration) -> capms::sim::Timings {
 /// The demo's cluster (firewall, MachineDeployment), `clusters` times in `namespace`, with
 /// `workers` replicas each.
 fn clusters_manifest(namespace: &str, clusters: usize, workers: usize) -> String {
-    let demo = std::fs::read_to_string(repo_root().join("manifests/demo/cluster.yaml"))
-        .expect("demo cluster manifest");
+    let demo =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/infrastructure/cluster.yaml"))
+            .expect("demo cluster manifest");
     let demo = demo
         .replace("namespace: demo", "namespace: NAMESPACE")
         .replace("replicas: 2", &format!("replicas: {workers}"));

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole flow on this machine, for a newcomer:
-#   demo.sh up     build what is missing, start a real control plane, the metal-api simulator,
-#                  capms (controllers and webhooks), the Cluster API core manager and kubeadm
-#                  bootstrap provider, apply a cluster with two workers, and wait until it is ready
+#   demo.sh up     build what is missing, start a real control plane, the metal-api simulator
+#                  (with its node stand-in), capms (controllers and webhooks), the Cluster API
+#                  core manager and the kubeadm bootstrap and control-plane providers, apply a
+#                  cluster rendered by clusterctl from cluster-template.yaml (one control-plane
+#                  machine, two workers) and wait until every Machine is Running
 #   demo.sh down   stop exactly what `up` started
 # Everything listens on 127.0.0.1; state lives in .demo/ of the repository.
 set -euo pipefail
@@ -51,33 +53,29 @@ wait_ready() { # url what
   echo "$2 did not become ready; see $state/*.log" >&2; exit 1
 }
 
-say "starting the metal-api simulator (mini-lab inventory on 127.0.0.0/8)"
+say "starting the metal-api simulator (mini-lab inventory on 127.0.0.0/8) and its node stand-in"
 sim_port=$(free_port)
-start metal-sim "$capms" metal-sim --listen "127.0.0.1:$sim_port" --base-path /metal
+start metal-sim "$capms" metal-sim --listen "127.0.0.1:$sim_port" --base-path /metal \
+  --workloads "$state/workloads" --kube-bin "$CAPMS_K8S_BIN"
 export METAL_API_URL="http://127.0.0.1:$sim_port/metal" METAL_API_HMAC=metal-edit METAL_API_HMAC_AUTH_TYPE=Metal-Edit
 wait_ready "http://127.0.0.1:$sim_port/metal/v1/health" "the simulator"
 
-say "installing CRDs (capms, Cluster API core and kubeadm bootstrap)"
+say "installing CRDs (capms, Cluster API core, kubeadm bootstrap and control plane)"
 "$kubectl" apply --server-side -f "$root/manifests/crd" >/dev/null
 "$kubectl" apply --server-side -f "$CAPMS_CAPI_BIN/crd/core" >/dev/null
-"$kubectl" apply --server-side -f "$CAPMS_CAPI_BIN/crd/bootstrap" >/dev/null
+for p in bootstrap controlplane; do
+  "$kubectl" apply --server-side -f "$CAPMS_CAPI_BIN/crd/$p" >/dev/null
+  # The contract labels Cluster API's kustomization adds: core finds a provider's version by them.
+  "$kubectl" label --overwrite -f "$CAPMS_CAPI_BIN/crd/$p" cluster.x-k8s.io/v1beta1=v1beta1 cluster.x-k8s.io/v1beta2=v1beta2 >/dev/null
+done
 "$kubectl" wait --for=condition=Established --timeout=60s crd --all >/dev/null
 
-say "starting the Cluster API core manager and kubeadm bootstrap provider"
-for c in capi cabpk capms; do bash "$root/certs/make-local-certs.sh" "$state/cp/pki" "$state/certs/$c"; done
-capi_webhook=$(free_port); capi_health=$(free_port)
-start cluster-api "$CAPMS_CAPI_BIN/cluster-api-manager" --kubeconfig="$KUBECONFIG" \
-  --webhook-port="$capi_webhook" --webhook-cert-dir="$state/certs/capi" --health-addr="127.0.0.1:$capi_health" \
-  --diagnostics-address="127.0.0.1:$(free_port)" --insecure-diagnostics --leader-elect=false
-start kubeadm-bootstrap "$CAPMS_CAPI_BIN/kubeadm-bootstrap-manager" --kubeconfig="$KUBECONFIG" \
-  --webhook-port="$(free_port)" --webhook-cert-dir="$state/certs/cabpk" --health-addr="127.0.0.1:$(free_port)" \
-  --diagnostics-address="127.0.0.1:$(free_port)" --insecure-diagnostics --leader-elect=false
-wait_ready "http://127.0.0.1:$capi_health/readyz" "the Cluster API manager"
-# Cluster API's own webhooks, pointed at its manager on loopback.
-"$kubectl" create --dry-run=client -o json -f "$CAPMS_CAPI_BIN/crd/core-webhook/manifests.yaml" \
-  | python3 -c '
+say "starting the Cluster API core manager and the kubeadm bootstrap and control-plane providers"
+# Each manager's webhooks, pointed at it on loopback.
+register_webhooks() { # name port manifests
+  "$kubectl" create --dry-run=client -o json -f "$3" | python3 -c '
 import base64, json, sys
-port, ca = sys.argv[1], base64.b64encode(open(sys.argv[2], "rb").read()).decode()
+name, port, ca = sys.argv[1], sys.argv[2], base64.b64encode(open(sys.argv[3], "rb").read()).decode()
 text, decoder, pos, items = sys.stdin.read(), json.JSONDecoder(), 0, []
 while pos < len(text):
     if text[pos].isspace():
@@ -89,32 +87,59 @@ for item in items:
     for w in item.get("webhooks", []):
         path = w["clientConfig"]["service"]["path"]
         w["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
-    item["metadata"]["name"] = "capi-" + item["metadata"]["name"]
-print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))' "$capi_webhook" "$state/cp/pki/ca.crt" | "$kubectl" apply -f - >/dev/null
+    item["metadata"]["name"] = name + "-" + item["metadata"]["name"]
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))' "$1" "$2" "$state/cp/pki/ca.crt" | "$kubectl" apply -f - >/dev/null
+}
+start_capi() { # name binary webhooks-dir
+  local webhook health
+  webhook=$(free_port); health=$(free_port)
+  bash "$root/certs/make-local-certs.sh" "$state/cp/pki" "$state/certs/$1"
+  start "$1" "$CAPMS_CAPI_BIN/$2" --kubeconfig="$KUBECONFIG" \
+    --webhook-port="$webhook" --webhook-cert-dir="$state/certs/$1" --health-addr="127.0.0.1:$health" \
+    --diagnostics-address="127.0.0.1:$(free_port)" --insecure-diagnostics --leader-elect=false
+  wait_ready "http://127.0.0.1:$health/readyz" "$1"
+  register_webhooks "$1" "$webhook" "$CAPMS_CAPI_BIN/crd/$3/manifests.yaml"
+}
+start_capi cluster-api cluster-api-manager core-webhook
+start_capi kubeadm-bootstrap kubeadm-bootstrap-manager bootstrap-webhook
+start_capi kubeadm-control-plane kubeadm-control-plane-manager controlplane-webhook
 
 say "starting capms (controllers, webhooks)"
 capms_webhook=$(free_port); capms_health=$(free_port); capms_metrics=$(free_port)
+bash "$root/certs/make-local-certs.sh" "$state/cp/pki" "$state/certs/capms"
 start capms "$capms" manager --kubeconfig="$KUBECONFIG" --webhook-host=127.0.0.1 --webhook-port="$capms_webhook" \
   --webhook-cert-dir="$state/certs/capms" --health-addr="127.0.0.1:$capms_health" --metrics-addr="127.0.0.1:$capms_metrics"
 wait_ready "http://127.0.0.1:$capms_health/readyz" "capms"
 "$capms" webhooks --url "https://127.0.0.1:$capms_webhook" --ca-file "$state/cp/pki/ca.crt" | "$kubectl" apply -f - >/dev/null
 
-say "applying the demo cluster (manifests/demo/cluster.yaml): a firewall and two workers"
+say "rendering cluster-template.yaml with clusterctl and applying it: one control-plane machine, two workers"
 "$kubectl" create namespace demo >/dev/null
-"$kubectl" apply -f "$root/manifests/demo/cluster.yaml"
+# A free address of the public network (internet-mini-lab, 127.100.0.0/24) for the API server:
+# capms reserves it, kube-vip on the control-plane machine announces it.
+METAL_PARTITION=mini-lab METAL_PROJECT_ID=00000000-0000-0000-0000-000000000001 \
+METAL_PUBLIC_NETWORK_ID=internet-mini-lab CONTROL_PLANE_IP=127.100.0.250 \
+METAL_CONTROL_PLANE_IMAGE=ubuntu-26.4 METAL_WORKER_IMAGE=ubuntu-26.4 HOME="$state" \
+  "$CAPMS_CAPI_BIN/clusterctl" generate cluster demo --from "$root/manifests/clusterctl/cluster-template.yaml" \
+  --kubernetes-version v1.33.5 --control-plane-machine-count 1 --worker-machine-count 2 \
+  --target-namespace demo > "$state/cluster.yaml"
+"$kubectl" apply --server-side -f "$state/cluster.yaml"
 
-say "waiting for the MetalStackCluster, MetalStackFirewall and MetalStackMachines to be ready"
-ready() { "$kubectl" get -n demo "$1" -o jsonpath='{range .items[*]}{.status.ready}{" "}{end}' 2>/dev/null; }
+say "waiting for every Machine to be Running with its Node"
+phases() { "$kubectl" get -n demo machines -o jsonpath='{range .items[*]}{.status.phase}/{.status.nodeRef.name}{" "}{end}' 2>/dev/null; }
 for i in $(seq 1 240); do
-  c=$(ready metalstackclusters); f=$(ready metalstackfirewalls); m=$(ready metalstackmachines)
-  printf '  %3ss  cluster: %-6s firewall: %-6s machines: %s\n' "$((SECONDS - started))" "${c:-…}" "${f:-…}" "${m:-…}"
-  if [ "$c" = "true " ] && [ "$f" = "true " ] && [ "$m" = "true true " ]; then break; fi
-  [ "$i" = 240 ] && { echo "not ready after 20 minutes; logs in $state/" >&2; exit 1; }
+  p=$(phases)
+  printf '  %3ss  machines: %s\n' "$((SECONDS - started))" "${p:-…}"
+  running=$(echo "$p" | tr ' ' '\n' | grep -c '^Running/.' || true)
+  [ "$running" = 3 ] && break
+  [ "$i" = 240 ] && { echo "not running after 20 minutes; logs in $state/" >&2; exit 1; }
   sleep 5
 done
 
 say "what Kubernetes shows"
-"$kubectl" get cluster,machines,metalstackclusters,metalstackmachines,metalstackfirewalls -A
+"$kubectl" get cluster,kubeadmcontrolplane,machines,metalstackclusters,metalstackmachines,metalstackfirewalls -n demo
+say "the workload cluster's nodes (its API at the control-plane IP, served by the node stand-in)"
+workload_kubeconfig="$state/workloads/demo.demo/admin.conf"
+"$kubectl" --kubeconfig "$workload_kubeconfig" get nodes -o wide
 say "what metal-api shows (the machines)"
 if [ -x "${CAPMS_METALCTL:-}" ]; then
   METALCTL_API_URL="$METAL_API_URL" METALCTL_HMAC=metal-admin "$CAPMS_METALCTL" machine ls
@@ -126,6 +151,7 @@ fi
 say "ready after $((SECONDS - started)) s; the environment keeps running"
 cat <<EOF
   export KUBECONFIG=$KUBECONFIG
+  kubectl --kubeconfig $workload_kubeconfig get nodes      # the workload cluster
   export METAL_API_URL=$METAL_API_URL METAL_API_HMAC=metal-edit   # capms metal machines
   export METALCTL_API_URL=$METAL_API_URL METALCTL_HMAC=metal-admin # metalctl, where it can be built
   logs: $state/*.log        stop everything: make demo-down

@@ -239,10 +239,7 @@ fn node_status(want: &WantedNode) -> serde_json::Value {
         addresses.push(json!({"type": "InternalIP", "address": ip}));
     }
     json!({"status": {
-        "conditions": [{
-            "type": "Ready", "status": "True", "reason": "KubeletReady",
-            "message": "kubelet is posting ready status (node stand-in of the metal-api simulator)",
-        }],
+        "conditions": node_conditions(),
         "addresses": addresses,
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
         "nodeInfo": {
@@ -252,6 +249,24 @@ fn node_status(want: &WantedNode) -> serde_json::Value {
             "containerRuntimeVersion": "", "machineID": "", "systemUUID": "", "bootID": "",
         },
     }})
+}
+
+/// What a healthy kubelet reports: Ready, and no memory, disk or PID pressure (Cluster API's
+/// NodeHealthy summarises all four).
+fn node_conditions() -> serde_json::Value {
+    let now = jiff::Timestamp::now().to_string();
+    let pressure = |kind: &str, reason: &str| {
+        json!({"type": format!("{kind}Pressure"), "status": "False", "reason": reason,
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    };
+    json!([
+        {"type": "Ready", "status": "True", "reason": "KubeletReady",
+         "message": "kubelet is posting ready status (node stand-in of the metal-api simulator)",
+         "lastHeartbeatTime": now, "lastTransitionTime": now},
+        pressure("Memory", "KubeletHasSufficientMemory"),
+        pressure("Disk", "KubeletHasNoDiskPressure"),
+        pressure("PID", "KubeletHasSufficientPID"),
+    ])
 }
 
 fn mirror_pod(component: &str, node: &str, want: &WantedNode) -> Pod {
