@@ -173,6 +173,10 @@ struct MetalSimArgs {
     /// Directory holding the `etcd` and `kube-apiserver` binaries the workload clusters run.
     #[arg(long, value_name = "DIR")]
     kube_bin: Option<std::path::PathBuf>,
+    /// The kubelet stand-in (tests/kubelet) serving port forwarding on control-plane machines,
+    /// which the kubeadm control-plane provider's etcd and certificate checks use.
+    #[arg(long, value_name = "FILE")]
+    kubelet: Option<std::path::PathBuf>,
 }
 
 /// `250ms`, `2s`, `1m`.
@@ -310,9 +314,10 @@ impl MetalSimArgs {
     fn agent_config(&self) -> Option<capms::sim::workload::AgentConfig> {
         let (dir, bin) = (self.workloads.clone()?, self.kube_bin.clone()?);
         Some(capms::sim::workload::AgentConfig {
-            binaries: capms::sim::workload::apiserver::Binaries {
+            binaries: capms::sim::workload::member::Binaries {
                 etcd: bin.join("etcd"),
                 kube_apiserver: bin.join("kube-apiserver"),
+                kubelet: self.kubelet.clone(),
             },
             dir,
             period: Duration::from_secs(1),

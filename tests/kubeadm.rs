@@ -11,7 +11,7 @@ mod support;
 
 use capms::metal::types::event;
 use capms::sim::inventory::Inventory;
-use capms::sim::workload::{Agent, AgentConfig, apiserver::Binaries};
+use capms::sim::workload::{Agent, AgentConfig, member::Binaries};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
@@ -120,6 +120,28 @@ fn allocated(sim: &RunningSim, ns: &str) -> Vec<(String, String, bool)> {
         .collect()
 }
 
+/// Waits until every Machine's `Ready` condition is True: for control-plane machines that takes
+/// the kubeadm control-plane provider's etcd-member and static-pod checks through the kubelet.
+async fn wait_ready(client: &kube::Client, ns: &str, what: &str) {
+    eventually(what, Duration::from_secs(120), || async {
+        let list = capi(client, ns, "Machine")
+            .list(&Default::default())
+            .await
+            .ok()?;
+        list.items
+            .iter()
+            .all(|m| {
+                m.data["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+            .then_some(())
+    })
+    .await;
+}
+
 /// Waits until `count` Machines are Running with a nodeRef (and no others exist).
 async fn wait_running(client: &kube::Client, ns: &str, count: usize, what: &str) {
     eventually(what, Duration::from_secs(240), || async {
@@ -175,6 +197,7 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
             binaries: Binaries {
                 etcd: binaries().k8s.join("etcd"),
                 kube_apiserver: binaries().k8s.join("kube-apiserver"),
+                kubelet: Some(binaries().kubelet.clone()),
             },
             dir: workloads.clone(),
             period: Duration::from_millis(500),
@@ -209,6 +232,12 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
         kcp.data["status"]
     );
     firewall_booted_before_the_control_plane(&sim, &ns.name);
+    wait_ready(
+        client,
+        &ns.name,
+        "every Machine Ready, the control plane's etcd member healthy",
+    )
+    .await;
     let kubeconfig = Agent::kubeconfig_path(&workloads, &format!("{}.{CLUSTER}", ns.name));
     let nodes = workload_nodes(&kubeconfig).await;
     assert_eq!(nodes.len(), 3, "{nodes:?}");

@@ -68,6 +68,22 @@ build_k8s() { # name package
   progress "built $1 in $((SECONDS - start)) s"
 }
 
+# The node stand-in's kubelet port-forward server (tests/kubelet: the kubelet's own streaming
+# library), cached by the hash of the program and its module files.
+build_kubelet() {
+  local src="$here/../kubelet" key out
+  key=$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)
+  out="$cache/kubelet-stand-in-$key/kubelet-stand-in"
+  if [ ! -x "$out" ]; then
+    progress "building the kubelet stand-in (k8s.io/cri-streaming from the Go module proxy)"
+    mkdir -p "$(dirname "$out")"
+    (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out.partial" .)
+    mv "$out.partial" "$out"
+  fi
+  kubelet_bin=$out
+}
+build_kubelet
+
 build_k8s etcd go.etcd.io/etcd/server/v3
 build_k8s kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build_k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
@@ -83,6 +99,7 @@ CAPMS_METALCTL=${metalctl_dir:-}/metalctl
 CAPMS_CERT_MANAGER=${cm_dir:-}
 CAPMS_CERT_MANAGER_BIN=${cm_bin_dir:-}
 CAPMS_METALGO=$metalgo_bin
+CAPMS_KUBELET=$kubelet_bin
 ENV
   echo "$cache/env-$1.sh"
 }

@@ -56,7 +56,7 @@ wait_ready() { # url what
 say "starting the metal-api simulator (mini-lab inventory on 127.0.0.0/8) and its node stand-in"
 sim_port=$(free_port)
 start metal-sim "$capms" metal-sim --listen "127.0.0.1:$sim_port" --base-path /metal \
-  --workloads "$state/workloads" --kube-bin "$CAPMS_K8S_BIN"
+  --workloads "$state/workloads" --kube-bin "$CAPMS_K8S_BIN" --kubelet "$CAPMS_KUBELET"
 export METAL_API_URL="http://127.0.0.1:$sim_port/metal" METAL_API_HMAC=metal-edit METAL_API_HMAC_AUTH_TYPE=Metal-Edit
 wait_ready "http://127.0.0.1:$sim_port/metal/v1/health" "the simulator"
 

@@ -26,6 +26,8 @@ pub struct Binaries {
     pub cert_manager: PathBuf,
     /// cert-manager's controller and cainjector.
     pub cert_manager_bin: PathBuf,
+    /// The node stand-in's kubelet port-forward server (tests/kubelet).
+    pub kubelet: PathBuf,
 }
 
 impl Binaries {
@@ -69,6 +71,7 @@ pub fn binaries() -> &'static Binaries {
                     .cloned()
                     .unwrap_or_default(),
             ),
+            kubelet: PathBuf::from(env.get("CAPMS_KUBELET").cloned().unwrap_or_default()),
         }
     })
 }

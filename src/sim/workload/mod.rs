@@ -15,18 +15,21 @@
 //! membership of joining control-plane machines (one etcd serves the cluster), kube-proxy and
 //! CoreDNS (kubeadm's add-ons).
 
-pub mod apiserver;
 pub mod bootstrap;
+pub mod control_plane;
+pub mod member;
 pub mod nodes;
 mod objects;
 pub mod pki;
+mod vip;
 
 use super::Sim;
 use crate::api::common::ProviderId;
 use crate::metal::types::event;
 use crate::ownership::CLUSTER_ID_KEY;
-use apiserver::{Binaries, ControlPlane, InitMachine};
 use bootstrap::{Files, Init, Join, Role};
+use control_plane::{ControlPlane, InitMachine, JoinMachine};
+use member::Binaries;
 use nodes::WantedNode;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -196,6 +199,7 @@ impl Agent {
                 }
             }
         }
+        self.leave_freed(cluster, members);
         let wanted = self.wanted(cluster, members).await;
         if let Some(workload) = self.clusters.get(cluster)
             && let Err(error) = nodes::sync(&workload.plane.client, &wanted).await
@@ -249,7 +253,7 @@ impl Agent {
             node_name: &m.hostname,
         };
         tracing::info!(%cluster, machine = %m.hostname, endpoint = %vip, "kubeadm init: starting etcd and kube-apiserver");
-        match ControlPlane::start(&self.config.binaries, &dir, &machine).await {
+        match ControlPlane::init(&self.config.binaries, &dir, &machine).await {
             Ok(plane) => {
                 let workload = Workload {
                     plane,
@@ -276,6 +280,7 @@ impl Agent {
                 Some(Role::JoinWorker(join)) => (false, Some(join.clone())),
                 None => continue,
             };
+            let joins_control_plane = control_plane && join.is_some();
             if let Some(join) = join
                 && !self.joined.contains(&m.allocation)
             {
@@ -296,6 +301,9 @@ impl Agent {
                     }
                 }
             }
+            if joins_control_plane && !self.ensure_member(cluster, m).await {
+                continue;
+            }
             let version = self.clusters.get(cluster).map(|w| w.version.clone());
             wanted.insert(
                 m.hostname.clone(),
@@ -308,6 +316,58 @@ impl Agent {
             );
         }
         wanted
+    }
+
+    /// Makes a joining control-plane machine a member of the cluster's control plane.
+    async fn ensure_member(&mut self, cluster: &str, m: &Booted) -> bool {
+        let files = self
+            .parsed
+            .get(&m.allocation)
+            .and_then(Option::as_ref)
+            .map(|p| p.files.clone());
+        let (Some(files), Some(address)) =
+            (files, m.address.as_deref().and_then(|a| a.parse().ok()))
+        else {
+            return false;
+        };
+        let Some(workload) = self.clusters.get_mut(cluster) else {
+            return false;
+        };
+        if workload.plane.is_member(&m.hostname) {
+            return true;
+        }
+        let machine = JoinMachine {
+            files: &files,
+            address,
+            node_name: &m.hostname,
+        };
+        tracing::info!(%cluster, machine = %m.hostname, "kubeadm join --control-plane: adding an etcd member, starting kube-apiserver");
+        match workload.plane.join(&self.config.binaries, &machine).await {
+            Ok(()) => true,
+            Err(error) => {
+                self.say_once(
+                    &m.allocation,
+                    format!(
+                        "{}: kubeadm join --control-plane failed: {error}",
+                        m.hostname
+                    ),
+                );
+                false
+            }
+        }
+    }
+
+    /// Stops the members whose machines were freed.
+    fn leave_freed(&mut self, cluster: &str, members: &[Booted]) {
+        let present: BTreeSet<&str> = members.iter().map(|m| m.hostname.as_str()).collect();
+        if let Some(workload) = self.clusters.get_mut(cluster) {
+            for node in workload.plane.member_nodes() {
+                if !present.contains(node.as_str()) {
+                    tracing::info!(%cluster, %node, "control-plane machine freed: its etcd and kube-apiserver stop");
+                    workload.plane.leave(&node);
+                }
+            }
+        }
     }
 
     fn say_once(&mut self, key: &str, message: String) {
