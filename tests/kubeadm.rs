@@ -43,7 +43,7 @@ fn capi(client: &kube::Client, ns: &str, kind: &str) -> Api<DynamicObject> {
 }
 
 /// The shipped template, rendered by clusterctl for `ns`.
-async fn render(cp: &ControlPlane, ns: &str, workers: &str) -> String {
+async fn render(cp: &ControlPlane, ns: &str, control_planes: &str, workers: &str) -> String {
     let template = repo_root().join("manifests/clusterctl/cluster-template.yaml");
     let out = cp
         .clusterctl_with(
@@ -56,7 +56,7 @@ async fn render(cp: &ControlPlane, ns: &str, workers: &str) -> String {
                 "--kubernetes-version",
                 "v1.33.5",
                 "--control-plane-machine-count",
-                "1",
+                control_planes,
                 "--worker-machine-count",
                 workers,
                 "--target-namespace",
@@ -80,27 +80,40 @@ async fn render(cp: &ControlPlane, ns: &str, workers: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Machines of the cluster's namespace: name → (phase, nodeRef name, control plane).
-async fn machines(client: &kube::Client, ns: &str) -> Vec<(String, String, String, bool)> {
+/// What a test looks at of a Machine.
+#[derive(Debug)]
+struct MachineSummary {
+    phase: String,
+    node: String,
+    version: String,
+    control_plane: bool,
+    ready: bool,
+}
+
+async fn machines(client: &kube::Client, ns: &str) -> Vec<MachineSummary> {
     let list = capi(client, ns, "Machine")
         .list(&Default::default())
         .await
         .map(|l| l.items)
         .unwrap_or_default();
     list.iter()
-        .map(|m| {
-            let name = m.metadata.name.clone().unwrap_or_default();
-            let phase = m.data["status"]["phase"].as_str().unwrap_or("").to_owned();
-            let node = m.data["status"]["nodeRef"]["name"]
+        .map(|m| MachineSummary {
+            phase: m.data["status"]["phase"].as_str().unwrap_or("").to_owned(),
+            node: m.data["status"]["nodeRef"]["name"]
                 .as_str()
                 .unwrap_or("")
-                .to_owned();
-            let cp = m
+                .to_owned(),
+            version: m.data["spec"]["version"].as_str().unwrap_or("").to_owned(),
+            control_plane: m
                 .metadata
                 .labels
                 .as_ref()
-                .is_some_and(|l| l.contains_key("cluster.x-k8s.io/control-plane"));
-            (name, phase, node, cp)
+                .is_some_and(|l| l.contains_key("cluster.x-k8s.io/control-plane")),
+            ready: m.data["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True"),
         })
         .collect()
 }
@@ -124,19 +137,10 @@ fn allocated(sim: &RunningSim, ns: &str) -> Vec<(String, String, bool)> {
 /// the kubeadm control-plane provider's etcd-member and static-pod checks through the kubelet.
 async fn wait_ready(client: &kube::Client, ns: &str, what: &str) {
     eventually(what, Duration::from_secs(120), || async {
-        let list = capi(client, ns, "Machine")
-            .list(&Default::default())
+        machines(client, ns)
             .await
-            .ok()?;
-        list.items
             .iter()
-            .all(|m| {
-                m.data["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            })
+            .all(|m| m.ready)
             .then_some(())
     })
     .await;
@@ -149,7 +153,7 @@ async fn wait_running(client: &kube::Client, ns: &str, count: usize, what: &str)
         (ms.len() == count
             && ms
                 .iter()
-                .all(|(_, p, n, _)| p == "Running" && !n.is_empty()))
+                .all(|m| m.phase == "Running" && !m.node.is_empty()))
         .then_some(())
     })
     .await;
@@ -174,51 +178,112 @@ async fn workload_nodes(kubeconfig: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Everything one test runs: a namespace on the shared control plane, the simulator and its node
+/// stand-in, Cluster API's three managers and capms.
+struct Stack {
+    ns: support::TestNamespace,
+    sim: RunningSim,
+    workloads: std::path::PathBuf,
+    agent: tokio::task::JoinHandle<()>,
+    _managers: (Managers, KubeadmProviders),
+    _logs: LogsOnFailure,
+    work: tempfile::TempDir,
+}
+
+/// The tests of this file run one at a time: the simulators hand out the same loopback
+/// addresses, and a workload cluster's processes bind them.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+impl Stack {
+    async fn start(prefix: &str, inventory: Inventory) -> Stack {
+        capms::tls::install_default_provider();
+        capms::telemetry::init_logging();
+        let cp = ControlPlane::shared();
+        let ns = cp.namespace(prefix).await;
+        let sim = RunningSim::start(inventory, "/metal").await;
+        let work = tempfile::tempdir().expect("dir");
+        let on = ManagerOn {
+            cp,
+            namespace: &ns.name,
+            work: work.path(),
+        };
+        let managers = Managers::start(&on, &sim.url, &[], "info,capms=debug").await;
+        let kubeadm = KubeadmProviders::start(&on).await;
+        let workloads = work.path().join("workloads");
+        let agent = Agent::spawn(
+            sim.sim.clone(),
+            AgentConfig {
+                binaries: Binaries {
+                    etcd: binaries().k8s.join("etcd"),
+                    kube_apiserver: binaries().k8s.join("kube-apiserver"),
+                    kubelet: Some(binaries().kubelet.clone()),
+                },
+                dir: workloads.clone(),
+                period: Duration::from_millis(500),
+            },
+        );
+        Stack {
+            _logs: LogsOnFailure(work.path().to_path_buf()),
+            ns,
+            sim,
+            workloads,
+            agent,
+            _managers: (managers, kubeadm),
+            work,
+        }
+    }
+
+    /// Renders the shipped template with clusterctl and applies it.
+    async fn apply_cluster(&self, control_planes: &str, workers: &str) {
+        let cp = ControlPlane::shared();
+        let file = self.work.path().join("cluster.yaml");
+        let rendered = render(cp, &self.ns.name, control_planes, workers).await;
+        std::fs::write(&file, rendered).expect("write");
+        cp.kubectl(&["apply", "--server-side", "-f"], &[file]);
+    }
+
+    fn kubeconfig(&self) -> std::path::PathBuf {
+        Agent::kubeconfig_path(&self.workloads, &format!("{}.{CLUSTER}", self.ns.name))
+    }
+
+    /// Deletes the Cluster and waits until every machine is freed and the workload cluster's
+    /// processes stopped.
+    async fn delete_cluster(self) {
+        capi(&self.ns.client, &self.ns.name, "Cluster")
+            .delete(CLUSTER, &DeleteParams::foreground())
+            .await
+            .expect("delete the Cluster");
+        eventually("everything freed", Duration::from_secs(240), || async {
+            allocated(&self.sim, &self.ns.name).is_empty().then_some(())
+        })
+        .await;
+        let kubeconfig = self.kubeconfig();
+        eventually(
+            "the workload cluster stopped",
+            Duration::from_secs(30),
+            || async { (!kubeconfig.exists()).then_some(()) },
+        )
+        .await;
+        self.agent.abort();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
-    capms::tls::install_default_provider();
-    capms::telemetry::init_logging();
-    let cp = ControlPlane::shared();
-    let ns = cp.namespace("kubeadm").await;
-    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
-    let work = tempfile::tempdir().expect("dir");
-    let _logs = LogsOnFailure(work.path().to_path_buf());
-    let on = ManagerOn {
-        cp,
-        namespace: &ns.name,
-        work: work.path(),
-    };
-    let _managers = Managers::start(&on, &sim.url, &[], "info,capms=debug").await;
-    let _kubeadm = KubeadmProviders::start(&on).await;
-    let workloads = work.path().join("workloads");
-    let agent = Agent::spawn(
-        sim.sim.clone(),
-        AgentConfig {
-            binaries: Binaries {
-                etcd: binaries().k8s.join("etcd"),
-                kube_apiserver: binaries().k8s.join("kube-apiserver"),
-                kubelet: Some(binaries().kubelet.clone()),
-            },
-            dir: workloads.clone(),
-            period: Duration::from_millis(500),
-        },
-    );
-
-    let file = work.path().join("cluster.yaml");
-    std::fs::write(&file, render(cp, &ns.name, "2").await).expect("write");
-    cp.kubectl(&["apply", "--server-side", "-f"], &[file]);
-
-    let client = &ns.client;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let stack = Stack::start("kubeadm", Inventory::default_lab()).await;
+    stack.apply_cluster("1", "2").await;
+    let (client, ns) = (&stack.ns.client, stack.ns.name.as_str());
     wait_running(
         client,
-        &ns.name,
+        ns,
         3,
         "one control-plane machine and two workers Running",
     )
     .await;
     let kcp = api(
         client,
-        &ns.name,
+        ns,
         "controlplane.cluster.x-k8s.io",
         "KubeadmControlPlane",
     )
@@ -231,15 +296,14 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
         "{:#}",
         kcp.data["status"]
     );
-    firewall_booted_before_the_control_plane(&sim, &ns.name);
+    firewall_booted_before_the_control_plane(&stack.sim, ns);
     wait_ready(
         client,
-        &ns.name,
+        ns,
         "every Machine Ready, the control plane's etcd member healthy",
     )
     .await;
-    let kubeconfig = Agent::kubeconfig_path(&workloads, &format!("{}.{CLUSTER}", ns.name));
-    let nodes = workload_nodes(&kubeconfig).await;
+    let nodes = workload_nodes(&stack.kubeconfig()).await;
     assert_eq!(nodes.len(), 3, "{nodes:?}");
     assert!(
         nodes
@@ -247,35 +311,175 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
             .all(|(_, id)| id.starts_with("metal://mini-lab/"))
     );
 
-    scale_workers(client, &ns.name, 1).await;
-    wait_running(client, &ns.name, 2, "one worker after scaling down").await;
+    scale_workers(client, ns, 1).await;
+    wait_running(client, ns, 2, "one worker after scaling down").await;
     eventually("a worker freed", Duration::from_secs(60), || async {
-        (allocated(&sim, &ns.name).len() == 3).then_some(())
+        (allocated(&stack.sim, ns).len() == 3).then_some(())
     })
     .await;
-    scale_workers(client, &ns.name, 2).await;
-    wait_running(client, &ns.name, 3, "two workers again").await;
+    scale_workers(client, ns, 2).await;
+    wait_running(client, ns, 3, "two workers again").await;
     assert_eq!(
-        allocated(&sim, &ns.name).len(),
+        allocated(&stack.sim, ns).len(),
         4,
         "firewall, control plane, two workers"
     );
+    stack.delete_cluster().await;
+}
 
-    capi(client, &ns.name, "Cluster")
-        .delete(CLUSTER, &DeleteParams::foreground())
-        .await
-        .expect("delete the Cluster");
-    eventually("everything freed", Duration::from_secs(240), || async {
-        allocated(&sim, &ns.name).is_empty().then_some(())
-    })
-    .await;
-    eventually(
-        "the workload cluster stopped",
-        Duration::from_secs(30),
-        || async { (!kubeconfig.exists()).then_some(()) },
+/// The simulator's default inventory with `count` machines of its one size over three racks.
+fn inventory(count: usize) -> Inventory {
+    let mut inventory = Inventory::default_lab();
+    let template = inventory.machines[0].clone();
+    inventory.machines = (0..count)
+        .map(|i| capms::sim::inventory::MachineSpec {
+            id: format!("00000000-0000-0000-0002-{i:012}"),
+            rack: format!("rack-{}", i % 3 + 1),
+            ..template.clone()
+        })
+        .collect();
+    inventory
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let stack = Stack::start("kubeadm-ha", inventory(10)).await;
+    stack.apply_cluster("3", "1").await;
+    let (client, ns) = (&stack.ns.client, stack.ns.name.as_str());
+    wait_running(
+        client,
+        ns,
+        4,
+        "three control-plane machines and a worker Running",
     )
     .await;
-    agent.abort();
+    wait_ready(
+        client,
+        ns,
+        "every Machine Ready: three healthy etcd members",
+    )
+    .await;
+    let before: Vec<String> = allocated(&stack.sim, ns)
+        .into_iter()
+        .map(|(_, hostname, _)| hostname)
+        .collect();
+
+    let peak = Peak::watch(&stack.sim, ns);
+    let kcp = format!("{CLUSTER}-control-plane");
+    api(
+        client,
+        ns,
+        "controlplane.cluster.x-k8s.io",
+        "KubeadmControlPlane",
+    )
+    .patch(
+        &kcp,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"version": NEW_VERSION}})),
+    )
+    .await
+    .expect("upgrade the control plane");
+    wait_rolled(client, ns, true, "every control-plane machine replaced").await;
+    capi(client, ns, "MachineDeployment")
+        .patch(
+            &format!("{CLUSTER}-worker"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"version": NEW_VERSION}}}})),
+        )
+        .await
+        .expect("upgrade the workers");
+    wait_rolled(client, ns, false, "the worker replaced").await;
+    wait_ready(client, ns, "every new Machine Ready").await;
+    let (control_planes, workers) = peak.stop();
+    assert!(
+        control_planes <= 4,
+        "at most one control-plane machine over three: {control_planes}"
+    );
+    assert!(workers <= 2, "at most one worker over one: {workers}");
+    let after = allocated(&stack.sim, ns);
+    assert_eq!(
+        after.len(),
+        5,
+        "firewall, three control-plane machines, a worker: {after:?}"
+    );
+    let kept = after
+        .iter()
+        .filter(|(_, hostname, firewall)| !firewall && before.contains(hostname))
+        .count();
+    assert_eq!(
+        kept, 0,
+        "every machine but the firewall is a new allocation: {after:?}"
+    );
+    let nodes = workload_nodes(&stack.kubeconfig()).await;
+    assert_eq!(
+        nodes.len(),
+        4,
+        "the old machines' Nodes are gone: {nodes:?}"
+    );
+    stack.delete_cluster().await;
+}
+
+const NEW_VERSION: &str = "v1.33.6";
+
+/// Waits until the control plane's (or the workers') Machines all run `NEW_VERSION`, Running with
+/// their Nodes, and no old one is left.
+async fn wait_rolled(client: &kube::Client, ns: &str, control_plane: bool, what: &str) {
+    let want = if control_plane { 3 } else { 1 };
+    eventually(what, Duration::from_secs(420), || async {
+        let ms: Vec<_> = machines(client, ns)
+            .await
+            .into_iter()
+            .filter(|m| m.control_plane == control_plane)
+            .collect();
+        (ms.len() == want
+            && ms
+                .iter()
+                .all(|m| m.version == NEW_VERSION && m.phase == "Running" && !m.node.is_empty()))
+        .then_some(())
+    })
+    .await;
+}
+
+/// The most control-plane machines and workers allocated at once while it watches.
+struct Peak {
+    stop: tokio::sync::oneshot::Sender<()>,
+    seen: std::sync::Arc<std::sync::Mutex<(usize, usize)>>,
+}
+
+impl Peak {
+    fn watch(sim: &RunningSim, ns: &str) -> Peak {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let seen: std::sync::Arc<std::sync::Mutex<(usize, usize)>> = Default::default();
+        let (sim, ns, shared) = (sim.sim.clone(), ns.to_owned(), seen.clone());
+        tokio::spawn(async move {
+            while stopped.try_recv().is_err() {
+                let tag = format!("cluster.metal-stack.io/id={ns}.{CLUSTER}");
+                let names: Vec<String> = sim
+                    .state()
+                    .machines
+                    .values()
+                    .filter(|m| m.tags.contains(&tag))
+                    .filter_map(|m| m.allocation.as_ref().map(|a| a.hostname.clone()))
+                    .collect();
+                let cps = names
+                    .iter()
+                    .filter(|n| n.contains("-control-plane-"))
+                    .count();
+                let workers = names.iter().filter(|n| n.contains("-worker-")).count();
+                if let Ok(mut peak) = shared.lock() {
+                    *peak = (peak.0.max(cps), peak.1.max(workers));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Peak { stop, seen }
+    }
+
+    fn stop(self) -> (usize, usize) {
+        let _ = self.stop.send(());
+        *self.seen.lock().expect("peak")
+    }
 }
 
 /// Prints the tail of every log of the test's managers when the test fails.

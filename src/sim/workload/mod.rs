@@ -273,6 +273,11 @@ impl Agent {
     /// once their token authenticates.
     async fn wanted(&mut self, cluster: &str, members: &[Booted]) -> BTreeMap<String, WantedNode> {
         let mut wanted = BTreeMap::new();
+        if let Some(workload) = self.clusters.get_mut(cluster)
+            && let Some(version) = objects::kubernetes_version(&workload.plane.client).await
+        {
+            workload.version = version;
+        }
         for m in members {
             let (control_plane, join) = match self.role(m) {
                 Some(Role::Init(_)) => (true, None),

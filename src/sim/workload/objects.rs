@@ -76,3 +76,15 @@ fn discovery_kubeconfig(endpoint: &HostPort, ca_pem: &str) -> String {
          contexts: []\nusers: []\ncurrent-context: \"\"\n"
     )
 }
+
+/// The `kubernetesVersion` of the cluster's `kubeadm-config`: what `kubeadm join` installs (the
+/// control-plane provider raises it before an upgrade's first new machine).
+pub async fn kubernetes_version(workload: &kube::Client) -> Option<String> {
+    let map = Api::<ConfigMap>::namespaced(workload.clone(), "kube-system")
+        .get_opt("kubeadm-config")
+        .await
+        .ok()??;
+    let text = map.data?.get("ClusterConfiguration")?.clone();
+    let config: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
+    config["kubernetesVersion"].as_str().map(str::to_owned)
+}
