@@ -422,6 +422,23 @@ async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
 
 const NEW_VERSION: &str = "v1.33.6";
 
+/// The racks of the cluster's allocated control-plane machines.
+fn control_plane_racks(sim: &RunningSim, ns: &str) -> std::collections::BTreeSet<String> {
+    let tag = format!("cluster.metal-stack.io/id={ns}.{CLUSTER}");
+    sim.sim
+        .state()
+        .machines
+        .values()
+        .filter(|m| m.tags.contains(&tag))
+        .filter(|m| {
+            m.allocation
+                .as_ref()
+                .is_some_and(|a| a.hostname.contains("-control-plane-"))
+        })
+        .map(|m| m.rack.clone())
+        .collect()
+}
+
 /// Waits until the control plane's (or the workers') Machines all run `NEW_VERSION`, Running with
 /// their Nodes, and no old one is left.
 async fn wait_rolled(client: &kube::Client, ns: &str, control_plane: bool, what: &str) {
