@@ -2,7 +2,8 @@
 # Assembles the clusterctl release files into OUT_DIR (default out/release):
 #   infrastructure-components.yaml  namespace, CRDs, RBAC, manager, webhooks, certificates
 #   metadata.yaml                   release series → contract
-#   cluster-template.yaml           a workload cluster
+#   cluster-template.yaml           a workload cluster (kubeadm control plane, firewall, workers)
+#   cluster-template-ignition.yaml  the same with Ignition bootstrap data (--flavor ignition)
 # ${VAR} placeholders stay for clusterctl to substitute at install time.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,5 +17,5 @@ mkdir -p "$out"
   done
 } > "$out/infrastructure-components.yaml"
 cp "$root/manifests/clusterctl/metadata.yaml" "$out/metadata.yaml"
-cp "$root/manifests/clusterctl/cluster-template.yaml" "$out/cluster-template.yaml"
+cp "$root"/manifests/clusterctl/cluster-template*.yaml "$out/"
 echo "$out"

@@ -65,6 +65,7 @@ fn release_files_are_complete_and_install_on_a_fresh_control_plane() {
         "infrastructure-components.yaml",
         "metadata.yaml",
         "cluster-template.yaml",
+        "cluster-template-ignition.yaml",
     ] {
         assert!(out.join(f).exists(), "{f} is produced");
     }
@@ -195,6 +196,8 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
             ("CONTROL_PLANE_IP", "127.100.0.250"),
             ("METAL_CONTROL_PLANE_IMAGE", "ubuntu-26.4"),
             ("METAL_WORKER_IMAGE", "ubuntu-26.4"),
+            ("METAL_API_URL", "http://127.0.0.1:8080/metal"),
+            ("METAL_API_HMAC", "metal-edit"),
         ],
     );
     assert_eq!(
@@ -206,7 +209,10 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
             "KubeadmControlPlane",
             "MetalStackMachineTemplate",
             "KubeadmConfigTemplate",
-            "MachineDeployment"
+            "MachineDeployment",
+            "ClusterResourceSet",
+            "Secret",
+            "ConfigMap"
         ]
     );
     let file = work.path().join("cluster.yaml");
@@ -255,6 +261,8 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
             ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
             ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
             ("CONTROL_PLANE_IP", "127.100.0.251"),
+            ("METAL_API_URL", "http://127.0.0.1:8080/metal"),
+            ("METAL_API_HMAC", "metal-edit"),
             ("METAL_CONTROL_PLANE_IMAGE", "ubuntu-26.4"),
             ("METAL_CONTROL_PLANE_MACHINE_TYPE", "v9-huge"),
         ],
@@ -274,4 +282,37 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
         ),
         "the control plane's machine type: {stderr}"
     );
+}
+
+/// The Ignition flavor is the default template with `format: ignition` for the control plane's
+/// and the workers' kubeadm configurations, nothing else (its header comment aside).
+#[test]
+fn the_ignition_flavor_differs_from_the_template_only_in_its_bootstrap_format() {
+    let read = |name: &str| {
+        let text = std::fs::read_to_string(repo_root().join("manifests/clusterctl").join(name))
+            .expect("template");
+        text.lines()
+            .skip_while(|l| l.starts_with('#'))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let (base, ignition) = (
+        read("cluster-template.yaml"),
+        read("cluster-template-ignition.yaml"),
+    );
+    let formats: Vec<_> = ignition
+        .iter()
+        .filter(|l| l.trim() == "format: ignition")
+        .collect();
+    assert_eq!(
+        formats.len(),
+        2,
+        "the control plane's and the workers' format"
+    );
+    let rest: Vec<_> = ignition
+        .iter()
+        .filter(|l| l.trim() != "format: ignition")
+        .cloned()
+        .collect();
+    assert_eq!(rest, base);
 }

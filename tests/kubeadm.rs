@@ -9,6 +9,10 @@
 
 mod support;
 
+// The high-availability and upgrade test.
+#[path = "kubeadm/ha.rs"]
+mod ha;
+
 use capms::metal::types::event;
 use capms::sim::inventory::Inventory;
 use capms::sim::workload::{Agent, AgentConfig, member::Binaries};
@@ -43,7 +47,13 @@ fn capi(client: &kube::Client, ns: &str, kind: &str) -> Api<DynamicObject> {
 }
 
 /// The shipped template, rendered by clusterctl for `ns`.
-async fn render(cp: &ControlPlane, ns: &str, control_planes: &str, workers: &str) -> String {
+async fn render(
+    cp: &ControlPlane,
+    ns: &str,
+    metal_api: &str,
+    control_planes: &str,
+    workers: &str,
+) -> String {
     let template = repo_root().join("manifests/clusterctl/cluster-template.yaml");
     let out = cp
         .clusterctl_with(
@@ -69,6 +79,8 @@ async fn render(cp: &ControlPlane, ns: &str, control_planes: &str, workers: &str
                 ("CONTROL_PLANE_IP", CONTROL_PLANE_IP),
                 ("METAL_CONTROL_PLANE_IMAGE", "ubuntu-26.4"),
                 ("METAL_WORKER_IMAGE", "ubuntu-26.4"),
+                ("METAL_API_URL", metal_api),
+                ("METAL_API_HMAC", "metal-edit"),
             ],
         )
         .await;
@@ -237,7 +249,7 @@ impl Stack {
     async fn apply_cluster(&self, control_planes: &str, workers: &str) {
         let cp = ControlPlane::shared();
         let file = self.work.path().join("cluster.yaml");
-        let rendered = render(cp, &self.ns.name, control_planes, workers).await;
+        let rendered = render(cp, &self.ns.name, &self.sim.url, control_planes, workers).await;
         std::fs::write(&file, rendered).expect("write");
         cp.kubectl(&["apply", "--server-side", "-f"], &[file]);
     }
@@ -310,6 +322,7 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
             .iter()
             .all(|(_, id)| id.starts_with("metal://mini-lab/"))
     );
+    metal_ccm_installed(&stack).await;
 
     scale_workers(client, ns, 1).await;
     wait_running(client, ns, 2, "one worker after scaling down").await;
@@ -327,176 +340,30 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
     stack.delete_cluster().await;
 }
 
-/// The simulator's default inventory with `count` machines of its one size over three racks.
-fn inventory(count: usize) -> Inventory {
-    let mut inventory = Inventory::default_lab();
-    let template = inventory.machines[0].clone();
-    inventory.machines = (0..count)
-        .map(|i| capms::sim::inventory::MachineSpec {
-            id: format!("00000000-0000-0000-0002-{i:012}"),
-            rack: format!("rack-{}", i % 3 + 1),
-            ..template.clone()
-        })
-        .collect();
-    inventory
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let stack = Stack::start("kubeadm-ha", inventory(10)).await;
-    stack.apply_cluster("3", "1").await;
-    let (client, ns) = (&stack.ns.client, stack.ns.name.as_str());
-    wait_running(
-        client,
-        ns,
-        4,
-        "three control-plane machines and a worker Running",
-    )
-    .await;
-    wait_ready(
-        client,
-        ns,
-        "every Machine Ready: three healthy etcd members",
-    )
-    .await;
-    let before: Vec<String> = allocated(&stack.sim, ns)
-        .into_iter()
-        .map(|(_, hostname, _)| hostname)
-        .collect();
-
-    let peak = Peak::watch(&stack.sim, ns);
-    let kcp = format!("{CLUSTER}-control-plane");
-    api(
-        client,
-        ns,
-        "controlplane.cluster.x-k8s.io",
-        "KubeadmControlPlane",
-    )
-    .patch(
-        &kcp,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"version": NEW_VERSION}})),
-    )
-    .await
-    .expect("upgrade the control plane");
-    wait_rolled(client, ns, true, "every control-plane machine replaced").await;
-    capi(client, ns, "MachineDeployment")
-        .patch(
-            &format!("{CLUSTER}-worker"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"template": {"spec": {"version": NEW_VERSION}}}})),
-        )
+/// The ClusterResourceSet put metal-ccm and its metal-api Secret into the workload cluster.
+async fn metal_ccm_installed(stack: &Stack) {
+    use k8s_openapi::api::{apps::v1::Deployment, core::v1::Secret};
+    let config = kube::config::Kubeconfig::read_from(stack.kubeconfig()).expect("admin.conf");
+    let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
         .await
-        .expect("upgrade the workers");
-    wait_rolled(client, ns, false, "the worker replaced").await;
-    wait_ready(client, ns, "every new Machine Ready").await;
-    let (control_planes, workers) = peak.stop();
-    assert!(
-        control_planes <= 4,
-        "at most one control-plane machine over three: {control_planes}"
-    );
-    assert!(workers <= 2, "at most one worker over one: {workers}");
-    let after = allocated(&stack.sim, ns);
-    assert_eq!(
-        after.len(),
-        5,
-        "firewall, three control-plane machines, a worker: {after:?}"
-    );
-    let kept = after
-        .iter()
-        .filter(|(_, hostname, firewall)| !firewall && before.contains(hostname))
-        .count();
-    assert_eq!(
-        kept, 0,
-        "every machine but the firewall is a new allocation: {after:?}"
-    );
-    let nodes = workload_nodes(&stack.kubeconfig()).await;
-    assert_eq!(
-        nodes.len(),
-        4,
-        "the old machines' Nodes are gone: {nodes:?}"
-    );
-    stack.delete_cluster().await;
-}
-
-const NEW_VERSION: &str = "v1.33.6";
-
-/// The racks of the cluster's allocated control-plane machines.
-fn control_plane_racks(sim: &RunningSim, ns: &str) -> std::collections::BTreeSet<String> {
-    let tag = format!("cluster.metal-stack.io/id={ns}.{CLUSTER}");
-    sim.sim
-        .state()
-        .machines
-        .values()
-        .filter(|m| m.tags.contains(&tag))
-        .filter(|m| {
-            m.allocation
-                .as_ref()
-                .is_some_and(|a| a.hostname.contains("-control-plane-"))
-        })
-        .map(|m| m.rack.clone())
-        .collect()
-}
-
-/// Waits until the control plane's (or the workers') Machines all run `NEW_VERSION`, Running with
-/// their Nodes, and no old one is left.
-async fn wait_rolled(client: &kube::Client, ns: &str, control_plane: bool, what: &str) {
-    let want = if control_plane { 3 } else { 1 };
-    eventually(what, Duration::from_secs(420), || async {
-        let ms: Vec<_> = machines(client, ns)
+        .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let secret = eventually("metal-ccm installed", Duration::from_secs(60), || async {
+        Api::<Deployment>::namespaced(client.clone(), "kube-system")
+            .get_opt("cloud-controller-manager")
             .await
-            .into_iter()
-            .filter(|m| m.control_plane == control_plane)
-            .collect();
-        (ms.len() == want
-            && ms
-                .iter()
-                .all(|m| m.version == NEW_VERSION && m.phase == "Running" && !m.node.is_empty()))
-        .then_some(())
+            .ok()??;
+        Api::<Secret>::namespaced(client.clone(), "kube-system")
+            .get_opt("cloud-controller-manager")
+            .await
+            .ok()?
     })
     .await;
-}
-
-/// The most control-plane machines and workers allocated at once while it watches.
-struct Peak {
-    stop: tokio::sync::oneshot::Sender<()>,
-    seen: std::sync::Arc<std::sync::Mutex<(usize, usize)>>,
-}
-
-impl Peak {
-    fn watch(sim: &RunningSim, ns: &str) -> Peak {
-        let (stop, mut stopped) = tokio::sync::oneshot::channel();
-        let seen: std::sync::Arc<std::sync::Mutex<(usize, usize)>> = Default::default();
-        let (sim, ns, shared) = (sim.sim.clone(), ns.to_owned(), seen.clone());
-        tokio::spawn(async move {
-            while stopped.try_recv().is_err() {
-                let tag = format!("cluster.metal-stack.io/id={ns}.{CLUSTER}");
-                let names: Vec<String> = sim
-                    .state()
-                    .machines
-                    .values()
-                    .filter(|m| m.tags.contains(&tag))
-                    .filter_map(|m| m.allocation.as_ref().map(|a| a.hostname.clone()))
-                    .collect();
-                let cps = names
-                    .iter()
-                    .filter(|n| n.contains("-control-plane-"))
-                    .count();
-                let workers = names.iter().filter(|n| n.contains("-worker-")).count();
-                if let Ok(mut peak) = shared.lock() {
-                    *peak = (peak.0.max(cps), peak.1.max(workers));
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        });
-        Peak { stop, seen }
-    }
-
-    fn stop(self) -> (usize, usize) {
-        let _ = self.stop.send(());
-        *self.seen.lock().expect("peak")
-    }
+    let url = secret
+        .data
+        .and_then(|d| d.get("api-url").cloned())
+        .expect("api-url");
+    assert_eq!(String::from_utf8_lossy(&url.0), stack.sim.url);
 }
 
 /// Prints the tail of every log of the test's managers when the test fails.

@@ -90,19 +90,22 @@ for item in items:
     item["metadata"]["name"] = name + "-" + item["metadata"]["name"]
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))' "$1" "$2" "$state/cp/pki/ca.crt" | "$kubectl" apply -f - >/dev/null
 }
-start_capi() { # name binary webhooks-dir
-  local webhook health
+start_capi() { # name binary webhooks-dir [flags...]
+  local name=$1 binary=$2 webhooks=$3 webhook health
+  shift 3
   webhook=$(free_port); health=$(free_port)
-  bash "$root/certs/make-local-certs.sh" "$state/cp/pki" "$state/certs/$1"
-  start "$1" "$CAPMS_CAPI_BIN/$2" --kubeconfig="$KUBECONFIG" \
-    --webhook-port="$webhook" --webhook-cert-dir="$state/certs/$1" --health-addr="127.0.0.1:$health" \
-    --diagnostics-address="127.0.0.1:$(free_port)" --insecure-diagnostics --leader-elect=false
-  wait_ready "http://127.0.0.1:$health/readyz" "$1"
-  register_webhooks "$1" "$webhook" "$CAPMS_CAPI_BIN/crd/$3/manifests.yaml"
+  bash "$root/certs/make-local-certs.sh" "$state/cp/pki" "$state/certs/$name"
+  start "$name" "$CAPMS_CAPI_BIN/$binary" --kubeconfig="$KUBECONFIG" \
+    --webhook-port="$webhook" --webhook-cert-dir="$state/certs/$name" --health-addr="127.0.0.1:$health" \
+    --diagnostics-address="127.0.0.1:$(free_port)" --insecure-diagnostics --leader-elect=false "$@"
+  wait_ready "http://127.0.0.1:$health/readyz" "$name"
+  register_webhooks "$name" "$webhook" "$CAPMS_CAPI_BIN/crd/$webhooks/manifests.yaml"
 }
 start_capi cluster-api cluster-api-manager core-webhook
-start_capi kubeadm-bootstrap kubeadm-bootstrap-manager bootstrap-webhook
-start_capi kubeadm-control-plane kubeadm-control-plane-manager controlplane-webhook
+# Ignition bootstrap data (cluster-template-ignition.yaml) needs this gate in both kubeadm providers.
+ignition=--feature-gates=KubeadmBootstrapFormatIgnition=true
+start_capi kubeadm-bootstrap kubeadm-bootstrap-manager bootstrap-webhook "$ignition"
+start_capi kubeadm-control-plane kubeadm-control-plane-manager controlplane-webhook "$ignition"
 
 say "starting capms (controllers, webhooks)"
 capms_webhook=$(free_port); capms_health=$(free_port); capms_metrics=$(free_port)

@@ -147,7 +147,7 @@ impl CapiManager {
     /// Starts Cluster API's core manager for `on.namespace` and waits until it is ready and its
     /// webhooks are registered.
     pub async fn start(on: &ManagerOn<'_>) -> CapiManager {
-        CapiManager::start_binary(on, "cluster-api-manager", "capi", "crd/core-webhook").await
+        CapiManager::start_binary(on, "cluster-api-manager", "capi", "crd/core-webhook", &[]).await
     }
 
     /// Starts one of Cluster API's managers (`binary` in the CAPI cache) for `on.namespace`,
@@ -158,26 +158,24 @@ impl CapiManager {
         binary: &str,
         provider: &str,
         webhooks: &str,
+        extra: &[&str],
     ) -> CapiManager {
         let cert_dir = on.work.join(format!("{provider}-certs"));
         on.cp.issue_serving_cert(&cert_dir);
         let (webhook_port, health_port) = (free_port(), free_port());
-        let process = ChildProcess::spawn(
-            binary,
-            &binaries().capi.join(binary),
-            &[
-                format!("--kubeconfig={}", on.cp.kubeconfig.display()),
-                format!("--webhook-port={webhook_port}"),
-                format!("--webhook-cert-dir={}", cert_dir.display()),
-                format!("--health-addr=127.0.0.1:{health_port}"),
-                format!("--diagnostics-address=127.0.0.1:{}", free_port()),
-                "--insecure-diagnostics".into(),
-                "--leader-elect=false".into(),
-                format!("--namespace={}", on.namespace),
-            ],
-            &[],
-            on.work,
-        );
+        let mut args = vec![
+            format!("--kubeconfig={}", on.cp.kubeconfig.display()),
+            format!("--webhook-port={webhook_port}"),
+            format!("--webhook-cert-dir={}", cert_dir.display()),
+            format!("--health-addr=127.0.0.1:{health_port}"),
+            format!("--diagnostics-address=127.0.0.1:{}", free_port()),
+            "--insecure-diagnostics".into(),
+            "--leader-elect=false".into(),
+            format!("--namespace={}", on.namespace),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let process =
+            ChildProcess::spawn(binary, &binaries().capi.join(binary), &args, &[], on.work);
         eventually(
             &format!("{binary} ready"),
             Duration::from_secs(60),
@@ -206,13 +204,16 @@ pub struct KubeadmProviders {
 }
 
 impl KubeadmProviders {
+    /// Both providers with the Ignition bootstrap format enabled (`--flavor ignition`).
     pub async fn start(on: &ManagerOn<'_>) -> KubeadmProviders {
+        let ignition = ["--feature-gates=KubeadmBootstrapFormatIgnition=true"];
         KubeadmProviders {
             bootstrap: CapiManager::start_binary(
                 on,
                 "kubeadm-bootstrap-manager",
                 "cabpk",
                 "crd/bootstrap-webhook",
+                &ignition,
             )
             .await,
             control_plane: CapiManager::start_binary(
@@ -220,6 +221,7 @@ impl KubeadmProviders {
                 "kubeadm-control-plane-manager",
                 "kcp",
                 "crd/controlplane-webhook",
+                &ignition,
             )
             .await,
         }

@@ -110,9 +110,7 @@ impl Member {
     /// Waits until this member's API server answers `/readyz`.
     pub async fn wait_ready(&self, dir: &Path) -> Result<(), StartError> {
         const SECONDS: u64 = 60;
-        let client = self
-            .https(None)
-            .map_err(|reason| StartError::Kubeconfig(reason))?;
+        let client = self.https(None).map_err(StartError::Kubeconfig)?;
         let url = format!("https://{}/readyz", self.apiserver);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(SECONDS);
         loop {

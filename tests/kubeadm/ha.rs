@@ -1,0 +1,180 @@
+//! Three control-plane machines spread over racks, and a Kubernetes version change that rolls
+//! every machine through capms within the surge.
+
+use super::*;
+/// The simulator's default inventory with `count` machines of its one size over three racks.
+fn inventory(count: usize) -> Inventory {
+    let mut inventory = Inventory::default_lab();
+    let template = inventory.machines[0].clone();
+    inventory.machines = (0..count)
+        .map(|i| capms::sim::inventory::MachineSpec {
+            id: format!("00000000-0000-0000-0002-{i:012}"),
+            rack: format!("rack-{}", i % 3 + 1),
+            ..template.clone()
+        })
+        .collect();
+    inventory
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let stack = Stack::start("kubeadm-ha", inventory(10)).await;
+    stack.apply_cluster("3", "1").await;
+    let (client, ns) = (&stack.ns.client, stack.ns.name.as_str());
+    wait_running(
+        client,
+        ns,
+        4,
+        "three control-plane machines and a worker Running",
+    )
+    .await;
+    wait_ready(
+        client,
+        ns,
+        "every Machine Ready: three healthy etcd members",
+    )
+    .await;
+    assert_eq!(
+        control_plane_racks(&stack.sim, ns).len(),
+        3,
+        "capms's placement tags spread the control plane over the three racks"
+    );
+    let before: Vec<String> = allocated(&stack.sim, ns)
+        .into_iter()
+        .map(|(_, hostname, _)| hostname)
+        .collect();
+
+    let peak = Peak::watch(&stack.sim, ns);
+    let kcp = format!("{CLUSTER}-control-plane");
+    api(
+        client,
+        ns,
+        "controlplane.cluster.x-k8s.io",
+        "KubeadmControlPlane",
+    )
+    .patch(
+        &kcp,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"version": NEW_VERSION}})),
+    )
+    .await
+    .expect("upgrade the control plane");
+    wait_rolled(client, ns, true, "every control-plane machine replaced").await;
+    capi(client, ns, "MachineDeployment")
+        .patch(
+            &format!("{CLUSTER}-worker"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"version": NEW_VERSION}}}})),
+        )
+        .await
+        .expect("upgrade the workers");
+    wait_rolled(client, ns, false, "the worker replaced").await;
+    wait_ready(client, ns, "every new Machine Ready").await;
+    let (control_planes, workers) = peak.stop();
+    assert!(
+        control_planes <= 4,
+        "at most one control-plane machine over three: {control_planes}"
+    );
+    assert!(workers <= 2, "at most one worker over one: {workers}");
+    let after = allocated(&stack.sim, ns);
+    assert_eq!(
+        after.len(),
+        5,
+        "firewall, three control-plane machines, a worker: {after:?}"
+    );
+    let kept = after
+        .iter()
+        .filter(|(_, hostname, firewall)| !firewall && before.contains(hostname))
+        .count();
+    assert_eq!(
+        kept, 0,
+        "every machine but the firewall is a new allocation: {after:?}"
+    );
+    let nodes = workload_nodes(&stack.kubeconfig()).await;
+    assert_eq!(
+        nodes.len(),
+        4,
+        "the old machines' Nodes are gone: {nodes:?}"
+    );
+    stack.delete_cluster().await;
+}
+
+const NEW_VERSION: &str = "v1.33.6";
+
+/// The racks of the cluster's allocated control-plane machines.
+fn control_plane_racks(sim: &RunningSim, ns: &str) -> std::collections::BTreeSet<String> {
+    let tag = format!("cluster.metal-stack.io/id={ns}.{CLUSTER}");
+    sim.sim
+        .state()
+        .machines
+        .values()
+        .filter(|m| m.tags.contains(&tag))
+        .filter(|m| {
+            m.allocation
+                .as_ref()
+                .is_some_and(|a| a.hostname.contains("-control-plane-"))
+        })
+        .map(|m| m.rack.clone())
+        .collect()
+}
+
+/// Waits until the control plane's (or the workers') Machines all run `NEW_VERSION`, Running with
+/// their Nodes, and no old one is left.
+async fn wait_rolled(client: &kube::Client, ns: &str, control_plane: bool, what: &str) {
+    let want = if control_plane { 3 } else { 1 };
+    eventually(what, Duration::from_secs(420), || async {
+        let ms: Vec<_> = machines(client, ns)
+            .await
+            .into_iter()
+            .filter(|m| m.control_plane == control_plane)
+            .collect();
+        (ms.len() == want
+            && ms
+                .iter()
+                .all(|m| m.version == NEW_VERSION && m.phase == "Running" && !m.node.is_empty()))
+        .then_some(())
+    })
+    .await;
+}
+
+/// The most control-plane machines and workers allocated at once while it watches.
+struct Peak {
+    stop: tokio::sync::oneshot::Sender<()>,
+    seen: std::sync::Arc<std::sync::Mutex<(usize, usize)>>,
+}
+
+impl Peak {
+    fn watch(sim: &RunningSim, ns: &str) -> Peak {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let seen: std::sync::Arc<std::sync::Mutex<(usize, usize)>> = Default::default();
+        let (sim, ns, shared) = (sim.sim.clone(), ns.to_owned(), seen.clone());
+        tokio::spawn(async move {
+            while stopped.try_recv().is_err() {
+                let tag = format!("cluster.metal-stack.io/id={ns}.{CLUSTER}");
+                let names: Vec<String> = sim
+                    .state()
+                    .machines
+                    .values()
+                    .filter(|m| m.tags.contains(&tag))
+                    .filter_map(|m| m.allocation.as_ref().map(|a| a.hostname.clone()))
+                    .collect();
+                let cps = names
+                    .iter()
+                    .filter(|n| n.contains("-control-plane-"))
+                    .count();
+                let workers = names.iter().filter(|n| n.contains("-worker-")).count();
+                if let Ok(mut peak) = shared.lock() {
+                    *peak = (peak.0.max(cps), peak.1.max(workers));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Peak { stop, seen }
+    }
+
+    fn stop(self) -> (usize, usize) {
+        let _ = self.stop.send(());
+        *self.seen.lock().expect("peak")
+    }
+}
