@@ -25,7 +25,6 @@ mod vip;
 
 use super::Sim;
 use crate::api::common::ProviderId;
-use crate::metal::types::event;
 use crate::ownership::CLUSTER_ID_KEY;
 use bootstrap::{Files, Init, Join, Role};
 use control_plane::{ControlPlane, InitMachine, JoinMachine};
@@ -424,13 +423,8 @@ fn booted(sim: &Sim) -> Vec<Booted> {
     state
         .machines
         .values()
-        .filter(|m| {
-            m.events
-                .first()
-                .is_some_and(|e| e.event == event::PHONED_HOME)
-        })
         .filter_map(|m| {
-            let allocation = m.allocation.as_ref()?;
+            let allocation = nodes::booted_allocation(m)?;
             let cluster = m.tags.iter().find_map(|t| t.strip_prefix(&prefix))?;
             Some(Booted {
                 allocation: allocation.allocationuuid.clone(),

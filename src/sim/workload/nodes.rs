@@ -66,13 +66,8 @@ pub fn phoned_home(sim: &Sim, cluster_tag: &str) -> BTreeMap<String, WantedNode>
         .machines
         .values()
         .filter(|m| m.tags.iter().any(|t| t == cluster_tag))
-        .filter(|m| {
-            m.events
-                .first()
-                .is_some_and(|e| e.event == event::PHONED_HOME)
-        })
         .filter_map(|m| {
-            let allocation = m.allocation.as_ref()?;
+            let allocation = booted_allocation(m)?;
             let node = WantedNode {
                 provider_id: ProviderId::format(&m.partition, &m.id),
                 address: private_address(allocation),
@@ -82,6 +77,17 @@ pub fn phoned_home(sim: &Sim, cluster_tag: &str) -> BTreeMap<String, WantedNode>
             Some((allocation.hostname.clone(), node))
         })
         .collect()
+}
+
+/// The allocation of a machine that phoned home (its newest event), if it is allocated.
+pub fn booted_allocation(
+    m: &crate::sim::state::MachineRecord,
+) -> Option<&crate::metal::types::MachineAllocation> {
+    let home = m
+        .events
+        .first()
+        .is_some_and(|e| e.event == event::PHONED_HOME);
+    m.allocation.as_ref().filter(|_| home)
 }
 
 /// The machine's first address in a private network of its allocation.
