@@ -322,7 +322,6 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
             .iter()
             .all(|(_, id)| id.starts_with("metal://mini-lab/"))
     );
-    metal_ccm_installed(&stack).await;
 
     scale_workers(client, ns, 1).await;
     wait_running(client, ns, 2, "one worker after scaling down").await;
@@ -338,32 +337,6 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
         "firewall, control plane, two workers"
     );
     stack.delete_cluster().await;
-}
-
-/// The ClusterResourceSet put metal-ccm and its metal-api Secret into the workload cluster.
-async fn metal_ccm_installed(stack: &Stack) {
-    use k8s_openapi::api::{apps::v1::Deployment, core::v1::Secret};
-    let config = kube::config::Kubeconfig::read_from(stack.kubeconfig()).expect("admin.conf");
-    let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
-        .await
-        .expect("config");
-    let client = kube::Client::try_from(config).expect("client");
-    let secret = eventually("metal-ccm installed", Duration::from_secs(60), || async {
-        Api::<Deployment>::namespaced(client.clone(), "kube-system")
-            .get_opt("cloud-controller-manager")
-            .await
-            .ok()??;
-        Api::<Secret>::namespaced(client.clone(), "kube-system")
-            .get_opt("cloud-controller-manager")
-            .await
-            .ok()?
-    })
-    .await;
-    let url = secret
-        .data
-        .and_then(|d| d.get("api-url").cloned())
-        .expect("api-url");
-    assert_eq!(String::from_utf8_lossy(&url.0), stack.sim.url);
 }
 
 /// Prints the tail of every log of the test's managers when the test fails.
