@@ -53,14 +53,6 @@ openssl x509 -req -in "$2/$3.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -days 30 -o
 }
 
 impl ControlPlane {
-    /// Registers Cluster API's own admission webhooks (from its module's
-    /// `config/webhook/manifests.yaml`), pointed at a manager serving on 127.0.0.1:`port` with a
-    /// certificate of this control plane's CA, scoped to `namespace`.
-    pub fn register_capi_webhooks(&self, port: u16, namespace: &str, work: &Path) {
-        let manifests = binaries().capi.join("crd/core-webhook/manifests.yaml");
-        self.register_webhooks_of("capi", &manifests, port, namespace, work);
-    }
-
     /// Registers the admission webhooks of one of Cluster API's managers (`provider` names them)
     /// from its `manifests.yaml`, pointed at 127.0.0.1:`port`, scoped to `namespace`.
     pub fn register_webhooks_of(

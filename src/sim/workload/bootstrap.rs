@@ -66,8 +66,8 @@ pub fn files(user_data: &str) -> Result<Files, BootstrapError> {
         .unwrap_or(body);
     if body.starts_with("#cloud-config") {
         cloud_config_files(body)
-    } else if body.starts_with('{') {
-        ignition_files(body)
+    } else if let Ok(config) = serde_json::from_str::<Value>(body) {
+        ignition_files(&config)
     } else {
         Err(BootstrapError::Format)
     }
@@ -104,9 +104,7 @@ fn cloud_config_files(body: &str) -> Result<Files, BootstrapError> {
     Ok(Files(files))
 }
 
-fn ignition_files(body: &str) -> Result<Files, BootstrapError> {
-    let config: Value =
-        serde_json::from_str(body).map_err(|e| BootstrapError::Syntax(e.to_string()))?;
+fn ignition_files(config: &Value) -> Result<Files, BootstrapError> {
     let mut files = BTreeMap::new();
     let entries = config.pointer("/storage/files").and_then(Value::as_array);
     for (i, file) in entries.into_iter().flatten().enumerate() {
