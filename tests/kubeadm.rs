@@ -171,13 +171,16 @@ async fn wait_running(client: &kube::Client, ns: &str, count: usize, what: &str)
     .await;
 }
 
-async fn workload_nodes(kubeconfig: &Path) -> Vec<(String, String)> {
+async fn workload_client(kubeconfig: &Path) -> kube::Client {
     let config = kube::config::Kubeconfig::read_from(kubeconfig).expect("admin.conf");
     let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
         .await
         .expect("config");
-    let client = kube::Client::try_from(config).expect("client");
-    Api::<Node>::all(client)
+    kube::Client::try_from(config).expect("client")
+}
+
+async fn workload_nodes(kubeconfig: &Path) -> Vec<(String, String)> {
+    Api::<Node>::all(workload_client(kubeconfig).await)
         .list(&Default::default())
         .await
         .expect("nodes of the workload cluster")
@@ -322,6 +325,7 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
             .iter()
             .all(|(_, id)| id.starts_with("metal://mini-lab/"))
     );
+    metal_ccm_installed(&stack, client, ns).await;
 
     scale_workers(client, ns, 1).await;
     wait_running(client, ns, 2, "one worker after scaling down").await;
@@ -337,6 +341,53 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
         "firewall, control plane, two workers"
     );
     stack.delete_cluster().await;
+}
+
+/// Cluster API's ClusterResourceSet controller put metal-ccm and its metal-api Secret into the
+/// workload cluster, and recorded that in the cluster's ClusterResourceSetBinding.
+async fn metal_ccm_installed(stack: &Stack, management: &kube::Client, ns: &str) {
+    use k8s_openapi::api::{apps::v1::Deployment, core::v1::Secret};
+    let workload = workload_client(&stack.kubeconfig()).await;
+    let found = tokio::time::timeout(Duration::from_secs(90), async {
+        loop {
+            let deployment = Api::<Deployment>::namespaced(workload.clone(), "kube-system")
+                .get_opt("cloud-controller-manager")
+                .await;
+            let secret = Api::<Secret>::namespaced(workload.clone(), "kube-system")
+                .get_opt("cloud-controller-manager")
+                .await;
+            if let (Ok(Some(_)), Ok(Some(secret))) = (deployment, secret) {
+                return secret;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    let Ok(secret) = found else {
+        let sets = Api::<DynamicObject>::namespaced_with(
+            management.clone(),
+            ns,
+            &ApiResource::from_gvk(&GroupVersionKind::gvk(
+                "addons.cluster.x-k8s.io",
+                "v1beta2",
+                "ClusterResourceSet",
+            )),
+        )
+        .list(&Default::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .map(|o| o.data["status"].clone())
+                .collect::<Vec<_>>()
+        });
+        panic!("metal-ccm not in the workload cluster after 90 s; ClusterResourceSets: {sets:?}");
+    };
+    let url = secret
+        .data
+        .and_then(|d| d.get("api-url").cloned())
+        .expect("api-url");
+    assert_eq!(String::from_utf8_lossy(&url.0), stack.sim.url);
 }
 
 /// Prints the tail of every log of the test's managers when the test fails.
