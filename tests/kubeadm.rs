@@ -46,15 +46,20 @@ fn capi(client: &kube::Client, ns: &str, kind: &str) -> Api<DynamicObject> {
     api(client, ns, "cluster.x-k8s.io", kind)
 }
 
-/// The shipped template, rendered by clusterctl for `ns`.
+/// A shipped template (`cluster-template.yaml`, or `cluster-template-<flavor>.yaml`), rendered
+/// by clusterctl for `ns`.
 async fn render(
     cp: &ControlPlane,
     ns: &str,
     metal_api: &str,
-    control_planes: &str,
-    workers: &str,
+    flavor: Option<&str>,
+    (control_planes, workers): (&str, &str),
 ) -> String {
-    let template = repo_root().join("manifests/clusterctl/cluster-template.yaml");
+    let file = match flavor {
+        Some(flavor) => format!("cluster-template-{flavor}.yaml"),
+        None => "cluster-template.yaml".to_string(),
+    };
+    let template = repo_root().join("manifests/clusterctl").join(file);
     let out = cp
         .clusterctl_with(
             &[
@@ -248,11 +253,12 @@ impl Stack {
         }
     }
 
-    /// Renders the shipped template with clusterctl and applies it.
-    async fn apply_cluster(&self, control_planes: &str, workers: &str) {
+    /// Renders a shipped template with clusterctl and applies it.
+    async fn apply_cluster(&self, flavor: Option<&str>, control_planes: &str, workers: &str) {
         let cp = ControlPlane::shared();
         let file = self.work.path().join("cluster.yaml");
-        let rendered = render(cp, &self.ns.name, &self.sim.url, control_planes, workers).await;
+        let machines = (control_planes, workers);
+        let rendered = render(cp, &self.ns.name, &self.sim.url, flavor, machines).await;
         std::fs::write(&file, rendered).expect("write");
         cp.kubectl(&["apply", "--server-side", "-f"], &[file]);
     }
@@ -287,7 +293,7 @@ impl Stack {
 async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
     let _one = ONE_AT_A_TIME.lock().await;
     let stack = Stack::start("kubeadm", Inventory::default_lab()).await;
-    stack.apply_cluster("1", "2").await;
+    stack.apply_cluster(None, "1", "2").await;
     let (client, ns) = (&stack.ns.client, stack.ns.name.as_str());
     wait_running(
         client,

@@ -20,7 +20,7 @@ fn inventory(count: usize) -> Inventory {
 async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
     let _one = ONE_AT_A_TIME.lock().await;
     let stack = Stack::start("kubeadm-ha", inventory(10)).await;
-    stack.apply_cluster("3", "1").await;
+    stack.apply_cluster(Some("ignition"), "3", "1").await;
     let (client, ns) = (&stack.ns.client, stack.ns.name.as_str());
     wait_running(
         client,
@@ -39,6 +39,11 @@ async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
         control_plane_racks(&stack.sim, ns).len(),
         3,
         "capms's placement tags spread the control plane over the three racks"
+    );
+    assert_eq!(
+        bootstrap_formats(&stack.sim, ns),
+        ["ignition"].into(),
+        "the ignition flavor's machines boot from Ignition"
     );
     let before: Vec<String> = allocated(&stack.sim, ns)
         .into_iter()
@@ -116,6 +121,32 @@ fn control_plane_racks(sim: &RunningSim, ns: &str) -> std::collections::BTreeSet
                 .is_some_and(|a| a.hostname.contains("-control-plane-"))
         })
         .map(|m| m.rack.clone())
+        .collect()
+}
+
+/// The bootstrap data formats the cluster's Kubernetes machines were allocated with.
+fn bootstrap_formats(sim: &RunningSim, ns: &str) -> std::collections::BTreeSet<&'static str> {
+    use base64::Engine;
+    let tag = format!("cluster.metal-stack.io/id={ns}.{CLUSTER}");
+    let state = sim.sim.state();
+    let kubernetes = state
+        .machines
+        .values()
+        .filter(|m| m.tags.contains(&tag))
+        .filter_map(|m| m.allocation.as_ref())
+        .filter(|a| a.role != "firewall");
+    kubernetes
+        .map(|a| {
+            // As metal-hammer reads it: base64, or verbatim when it is not.
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(a.user_data.trim())
+                .unwrap_or_else(|_| a.user_data.clone().into_bytes());
+            match serde_json::from_slice::<serde_json::Value>(&data) {
+                Ok(config) if config.pointer("/ignition/version").is_some() => "ignition",
+                _ if data.starts_with(b"## template: jinja\n#cloud-config") => "cloud-config",
+                _ => "other",
+            }
+        })
         .collect()
 }
 

@@ -7,10 +7,12 @@ use base64::Engine;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Where the kubeadm bootstrap provider puts `kubeadm init`'s configuration.
+/// Where the kubeadm bootstrap provider puts `kubeadm init`'s configuration (cloud-config).
 pub const INIT_CONFIG: &str = "/run/kubeadm/kubeadm.yaml";
-/// Where it puts `kubeadm join`'s configuration.
+/// Where it puts `kubeadm join`'s configuration (cloud-config).
 pub const JOIN_CONFIG: &str = "/run/kubeadm/kubeadm-join-config.yaml";
+/// Where it puts either in Ignition data (its `kubeadm.service` runs `/etc/kubeadm.sh`).
+pub const IGNITION_CONFIG: &str = "/etc/kubeadm.yml";
 /// Static pods kubelet runs; kube-vip's manifest is looked for here.
 pub const MANIFESTS: &str = "/etc/kubernetes/manifests/";
 /// The cluster's certificates that `kubeadm init` finds instead of generating them.
@@ -217,42 +219,60 @@ impl std::fmt::Display for HostPort {
 }
 
 /// kubeadm's role for these files; None for a machine that runs no kubeadm (a firewall, a
-/// hand-written bootstrap).
+/// hand-written bootstrap). `kubeadm init` when its configuration has a ClusterConfiguration,
+/// `kubeadm join` when it has a JoinConfiguration.
 pub fn role(files: &Files) -> Result<Option<Role>, BootstrapError> {
-    if let Some(text) = files.text(INIT_CONFIG) {
-        let docs = documents(INIT_CONFIG, &text)?;
-        let cluster = kind(&docs, "ClusterConfiguration")
-            .ok_or_else(|| invalid(INIT_CONFIG.to_owned(), "no ClusterConfiguration document"))?;
-        let endpoint = str_at(cluster, "/controlPlaneEndpoint").ok_or_else(|| {
-            invalid(
-                format!("{INIT_CONFIG}: controlPlaneEndpoint"),
-                "missing; the cluster has no endpoint",
-            )
-        })?;
-        return Ok(Some(Role::Init(Init {
-            endpoint: HostPort::parse("controlPlaneEndpoint", endpoint)?,
-            version: str_at(cluster, "/kubernetesVersion")
-                .unwrap_or_default()
-                .to_owned(),
-            service_subnet: str_at(cluster, "/networking/serviceSubnet")
-                .unwrap_or("10.96.0.0/12")
-                .to_owned(),
-            cluster_configuration: cluster.clone(),
-        })));
-    }
-    let Some(text) = files.text(JOIN_CONFIG) else {
+    let Some((path, text)) = [INIT_CONFIG, JOIN_CONFIG, IGNITION_CONFIG]
+        .into_iter()
+        .find_map(|path| files.text(path).map(|text| (path, text)))
+    else {
         return Ok(None);
     };
-    let docs = documents(JOIN_CONFIG, &text)?;
-    let join = kind(&docs, "JoinConfiguration")
-        .ok_or_else(|| invalid(JOIN_CONFIG.to_owned(), "no JoinConfiguration document"))?;
-    let field = |name: &str| format!("{JOIN_CONFIG}: discovery.bootstrapToken.{name}");
+    let docs = documents(path, &text)?;
+    if let Some(cluster) = kind(&docs, "ClusterConfiguration") {
+        return init(path, cluster).map(|init| Some(Role::Init(init)));
+    }
+    let join = kind(&docs, "JoinConfiguration").ok_or_else(|| {
+        invalid(
+            path.to_owned(),
+            "neither a ClusterConfiguration (kubeadm init) nor a JoinConfiguration (kubeadm join)",
+        )
+    })?;
+    let plan = join_plan(path, join)?;
+    Ok(Some(if join.get("controlPlane").is_some() {
+        Role::JoinControlPlane(plan)
+    } else {
+        Role::JoinWorker(plan)
+    }))
+}
+
+fn init(path: &str, cluster: &Value) -> Result<Init, BootstrapError> {
+    let endpoint = str_at(cluster, "/controlPlaneEndpoint").ok_or_else(|| {
+        invalid(
+            format!("{path}: controlPlaneEndpoint"),
+            "missing; the cluster has no endpoint",
+        )
+    })?;
+    Ok(Init {
+        endpoint: HostPort::parse("controlPlaneEndpoint", endpoint)?,
+        version: str_at(cluster, "/kubernetesVersion")
+            .unwrap_or_default()
+            .to_owned(),
+        service_subnet: str_at(cluster, "/networking/serviceSubnet")
+            .unwrap_or("10.96.0.0/12")
+            .to_owned(),
+        cluster_configuration: cluster.clone(),
+    })
+}
+
+fn join_plan(path: &str, join: &Value) -> Result<Join, BootstrapError> {
+    let field = |name: &str| format!("{path}: discovery.bootstrapToken.{name}");
     let token = join
         .pointer("/discovery/bootstrapToken")
         .ok_or_else(|| invalid(field(""), "missing; only token discovery is played"))?;
     let endpoint = str_at(token, "/apiServerEndpoint")
         .ok_or_else(|| invalid(field("apiServerEndpoint"), "missing"))?;
-    let plan = Join {
+    Ok(Join {
         endpoint: HostPort::parse(&field("apiServerEndpoint"), endpoint)?,
         token: str_at(token, "/token")
             .ok_or_else(|| invalid(field("token"), "missing"))?
@@ -264,12 +284,7 @@ pub fn role(files: &Files) -> Result<Option<Role>, BootstrapError> {
             .flatten()
             .filter_map(|h| h.as_str().map(str::to_owned))
             .collect(),
-    };
-    Ok(Some(if join.get("controlPlane").is_some() {
-        Role::JoinControlPlane(plan)
-    } else {
-        Role::JoinWorker(plan)
-    }))
+    })
 }
 
 fn documents(path: &str, text: &str) -> Result<Vec<Value>, BootstrapError> {

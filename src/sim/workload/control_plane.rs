@@ -154,9 +154,15 @@ impl ControlPlane {
         self.members.keys().cloned().collect()
     }
 
-    fn route(&self) {
-        self.vip
-            .route_to(self.members.values().map(|m| m.apiserver).collect());
+    /// Leads the control-plane IP to the members whose etcd runs, as a health-checked load
+    /// balancer in front of the API servers would; connections to the others are cut.
+    pub fn route(&mut self) {
+        let healthy = self
+            .members
+            .values_mut()
+            .filter_map(|m| m.etcd_running().then_some(m.apiserver))
+            .collect();
+        self.vip.route_to(healthy);
     }
 }
 
@@ -180,8 +186,10 @@ fn kubeconfig(server: &str, ca_pem: &str, user: &super::pki::Issued) -> String {
 async fn admin_client(kubeconfig: &str) -> Result<kube::Client, StartError> {
     let parsed: Kubeconfig =
         serde_json::from_str(kubeconfig).map_err(|e| StartError::Kubeconfig(e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
+    let mut config = kube::Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
         .await
         .map_err(|e| StartError::Kubeconfig(e.to_string()))?;
+    // The agent makes short requests only; a member that hangs must not stall its loop.
+    config.read_timeout = Some(std::time::Duration::from_secs(15));
     kube::Client::try_from(config).map_err(|e| StartError::Kubeconfig(e.to_string()))
 }

@@ -74,7 +74,8 @@ pub struct Member {
     /// A client of the etcd CA, for membership changes.
     etcd_client: Issued,
     etcd_ca_pem: String,
-    _children: Vec<Child>,
+    etcd: Child,
+    _others: Vec<Child>,
 }
 
 impl Member {
@@ -89,12 +90,11 @@ impl Member {
         let io = io_error(dir);
         std::fs::create_dir_all(dir.join("pki/etcd")).map_err(io("creating the pki directory"))?;
         let certs = write_certificates(&dir.join("pki"), spec, vip)?;
-        let mut children = vec![
-            start_etcd(bins, dir, spec).map_err(io("starting etcd"))?,
-            start_apiserver(bins, dir, spec).map_err(io("starting kube-apiserver"))?,
-        ];
+        let etcd = start_etcd(bins, dir, spec).map_err(io("starting etcd"))?;
+        let mut others =
+            vec![start_apiserver(bins, dir, spec).map_err(io("starting kube-apiserver"))?];
         if let Some(kubelet) = &bins.kubelet {
-            children.push(start_kubelet(kubelet, dir, spec).map_err(io("starting the kubelet"))?);
+            others.push(start_kubelet(kubelet, dir, spec).map_err(io("starting the kubelet"))?);
         }
         Ok(Member {
             node: spec.node_name.to_owned(),
@@ -103,8 +103,16 @@ impl Member {
             ca: certs.ca,
             etcd_client: certs.etcd_client,
             etcd_ca_pem: certs.etcd_ca_pem,
-            _children: children,
+            etcd,
+            _others: others,
         })
+    }
+
+    /// Whether this member's etcd still runs. etcd exits once it learns that it was removed
+    /// from the cluster (KubeadmControlPlane removes a machine's member before deleting the
+    /// machine); its API server then hangs on every request that reads storage.
+    pub fn etcd_running(&mut self) -> bool {
+        matches!(self.etcd.try_wait(), Ok(None))
     }
 
     /// Waits until this member's API server answers `/readyz`.

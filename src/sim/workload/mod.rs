@@ -361,7 +361,8 @@ impl Agent {
         }
     }
 
-    /// Stops the members whose machines were freed.
+    /// Stops the members whose machines were freed and routes the control-plane IP to the
+    /// healthy rest.
     fn leave_freed(&mut self, cluster: &str, members: &[Booted]) {
         let present: BTreeSet<&str> = members.iter().map(|m| m.hostname.as_str()).collect();
         if let Some(workload) = self.clusters.get_mut(cluster) {
@@ -371,6 +372,7 @@ impl Agent {
                     workload.plane.leave(&node);
                 }
             }
+            workload.plane.route();
         }
     }
 

@@ -1,6 +1,6 @@
 //! Reading bootstrap data and issuing kubeadm's certificates, without processes.
 
-use super::bootstrap::{self, BootstrapError, HostPort, Role};
+use super::bootstrap::{self, BootstrapError, Files, HostPort, Role};
 use super::pki::{Ca, Leaf, ca_cert_hash};
 use base64::Engine;
 
@@ -90,7 +90,7 @@ fn ignition_files_are_read_from_data_urls() {
     let ignition = serde_json::json!({
         "ignition": {"version": "2.3.0"},
         "storage": {"files": [
-            {"path": bootstrap::JOIN_CONFIG, "contents": {"source": format!("data:,{encoded}")}},
+            {"path": bootstrap::IGNITION_CONFIG, "contents": {"source": format!("data:,{encoded}")}},
             {"path": "/etc/motd", "contents": {"source": "data:;base64,aGk="}},
         ]},
     })
@@ -103,6 +103,36 @@ fn ignition_files_are_read_from_data_urls() {
     assert_eq!(plan.token, "abcdef.0123456789abcdef");
     assert_eq!(plan.ca_cert_hashes, ["sha256:00"]);
     assert_eq!(plan.endpoint.to_string(), "127.100.0.250:6443");
+}
+
+#[test]
+fn kubeadm_init_is_told_by_its_cluster_configuration_wherever_it_is() {
+    let init = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n\
+                controlPlaneEndpoint: 127.100.0.250:6443\nkubernetesVersion: v1.33.5\n---\n\
+                apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n";
+    for path in [bootstrap::INIT_CONFIG, bootstrap::IGNITION_CONFIG] {
+        let files = Files([(path.to_owned(), init.as_bytes().to_vec())].into());
+        let Ok(Some(Role::Init(plan))) = bootstrap::role(&files) else {
+            panic!("init at {path}: {:?}", bootstrap::role(&files));
+        };
+        assert_eq!(plan.endpoint.to_string(), "127.100.0.250:6443");
+        assert_eq!(plan.version, "v1.33.5");
+    }
+    let neither = Files(
+        [(
+            bootstrap::IGNITION_CONFIG.to_owned(),
+            b"kind: Other\n".to_vec(),
+        )]
+        .into(),
+    );
+    assert_eq!(
+        bootstrap::role(&neither).map_err(|e| e.to_string()),
+        Err(
+            "/etc/kubeadm.yml: neither a ClusterConfiguration (kubeadm init) nor a \
+             JoinConfiguration (kubeadm join)"
+                .into()
+        )
+    );
 }
 
 #[test]
