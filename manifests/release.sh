@@ -4,6 +4,7 @@
 #   metadata.yaml                   release series → contract
 #   cluster-template.yaml           a workload cluster (kubeadm control plane, firewall, workers)
 #   cluster-template-ignition.yaml  the same with Ignition bootstrap data (--flavor ignition)
+#   cluster-template-calico.yaml    the same with Calico through CAAPH (--flavor calico)
 # ${VAR} placeholders stay for clusterctl to substitute at install time.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
