@@ -143,6 +143,12 @@ say "what Kubernetes shows"
 say "the workload cluster's nodes (its API at the control-plane IP, served by the node stand-in)"
 workload_kubeconfig="$state/workloads/demo.demo/admin.conf"
 "$kubectl" --kubeconfig "$workload_kubeconfig" get nodes -o wide
+say "metal-ccm in the workload cluster (applied by Cluster API's ClusterResourceSet; no pod runs in the stand-in)"
+for _ in $(seq 1 60); do
+  "$kubectl" --kubeconfig "$workload_kubeconfig" -n kube-system get deployment cloud-controller-manager >/dev/null 2>&1 && break
+  sleep 1
+done
+"$kubectl" --kubeconfig "$workload_kubeconfig" -n kube-system get deployment/cloud-controller-manager secret/cloud-controller-manager
 say "what metal-api shows (the machines)"
 if [ -x "${CAPMS_METALCTL:-}" ]; then
   METALCTL_API_URL="$METAL_API_URL" METALCTL_HMAC=metal-admin "$CAPMS_METALCTL" machine ls
