@@ -5,6 +5,10 @@
 //! the dashboards operators have for Go providers read capms too; capms' own metrics add the
 //! error category, metal-api calls and admission.
 
+mod queues;
+
+pub use queues::WorkQueues;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -102,6 +106,8 @@ pub struct Metrics {
     work_time: Histograms<QueueName>,
     retries: Family<QueueName, Counter>,
     kube_requests: Family<KubeRequest, Counter>,
+    /// The controllers' work queues as controller-runtime reports them.
+    pub queues: WorkQueues,
 }
 
 impl Default for Metrics {
@@ -165,8 +171,6 @@ impl Metrics {
             "Admission latency",
             admission_time.clone(),
         );
-        // Of controller-runtime's work-queue metrics, these two mean the same here; kube-runtime's
-        // scheduler does not expose its queue's depth, adds or waiting times.
         registry.register(
             "workqueue_work_duration_seconds",
             "How long in seconds processing an item from workqueue takes",
@@ -177,7 +181,9 @@ impl Metrics {
             "Total number of retries handled by workqueue",
             retries.clone(),
         );
+        let queues = WorkQueues::register(&mut registry);
         Metrics {
+            queues,
             kube_requests,
             work_time,
             retries,

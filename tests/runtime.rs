@@ -147,6 +147,16 @@ async fn check_secure_metrics(cp: &ControlPlane, namespace: &str, addr: SocketAd
         text.contains("capms_metal_api_requests_total{endpoint=\"partition_list\",status=\"200\"}"),
         "{text}"
     );
+    for queue in [
+        "metalstackcluster",
+        "metalstackfirewall",
+        "metalstackmachine",
+    ] {
+        for series in ["workqueue_depth", "workqueue_adds_total"] {
+            let line = format!("{series}{{name=\"{queue}\"}} ");
+            assert!(text.contains(&line), "{line} missing from\n{text}");
+        }
+    }
     cp.kubectl(
         &[
             "delete",

@@ -20,6 +20,7 @@ use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
 };
 use crate::capi::{Cluster, Machine, WATCH_FILTER_LABEL};
+use crate::metrics::WorkQueues;
 use feeds::{Feed, Stores};
 use futures::StreamExt;
 use kube::api::Api;
@@ -81,7 +82,10 @@ where
     let started = Instant::now();
     let deleting = obj.meta().deletion_timestamp.is_some();
     let key = obj.uid().unwrap_or_default();
+    let queued = queue_key(obj.meta().namespace.as_deref(), &obj.name_any());
+    ctx.metrics.queues.started(&kind, &queued);
     let result = reconcile(obj, ctx.clone()).await;
+    ctx.metrics.queues.finished(&kind, &queued);
     if deleting && result.is_ok() {
         // A deleted object is not polled again: drop its backoff entry.
         ctx.reset_poll(&key);
@@ -94,15 +98,67 @@ where
     result
 }
 
-fn log_outcome<T: std::fmt::Debug, E: std::fmt::Display>(
+/// Logs what the controller's stream reports besides reconciles; an object that was woken but
+/// is gone leaves its work queue.
+fn log_outcome<K, E: std::fmt::Display>(
     kind: std::borrow::Cow<'static, str>,
-) -> impl Fn(Result<T, E>) -> std::future::Ready<()> {
+    queues: WorkQueues,
+) -> impl Fn(ControllerResult<K, E>) -> std::future::Ready<()>
+where
+    K: Resource<DynamicType = ()>,
+{
     move |result| {
         if let Err(e) = result {
+            if let controller::Error::ObjectNotFound(gone) = &e {
+                queues.dropped(&kind, &queue_key(gone.namespace.as_deref(), &gone.name));
+            }
             tracing::debug!(kind = %kind, error = %e, "controller event");
         }
         std::future::ready(())
     }
+}
+
+type ControllerResult<K, E> = Result<(ObjectRef<K>, Action), controller::Error<E, watcher::Error>>;
+
+/// An object's key in its controller's work queue.
+fn queue_key(namespace: Option<&str>, name: &str) -> String {
+    format!("{}/{name}", namespace.unwrap_or_default())
+}
+
+/// `mapper`, recording every object it wakes in its controller's work queue.
+fn counted<S, K, I>(
+    queues: &WorkQueues,
+    mapper: impl Fn(S) -> I + Send + Sync + 'static,
+) -> impl Fn(S) -> Vec<ObjectRef<K>> + Send + Sync + 'static
+where
+    K: Resource<DynamicType = ()>,
+    I: IntoIterator<Item = ObjectRef<K>>,
+{
+    let queues = queues.clone();
+    move |source| {
+        let woken: Vec<ObjectRef<K>> = mapper(source).into_iter().collect();
+        for r in &woken {
+            queues.woken(&K::kind(&()), queue_key(r.namespace.as_deref(), &r.name));
+        }
+        woken
+    }
+}
+
+/// `stream` of the controller's own objects, recording each in its work queue.
+fn counted_own<K>(
+    queues: &WorkQueues,
+    stream: feeds::Followed<K>,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Send + 'static,
+{
+    let queues = queues.clone();
+    stream.inspect(move |event| {
+        if let Ok(obj) = event {
+            let key = queue_key(obj.meta().namespace.as_deref(), &obj.name_any());
+            queues.woken(&K::kind(&()), key);
+        }
+    })
 }
 
 /// The watches of every kind the controllers follow, one per kind.
@@ -172,9 +228,17 @@ pub async fn run(
     let stores = feeds.stores();
     // A second run on one context (tests) keeps the first caches; both watch the same kinds.
     let _ = ctx.stores.set(stores.clone());
-    let clusters = cluster_controller(&mut feeds);
-    let firewalls = firewall_controller(&mut feeds);
-    let machines = machine_controller(&mut feeds);
+    let queues = &ctx.metrics.queues;
+    for kind in [
+        MetalStackCluster::kind(&()),
+        MetalStackFirewall::kind(&()),
+        MetalStackMachine::kind(&()),
+    ] {
+        queues.declare(&kind);
+    }
+    let clusters = cluster_controller(&mut feeds, queues);
+    let firewalls = firewall_controller(&mut feeds, queues);
+    let machines = machine_controller(&mut feeds, queues);
     let watching = tokio::spawn(feeds.run(shutdown.clone()));
     tokio::select! {
         _ = stores.synced() => {}
@@ -192,63 +256,77 @@ pub async fn run(
 
 /// MetalStackClusters, woken by their own changes (not their status), their firewall, their
 /// Cluster's gates and the firewall template they name.
-fn cluster_controller(feeds: &mut Feeds) -> Controller<MetalStackCluster> {
+fn cluster_controller(feeds: &mut Feeds, queues: &WorkQueues) -> Controller<MetalStackCluster> {
     let own = feeds.metal_stack_clusters.follow_changes(feeds::own_change);
     // A cluster waiting for its firewall template goes on as soon as the template appears.
     let referencing = feeds.metal_stack_clusters.store();
-    Controller::for_stream(own, feeds.metal_stack_clusters.store())
-        .owns_stream(feeds.firewalls.follow())
+    Controller::for_stream(counted_own(queues, own), feeds.metal_stack_clusters.store())
+        .watches_stream(
+            feeds.firewalls.follow(),
+            counted(queues, |f: MetalStackFirewall| {
+                // Its owners of our kind, as `owns` would wake them.
+                let ns = f.namespace().unwrap_or_default();
+                let group = format!("{}/", MetalStackCluster::group(&()));
+                let owners = f.owner_references().iter().filter(|o| {
+                    o.kind == MetalStackCluster::kind(&()) && o.api_version.starts_with(&group)
+                });
+                owners
+                    .map(|o| ObjectRef::<MetalStackCluster>::new(&o.name).within(&ns))
+                    .collect::<Vec<_>>()
+            }),
+        )
         .watches_stream(
             feeds.clusters.follow_changes(wake::cluster_gates),
-            |c: Cluster| {
+            counted(queues, |c: Cluster| {
                 let ns = c.namespace().unwrap_or_default();
                 c.metal_stack_cluster()
                     .map(|name| ObjectRef::<MetalStackCluster>::new(name).within(&ns))
-            },
+            }),
         )
         .watches_stream(
             feeds.firewall_templates.follow(),
-            move |template: MetalStackFirewallTemplate| {
+            counted(queues, move |template: MetalStackFirewallTemplate| {
                 cluster::clusters_using_template(&template, &referencing.state())
-            },
+            }),
         )
 }
 
 /// MetalStackFirewalls, woken by their own changes (not their status), the MetalStackCluster
 /// they belong to and their Cluster's gates (paused, infrastructure provisioned, deletion).
-fn firewall_controller(feeds: &mut Feeds) -> Controller<MetalStackFirewall> {
+fn firewall_controller(feeds: &mut Feeds, queues: &WorkQueues) -> Controller<MetalStackFirewall> {
     let own = feeds.firewalls.follow_changes(feeds::own_change);
-    Controller::for_stream(own, feeds.firewalls.store())
+    Controller::for_stream(counted_own(queues, own), feeds.firewalls.store())
         .watches_stream(
             feeds.metal_stack_clusters.follow(),
-            |c: MetalStackCluster| {
+            counted(queues, |c: MetalStackCluster| {
                 let ns = c.namespace().unwrap_or_default();
                 let name = cluster::firewall_name(&c.name_any());
                 Some(ObjectRef::<MetalStackFirewall>::new(&name).within(&ns))
-            },
+            }),
         )
-        .watches_stream(feeds.clusters.follow_changes(wake::cluster_gates), |c| {
-            wake::firewall_of(&c)
-        })
+        .watches_stream(
+            feeds.clusters.follow_changes(wake::cluster_gates),
+            counted(queues, |c| wake::firewall_of(&c)),
+        )
 }
 
 /// MetalStackMachines, woken by their own changes (not their status), what they read of their
 /// Machine, and their Cluster's gates (paused, infrastructure provisioned, deletion).
-fn machine_controller(feeds: &mut Feeds) -> Controller<MetalStackMachine> {
+fn machine_controller(feeds: &mut Feeds, queues: &WorkQueues) -> Controller<MetalStackMachine> {
     let own = feeds.metal_stack_machines.follow_changes(feeds::own_change);
     let machines = feeds.metal_stack_machines.store();
-    Controller::for_stream(own, machines.clone())
+    Controller::for_stream(counted_own(queues, own), machines.clone())
         .watches_stream(
             feeds.machines.follow_changes(wake::machine_facts),
-            |m: Machine| {
+            counted(queues, |m: Machine| {
                 let ns = m.namespace().unwrap_or_default();
                 m.metal_stack_machine()
                     .map(|name| ObjectRef::<MetalStackMachine>::new(name).within(&ns))
-            },
+            }),
         )
         .watches_stream(
             feeds.clusters.follow_changes(wake::cluster_gates),
-            move |c: Cluster| wake::machines_of(&c, &machines),
+            counted(queues, move |c: Cluster| wake::machines_of(&c, &machines)),
         )
 }
 
@@ -277,6 +355,9 @@ async fn drive<R>(
             error_policy,
             ctx.clone(),
         )
-        .for_each(log_outcome(R::Object::kind(&())))
+        .for_each(log_outcome(
+            R::Object::kind(&()),
+            ctx.metrics.queues.clone(),
+        ))
         .await
 }

@@ -113,6 +113,10 @@ pub struct Provisioning {
     pub reconciles: BTreeMap<String, f64>,
     pub reconciles_per_worker: f64,
     pub reconciles_per_cluster: f64,
+    /// Objects the watches put into each controller's work queue (merged while waiting).
+    pub queue_adds: BTreeMap<String, f64>,
+    /// How long an object waited in its controller's queue before its reconcile, on average.
+    pub queue_wait_mean_s: BTreeMap<String, f64>,
     pub admission_calls: f64,
     /// MetalStackMachines without a Machine that capms never wrote to (Cluster API's).
     pub orphans_left_by_cluster_api: usize,
@@ -180,12 +184,26 @@ impl Provisioning {
             reconciles_per_worker: of("metalstackmachine") / (args.clusters * args.workers) as f64,
             reconciles_per_cluster: of("metalstackcluster") / args.clusters as f64,
             reconciles,
+            queue_adds: capms.by("workqueue_adds_total", "name"),
+            queue_wait_mean_s: mean_queue_wait(capms),
             admission_calls: capms.total(ADMISSIONS),
             orphans_left_by_cluster_api: 0,
             ready_curve: curve(workers.iter().filter_map(|t| t.ready).collect()),
             created_curve: curve(created),
         }
     }
+}
+
+fn mean_queue_wait(capms: &Counters) -> BTreeMap<String, f64> {
+    let waited = capms.by("workqueue_queue_duration_seconds_sum", "name");
+    let counts = capms.by("workqueue_queue_duration_seconds_count", "name");
+    waited
+        .into_iter()
+        .map(|(queue, sum)| {
+            let n = counts.get(&queue).copied().unwrap_or(0.0);
+            (queue, if n > 0.0 { sum / n } else { 0.0 })
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -308,6 +326,13 @@ impl Report {
             t,
             "  reconciles             {:>8.2} per worker, {:.1} per cluster; {} admission calls",
             p.reconciles_per_worker, p.reconciles_per_cluster, p.admission_calls
+        );
+        let wait = |q: &str| p.queue_wait_mean_s.get(q).copied().unwrap_or(0.0) * 1000.0;
+        let _ = writeln!(
+            t,
+            "  work-queue wait (mean) {:>8.1} ms MetalStackMachine, {:.1} ms MetalStackCluster",
+            wait("metalstackmachine"),
+            wait("metalstackcluster")
         );
         let _ = writeln!(
             t,
