@@ -4,7 +4,8 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// capms's counters at one moment: every `_total` sample, keyed by name and labels.
+/// capms's counters at one moment: every `_total`, `_sum` and `_count` sample, keyed by name
+/// and labels.
 #[derive(Clone, Debug, Default)]
 pub struct Counters {
     samples: BTreeMap<(String, BTreeMap<String, String>), f64>,
@@ -25,7 +26,8 @@ impl Counters {
                 Some((name, rest)) => (name, labels_of(rest.trim_end_matches('}'))),
                 None => (series, BTreeMap::new()),
             };
-            if name.ends_with("_total") {
+            // Counters, and histograms' sums and counts (counters too).
+            if ["_total", "_sum", "_count"].iter().any(|s| name.ends_with(s)) {
                 samples.insert((name.to_owned(), labels), value);
             }
         }
