@@ -29,6 +29,50 @@ fn lab_cluster(name: &str, public_network: &str, endpoint: Value) -> Value {
                     "publicNetworkID": public_network, "controlPlaneEndpoint": endpoint}})
 }
 
+/// kubectl against capms's webhooks registered on a real apiserver, in one namespace.
+struct Admission<'a> {
+    cp: &'a ControlPlane,
+    ns: &'a str,
+    dir: &'a Path,
+}
+
+impl Admission<'_> {
+    fn apply(&self, file: &Path) -> std::process::Output {
+        self.cp
+            .kubectl_output(&["apply", "-n", self.ns, "-f"], &[file.to_path_buf()])
+    }
+
+    /// `manifest` is refused, and kubectl's error contains every one of `expected`.
+    fn refused(&self, name: &str, manifest: Value, expected: &[&str]) {
+        let file = write(self.dir, name, manifest);
+        let out = self.apply(&file);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{} was admitted", file.display());
+        for e in expected {
+            assert!(
+                stderr.contains(e),
+                "kubectl's error for {} lacks {e:?}:\n{stderr}",
+                file.display()
+            );
+        }
+    }
+
+    /// `manifest` is admitted; returns kubectl's warnings.
+    fn admitted(&self, name: &str, manifest: Value) -> String {
+        let out = self.apply(&write(self.dir, name, manifest));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    }
+
+    fn get(&self, kind: &str, name: &str) -> Value {
+        let got = self
+            .cp
+            .kubectl(&["get", "-n", self.ns, kind, name, "-o", "json"], &[]);
+        serde_json::from_str(&got).expect("json")
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     capms::tls::install_default_provider();
@@ -46,31 +90,24 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     )
     .await;
     cp.register_capms_webhooks(manager.webhook_port, &ns.name, work.path());
+    let admission = Admission {
+        cp,
+        ns: &ns.name,
+        dir: work.path(),
+    };
+    unknown_choices_are_refused_naming_the_field_and_the_valid_ones(&admission);
+    good_objects_are_admitted_and_defaulted(&admission);
+    immutable_fields_refuse_updates_and_deletion_is_never_blocked(&admission);
+    metrics_count_admissions(&manager).await;
+    assert!(manager.process.is_running());
+}
 
-    let apply = |file: &PathBuf| {
-        cp.kubectl_output(&["apply", "-n", &ns.name, "-f"], std::slice::from_ref(file))
-    };
-    let refused = |file: PathBuf, expected: &[&str]| {
-        let out = apply(&file);
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(!out.status.success(), "{} was admitted", file.display());
-        for e in expected {
-            assert!(
-                stderr.contains(e),
-                "kubectl's error for {} lacks {e:?}:\n{stderr}",
-                file.display()
-            );
-        }
-    };
-    let d = work.path();
-    refused(
-        write(
-            d,
-            "image.json",
-            machine(
-                "bad-image",
-                json!({"image": "ubuntu-99.04", "machineType": "v1-small-x86"}),
-            ),
+fn unknown_choices_are_refused_naming_the_field_and_the_valid_ones(a: &Admission<'_>) {
+    a.refused(
+        "image.json",
+        machine(
+            "bad-image",
+            json!({"image": "ubuntu-99.04", "machineType": "v1-small-x86"}),
         ),
         &[
             "denied the request",
@@ -78,136 +115,87 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
             "valid machine images: capms-ubuntu-1.33.5, capms-ubuntu-1.34.1, debian-13.0, ubuntu-26.4",
         ],
     );
-    refused(
-        write(
-            d,
-            "size.json",
-            machine(
-                "bad-size",
-                json!({"image": "ubuntu-26.4", "machineType": "c1-xlarge-x86"}),
-            ),
+    a.refused(
+        "size.json",
+        machine(
+            "bad-size",
+            json!({"image": "ubuntu-26.4", "machineType": "c1-xlarge-x86"}),
         ),
         &[
             "spec.machineType: machine type \"c1-xlarge-x86\" is not a metal-stack size; valid: v1-small-x86",
         ],
     );
-    refused(
-        write(
-            d,
-            "fw-image.json",
-            machine(
-                "fw-image",
-                json!({"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86"}),
-            ),
+    a.refused(
+        "fw-image.json",
+        machine(
+            "fw-image",
+            json!({"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86"}),
         ),
         &[
             "spec.image: image \"firewall-ubuntu-3.0\" resolves to firewall-ubuntu-3.0 which has features [firewall], not machine",
         ],
     );
-    refused(
-        write(
-            d,
-            "partition.json",
-            machine(
-                "bad-partition",
-                json!({"image": "ubuntu-26.4", "machineType": "v1-small-x86", "partition": "vagrant"}),
-            ),
+    a.refused(
+        "partition.json",
+        machine(
+            "bad-partition",
+            json!({"image": "ubuntu-26.4", "machineType": "v1-small-x86", "partition": "vagrant"}),
         ),
         &["spec.partition: partition \"vagrant\" does not exist in metal-api; valid: mini-lab"],
     );
-    refused(
-        write(
-            d,
-            "private.json",
-            lab_cluster(
-                "private-public",
-                "tenant-super-network-mini-lab",
-                json!({"host": "127.100.0.9"}),
-            ),
+    a.refused(
+        "private.json",
+        lab_cluster(
+            "private-public",
+            "tenant-super-network-mini-lab",
+            json!({"host": "127.100.0.9"}),
         ),
         &[
             "spec.publicNetworkID: network \"tenant-super-network-mini-lab\" is not an external network",
             "valid external networks: internet-mini-lab",
         ],
     );
+}
 
-    // A good cluster is admitted and comes back defaulted (port 6443).
-    let out = apply(&write(
-        d,
-        "good.json",
-        lab_cluster("good", "internet-mini-lab", json!({"host": "127.100.0.9"})),
-    ));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got = cp.kubectl(
-        &[
-            "get",
-            "-n",
-            &ns.name,
-            "metalstackcluster",
-            "good",
-            "-o",
-            "json",
-        ],
-        &[],
-    );
-    let got: Value = serde_json::from_str(&got).expect("json");
+/// A good cluster comes back defaulted (port 6443); a firewall template that does not exist (yet)
+/// is a warning, not a denial; a machine with the cluster-name label gets its cluster's partition.
+fn good_objects_are_admitted_and_defaulted(a: &Admission<'_>) {
+    let good = lab_cluster("good", "internet-mini-lab", json!({"host": "127.100.0.9"}));
+    a.admitted("good.json", good);
     assert_eq!(
-        got["spec"]["controlPlaneEndpoint"],
+        a.get("metalstackcluster", "good")["spec"]["controlPlaneEndpoint"],
         json!({"host": "127.100.0.9", "port": 6443})
     );
-    // A firewall template that does not exist (yet) is a warning, not a denial.
     let mut templated = lab_cluster("templated", "internet-mini-lab", json!({}));
     templated["spec"]["firewallTemplateRef"] = json!({"name": "edge"});
-    let out = apply(&write(d, "templated.json", templated));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let warnings = a.admitted("templated.json", templated);
     assert!(
-        stderr.contains(&format!(
+        warnings.contains(&format!(
             "Warning: spec.firewallTemplateRef: MetalStackFirewallTemplate {}/edge does not exist (yet)",
-            ns.name
-        )) && stderr.contains("templates in the namespace: none"),
-        "{stderr}"
+            a.ns
+        )) && warnings.contains("templates in the namespace: none"),
+        "{warnings}"
     );
-
-    // A good machine with the cluster-name label gets its cluster's partition.
     let mut labelled = machine(
         "good-machine",
         json!({"image": "ubuntu-26.4", "machineType": "v1-small-x86"}),
     );
     labelled["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "good"});
-    cp.apply(&write(d, "cluster.json", json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "good", "namespace": ns.name},
+    a.cp.apply(&write(a.dir, "cluster.json", json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "good", "namespace": a.ns},
         "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": "good"}}})));
-    let out = apply(&write(d, "good-machine.json", labelled));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    a.admitted("good-machine.json", labelled);
+    assert_eq!(
+        a.get("metalstackmachine", "good-machine")["spec"]["partition"],
+        "mini-lab"
     );
-    let got: Value = serde_json::from_str(&cp.kubectl(
-        &[
-            "get",
-            "-n",
-            &ns.name,
-            "metalstackmachine",
-            "good-machine",
-            "-o",
-            "json",
-        ],
-        &[],
-    ))
-    .expect("json");
-    assert_eq!(got["spec"]["partition"], "mini-lab");
+}
 
-    // Immutability on update, and deletion is never blocked.
-    let out = cp.kubectl_output(
+fn immutable_fields_refuse_updates_and_deletion_is_never_blocked(a: &Admission<'_>) {
+    let out = a.cp.kubectl_output(
         &[
             "patch",
             "-n",
-            &ns.name,
+            a.ns,
             "metalstackcluster",
             "good",
             "--type=merge",
@@ -221,19 +209,21 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
         String::from_utf8_lossy(&out.stderr)
             .contains("spec.publicNetworkID: is immutable once set")
     );
-    cp.kubectl(
+    a.cp.kubectl(
         &[
             "delete",
             "-n",
-            &ns.name,
+            a.ns,
             "metalstackmachine",
             "good-machine",
             "--wait=false",
         ],
         &[],
     );
+}
 
-    // /metrics is Prometheus text and counts admissions.
+/// /metrics is Prometheus text and counts admissions.
+async fn metrics_count_admissions(manager: &CapmsManager) {
     let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", manager.metrics_port))
         .await
         .expect("metrics")
@@ -259,7 +249,6 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     }
     assert!(metrics.contains("capms_admission_requests_total{kind=\"MetalStackMachine\",step=\"validate\",operation=\"CREATE\",result=\"denied\"}"), "{metrics}");
     assert!(metrics.contains("capms_admission_duration_seconds_bucket{"));
-    assert!(manager.process.is_running());
 }
 
 fn openssl_connect(port: u16, version_flag: &str) -> String {

@@ -27,7 +27,10 @@ impl Counters {
                 None => (series, BTreeMap::new()),
             };
             // Counters, and histograms' sums and counts (counters too).
-            if ["_total", "_sum", "_count"].iter().any(|s| name.ends_with(s)) {
+            if ["_total", "_sum", "_count"]
+                .iter()
+                .any(|s| name.ends_with(s))
+            {
                 samples.insert((name.to_owned(), labels), value);
             }
         }
