@@ -15,6 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 
 use std::process::Command;
 use std::time::Duration;
@@ -32,12 +33,31 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
     let client = cp.client().await;
     let work = tempfile::tempdir().expect("dir");
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let _cert_manager = start_cert_manager(cp, work.path());
+    install_components(cp, work.path(), &sim.url);
+    let (cert_dir, ca) = issued_serving_certificate(&client, work.path()).await;
+    ca_injected(&client, &ca).await;
 
-    // cert-manager's CRDs, controller and cainjector.
+    // capms serves the issued certificate on loopback.
+    let capms = CapmsManager::start(
+        "capms",
+        "capms-e2e",
+        &sim.url,
+        &cert_dir,
+        work.path(),
+        &[format!("--leader-election-namespace={NS}")],
+    );
+    capms.wait_ready().await;
+    point_webhooks_at_loopback(cp, &client, capms.webhook_port).await;
+    the_apiserver_calls_our_webhooks(cp, work.path(), &capms);
+}
+
+/// cert-manager's CRDs, controller and cainjector.
+fn start_cert_manager(cp: &ControlPlane, work: &Path) -> [ChildProcess; 2] {
     cp.apply(&binaries().cert_manager.join("crd"));
     cp.wait_crds_established();
     let kubeconfig = format!("--kubeconfig={}", cp.kubeconfig.display());
-    let _controller = ChildProcess::spawn(
+    let controller = ChildProcess::spawn(
         "cert-manager-controller",
         &binaries().cert_manager_bin.join("controller"),
         &[
@@ -47,19 +67,22 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
             format!("--cluster-resource-namespace={NS}"),
         ],
         &[],
-        work.path(),
+        work,
     );
-    let _cainjector = ChildProcess::spawn(
+    let cainjector = ChildProcess::spawn(
         "cert-manager-cainjector",
         &binaries().cert_manager_bin.join("cainjector"),
         &[kubeconfig, "--leader-elect=false".into()],
         &[],
-        work.path(),
+        work,
     );
+    [controller, cainjector]
+}
 
-    // Our components, as clusterctl would process them. No kubelet runs here, so the apiserver
-    // reaches capms on loopback: the Certificate also names 127.0.0.1, which the URL uses.
-    let release = work.path().join("release");
+/// Our components, as clusterctl would process them. No kubelet runs here, so the apiserver
+/// reaches capms on loopback: the Certificate also names 127.0.0.1, which the URL uses.
+fn install_components(cp: &ControlPlane, work: &Path, metal_api: &str) {
+    let release = work.join("release");
     let out = Command::new("bash")
         .arg(repo_root().join("manifests/release.sh"))
         .arg(&release)
@@ -71,7 +94,7 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
         .args(["generate", "yaml", "--from"])
         .arg(release.join("infrastructure-components.yaml"))
         .env("HOME", home.path())
-        .env("METAL_API_URL", &sim.url)
+        .env("METAL_API_URL", metal_api)
         .env("METAL_API_HMAC", "metal-edit")
         .output()
         .expect("clusterctl");
@@ -88,11 +111,15 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
         components.contains("ipAddresses"),
         "the Certificate names 127.0.0.1 too"
     );
-    let file = work.path().join("components.yaml");
+    let file = work.join("components.yaml");
     std::fs::write(&file, components).expect("write");
     cp.apply(&file);
+}
 
-    // cert-manager issues the serving certificate into the Secret our Deployment mounts.
+/// cert-manager issues the serving certificate into the Secret our Deployment mounts; it is
+/// copied where capms reads it, as the kubelet's Secret mount would. Returns that directory and
+/// the CA.
+async fn issued_serving_certificate(client: &kube::Client, work: &Path) -> (PathBuf, Vec<u8>) {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     let secret = eventually(
         "cert-manager to issue capms-webhook-service-cert",
@@ -108,14 +135,16 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
     )
     .await;
     // Copy it where capms reads it, as the kubelet's Secret mount would.
-    let cert_dir = work.path().join("serving-certs");
+    let cert_dir = work.join("serving-certs");
     std::fs::create_dir_all(&cert_dir).expect("dir");
     for key in ["tls.crt", "tls.key"] {
         std::fs::write(cert_dir.join(key), &secret[key].0).expect("write");
     }
+    (cert_dir, secret["ca.crt"].0.clone())
+}
 
-    // cainjector puts the CA into both webhook configurations.
-    let ca = secret["ca.crt"].0.clone();
+/// cainjector puts the CA into both webhook configurations.
+async fn ca_injected(client: &kube::Client, ca: &[u8]) {
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     eventually(
@@ -131,7 +160,7 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
                 .await
                 .ok()?;
             let injected =
-                |cfgs: Vec<Option<Vec<u8>>>| cfgs.iter().all(|c| c.as_deref() == Some(&ca[..]));
+                |cfgs: Vec<Option<Vec<u8>>>| cfgs.iter().all(|c| c.as_deref() == Some(ca));
             let m_ok = injected(
                 m.webhooks
                     .unwrap_or_default()
@@ -150,20 +179,12 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
         },
     )
     .await;
+}
 
-    // capms serves the issued certificate on loopback.
-    let capms = CapmsManager::start(
-        "capms",
-        "capms-e2e",
-        &sim.url,
-        &cert_dir,
-        work.path(),
-        &[format!("--leader-election-namespace={NS}")],
-    );
-    capms.wait_ready().await;
-    let webhook_port = capms.webhook_port;
-
-    // Point the webhooks at the loopback URL instead of the Service; the injected caBundle stays.
+/// Points the webhooks at the loopback URL instead of the Service; the injected caBundle stays.
+async fn point_webhooks_at_loopback(cp: &ControlPlane, client: &kube::Client, webhook_port: u16) {
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     for (kind, api_name) in [
         ("mutating", "capms-mutating-webhook-configuration"),
         ("validating", "capms-validating-webhook-configuration"),
@@ -223,17 +244,19 @@ async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() 
             .is_some_and(|b| !b.is_empty()),
         "the injected CA is what the apiserver trusts"
     );
+}
 
-    // The apiserver calls our webhooks over TLS it verifies with cert-manager's CA.
+/// The apiserver calls our webhooks over TLS it verifies with cert-manager's CA.
+fn the_apiserver_calls_our_webhooks(cp: &ControlPlane, work: &Path, capms: &CapmsManager) {
     cp.kubectl(&["create", "namespace", "capms-e2e"], &[]);
-    let bad = work.path().join("bad.json");
+    let bad = work.join("bad.json");
     std::fs::write(&bad, serde_json::to_vec(&json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",
         "metadata": {"name": "bad", "namespace": "capms-e2e"}, "spec": {"image": "ubuntu-26.4", "machineType": "m2-tiny"}})).expect("json")).expect("write");
     let refused = cp.kubectl_output(&["apply", "-f"], &[bad]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "denied");
     assert!(stderr.contains("spec.machineType: machine type \"m2-tiny\" is not a metal-stack size; valid: v1-small-x86"), "{stderr}\ncapms:\n{}", capms.process.log_tail());
-    let good = work.path().join("good.json");
+    let good = work.join("good.json");
     std::fs::write(&good, serde_json::to_vec(&json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",
         "metadata": {"name": "good", "namespace": "capms-e2e"}, "spec": {"image": "ubuntu-26.4", "machineType": "v1-small-x86", "partition": "mini-lab"}})).expect("json")).expect("write");
     let admitted = cp.kubectl_output(&["apply", "-f"], &[good]);
