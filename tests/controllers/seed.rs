@@ -1,7 +1,6 @@
 //! Seed 000's manifests as acceptance fixtures: the cluster, its firewall and machine reach the seed's reconciled state, and deletion frees everything.
 
 use super::*;
-
 #[tokio::test(flavor = "current_thread")]
 async fn seed_000_reaches_its_reconciled_state_and_deletion_frees_everything() {
     let env = Env::start("seed").await;
@@ -13,8 +12,51 @@ async fn seed_000_reaches_its_reconciled_state_and_deletion_frees_everything() {
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
     let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
     let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    the_cluster_is_as_the_seed_shows(&env, &clusters, &firewalls).await;
+    the_machine_is_as_the_seed_shows(&env, &machines).await;
+    metal_api_holds_what_the_seed_needs(&env).await;
 
-    let msc = wait_ready(&env, &clusters, MSC, |c| {
+    // Delete the Cluster: Cluster API deletes the Machine, capms frees everything it allocated.
+    let cluster_api = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    cluster_api
+        .delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete cluster");
+    eventually(
+        "the Cluster and its infrastructure to be gone",
+        Duration::from_secs(120),
+        || async {
+            let gone = cluster_api.get_opt(MSC).await.ok()?.is_none()
+                && clusters.get_opt(MSC).await.ok()?.is_none()
+                && machines.get_opt(MSM).await.ok()?.is_none();
+            gone.then_some(())
+        },
+    )
+    .await;
+    // Machines return to Waiting and their IPs are released a moment after the free.
+    eventually(
+        "the simulator to end as it began",
+        Duration::from_secs(30),
+        || async {
+            let now = env.metal_state().await;
+            let waiting = now
+                .2
+                .iter()
+                .all(|m| m.allocation.is_none() && m.last_event() == Some(event::WAITING));
+            (now.0.is_empty() && now.1 == before.1 && waiting).then_some(())
+        },
+    )
+    .await;
+}
+
+/// Ready and provisioned, owned by its Cluster, the seed's endpoint reserved, every step's
+/// condition True, and its firewall on the seed's preset machine.
+async fn the_cluster_is_as_the_seed_shows(
+    env: &Env,
+    clusters: &Api<MetalStackCluster>,
+    firewalls: &Api<MetalStackFirewall>,
+) {
+    let msc = wait_ready(env, clusters, MSC, |c| {
         c.status.as_ref().is_some_and(|s| s.ready)
     })
     .await;
@@ -79,8 +121,12 @@ async fn seed_000_reaches_its_reconciled_state_and_deletion_frees_everything() {
         Some(FIREWALL_MACHINE),
         "the seed's preset firewall machine"
     );
+}
 
-    let msm = wait_ready(&env, &machines, MSM, |m| {
+/// Ready and provisioned, owned by its Machine, the providerID the user wrote, the seed's
+/// address kinds and hostname, and its rack label.
+async fn the_machine_is_as_the_seed_shows(env: &Env, machines: &Api<MetalStackMachine>) {
+    let msm = wait_ready(env, machines, MSM, |m| {
         m.status.as_ref().is_some_and(|s| s.ready)
     })
     .await;
@@ -133,8 +179,10 @@ async fn seed_000_reaches_its_reconciled_state_and_deletion_frees_everything() {
             .unwrap_or_default()
             .contains_key("machine.metal-stack.io/rack")
     );
+}
 
-    // The simulator holds exactly one network, one control-plane IP, one firewall and one machine.
+/// The simulator holds exactly one network, one control-plane IP, one firewall and one machine.
+async fn metal_api_holds_what_the_seed_needs(env: &Env) {
     let (networks, ips, metal_machines) = env.metal_state().await;
     assert_eq!(networks.len(), 1, "{networks:?}");
     let allocated: Vec<_> = metal_machines
@@ -169,39 +217,8 @@ async fn seed_000_reaches_its_reconciled_state_and_deletion_frees_everything() {
         .filter(|ip| ip.networkid == "internet-vagrant-lab" && ip.type_ == "static")
         .collect();
     assert_eq!(cp_ips.len(), 1, "{ips:?}");
-
-    // Delete the Cluster: Cluster API deletes the Machine, capms frees everything it allocated.
-    let cluster_api = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
-    cluster_api
-        .delete(MSC, &DeleteParams::foreground())
-        .await
-        .expect("delete cluster");
-    eventually(
-        "the Cluster and its infrastructure to be gone",
-        Duration::from_secs(120),
-        || async {
-            let gone = cluster_api.get_opt(MSC).await.ok()?.is_none()
-                && clusters.get_opt(MSC).await.ok()?.is_none()
-                && machines.get_opt(MSM).await.ok()?.is_none();
-            gone.then_some(())
-        },
-    )
-    .await;
-    // Machines return to Waiting and their IPs are released a moment after the free.
-    eventually(
-        "the simulator to end as it began",
-        Duration::from_secs(30),
-        || async {
-            let now = env.metal_state().await;
-            let waiting = now
-                .2
-                .iter()
-                .all(|m| m.allocation.is_none() && m.last_event() == Some(event::WAITING));
-            (now.0.is_empty() && now.1 == before.1 && waiting).then_some(())
-        },
-    )
-    .await;
 }
+
 #[tokio::test(flavor = "current_thread")]
 async fn seed_000_standalone_firewall_reaches_ready() {
     let env = Env::start("firewall").await;
