@@ -31,6 +31,8 @@ fn api_for(client: &kube::Client, ns: &str, version: &str, kind: &str) -> Api<Dy
     )
 }
 
+/// The seed's three kinds, created in both served versions, come back as written, take the
+/// reconciled status and read the same through the other version.
 #[tokio::test]
 async fn crds_establish_and_seed_objects_round_trip_in_both_versions() {
     let cp = ControlPlane::shared();
@@ -42,7 +44,6 @@ async fn crds_establish_and_seed_objects_round_trip_in_both_versions() {
     assert_eq!(names.len(), 6);
     wait_established(&client, &names).await;
     let ns = cp.namespace("crds").await;
-
     for (kind, initial, reconciled) in [
         (
             "MetalStackCluster",
@@ -61,65 +62,89 @@ async fn crds_establish_and_seed_objects_round_trip_in_both_versions() {
         ),
     ] {
         for version in ["v1alpha3", "v1alpha4"] {
-            let api = api_for(&client, &ns.name, version, kind);
-            let mut manifest = fixture(initial);
-            let name = format!(
-                "{}-{version}",
-                manifest["metadata"]["name"].as_str().expect("name")
-            );
-            manifest["apiVersion"] = json!(format!("infrastructure.cluster.x-k8s.io/{version}"));
-            manifest["metadata"]["name"] = json!(name);
-            manifest["metadata"]["namespace"] = json!(ns.name);
-            let object: DynamicObject =
-                serde_json::from_value(manifest.clone()).expect("dynamic object");
-            api.create(&PostParams::default(), &object)
-                .await
-                .unwrap_or_else(|e| panic!("creating {kind} {version}: {e}"));
-
-            let read = api.get(&name).await.expect("read back");
-            assert_eq!(
-                read.data["spec"], manifest["spec"],
-                "{kind} {version}: spec comes back as written"
-            );
-
-            // The "after reconciliation" status goes through the status subresource.
-            let status = fixture(reconciled)["status"].clone();
-            let patch = json!({"status": status});
-            let patched = api
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .unwrap_or_else(|e| panic!("patching the status of {kind} {version}: {e}"));
-            assert_eq!(
-                patched.data["status"], status,
-                "{kind} {version}: status comes back as written"
-            );
-
-            // Read through the other version: same object, same data (conversion None).
-            let other = if version == "v1alpha3" {
-                "v1alpha4"
-            } else {
-                "v1alpha3"
-            };
-            let through_other = api_for(&client, &ns.name, other, kind)
-                .get(&name)
-                .await
-                .expect("read via other version");
-            assert_eq!(through_other.data["spec"], manifest["spec"]);
-            assert_eq!(through_other.data["status"], status);
-
-            // And the typed client agrees.
-            if kind == "MetalStackCluster" {
-                let typed: Api<capms::api::MetalStackCluster> =
-                    Api::namespaced(client.clone(), &ns.name);
-                let obj = typed.get(&name).await.expect("typed read");
-                assert_eq!(obj.spec.partition, "vagrant");
-                assert!(obj.status.expect("status").ready);
-            }
+            round_trip(&client, &ns.name, kind, (initial, reconciled), version).await;
         }
     }
+}
 
-    // The schema is enforced by the apiserver: a bad port and a change of partition are refused.
+/// One seed object of `kind`, created as `version`.
+async fn round_trip(
+    client: &kube::Client,
+    ns: &str,
+    kind: &str,
+    (initial, reconciled): (&str, &str),
+    version: &str,
+) {
+    let api = api_for(client, ns, version, kind);
+    let mut manifest = fixture(initial);
+    let name = format!(
+        "{}-{version}",
+        manifest["metadata"]["name"].as_str().expect("name")
+    );
+    manifest["apiVersion"] = json!(format!("infrastructure.cluster.x-k8s.io/{version}"));
+    manifest["metadata"]["name"] = json!(name);
+    manifest["metadata"]["namespace"] = json!(ns);
+    let object: DynamicObject = serde_json::from_value(manifest.clone()).expect("dynamic object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {kind} {version}: {e}"));
+
+    let read = api.get(&name).await.expect("read back");
+    assert_eq!(
+        read.data["spec"], manifest["spec"],
+        "{kind} {version}: spec comes back as written"
+    );
+
+    // The "after reconciliation" status goes through the status subresource.
+    let status = fixture(reconciled)["status"].clone();
+    let patch = json!({"status": status});
+    let patched = api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("patching the status of {kind} {version}: {e}"));
+    assert_eq!(
+        patched.data["status"], status,
+        "{kind} {version}: status comes back as written"
+    );
+
+    // Read through the other version: same object, same data (conversion None).
+    let other = if version == "v1alpha3" {
+        "v1alpha4"
+    } else {
+        "v1alpha3"
+    };
+    let through_other = api_for(client, ns, other, kind)
+        .get(&name)
+        .await
+        .expect("read via other version");
+    assert_eq!(through_other.data["spec"], manifest["spec"]);
+    assert_eq!(through_other.data["status"], status);
+
+    // And the typed client agrees.
+    if kind == "MetalStackCluster" {
+        let typed: Api<capms::api::MetalStackCluster> = Api::namespaced(client.clone(), ns);
+        let obj = typed.get(&name).await.expect("typed read");
+        assert_eq!(obj.spec.partition, "vagrant");
+        assert!(obj.status.expect("status").ready);
+    }
+}
+
+/// The schema is enforced by the apiserver: a change of partition, a bad port, both a
+/// firewallSpec and a template, and a template naming a machine are refused.
+#[tokio::test]
+async fn the_apiserver_enforces_the_schema() {
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace("schema").await;
     let api = api_for(&client, &ns.name, "v1alpha4", "MetalStackCluster");
+    let mut manifest = fixture("metalstackcluster-initial.yaml");
+    manifest["apiVersion"] = json!("infrastructure.cluster.x-k8s.io/v1alpha4");
+    manifest["metadata"]["name"] = json!("metal-stack-cluster-v1alpha4");
+    manifest["metadata"]["namespace"] = json!(ns.name);
+    let object: DynamicObject = serde_json::from_value(manifest).expect("dynamic object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("the seed's cluster");
     let err = api
         .patch(
             "metal-stack-cluster-v1alpha4",
