@@ -97,37 +97,7 @@ fn release_files_are_complete_and_install_on_a_fresh_control_plane() {
     );
     assert!(kinds.contains(&"Deployment".to_owned()));
 
-    // The documents themselves: provider label everywhere, container named manager, one namespace.
-    let docs: Vec<serde_json::Value> = components
-        .split("\n---")
-        .filter(|d| d.contains("kind:"))
-        .map(|d| serde_saphyr::from_str(d).expect("YAML document"))
-        .collect();
-    for d in &docs {
-        assert_eq!(
-            d["metadata"]["labels"]["cluster.x-k8s.io/provider"], "infrastructure-metal-stack",
-            "{} {}",
-            d["kind"], d["metadata"]["name"]
-        );
-        if let Some(ns) = d["metadata"]["namespace"].as_str() {
-            assert_eq!(ns, "capms-system");
-        }
-    }
-    let deployment = docs
-        .iter()
-        .find(|d| d["kind"] == "Deployment")
-        .expect("deployment");
-    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(container["name"], "manager");
-    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
-    assert_eq!(
-        container["securityContext"]["capabilities"]["drop"],
-        json!(["ALL"])
-    );
-    assert_eq!(
-        deployment["spec"]["template"]["spec"]["securityContext"]["seccompProfile"]["type"],
-        "RuntimeDefault"
-    );
+    components_follow_the_provider_contract(&components);
 
     // cert-manager's CRDs, then every object of ours: all accepted by the real apiserver.
     cp.apply(&binaries().cert_manager.join("crd"));
@@ -224,16 +194,17 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
         "the rendered template is accepted: {}",
         String::from_utf8_lossy(&applied.stderr)
     );
+    the_template_cluster_is_as_rendered(cp, &ns.name);
+
+    calico_flavor_renders(&out, &ns.name);
+
+    a_rendering_with_unknown_choices_is_refused(cp, &out, &ns.name, work.path());
+}
+
+/// The rendered MetalStackCluster: the control-plane IP as its endpoint, the firewall's rules.
+fn the_template_cluster_is_as_rendered(cp: &ControlPlane, ns: &str) {
     let msc: serde_json::Value = serde_json::from_str(&cp.kubectl(
-        &[
-            "get",
-            "-n",
-            &ns.name,
-            "metalstackcluster",
-            "demo",
-            "-o",
-            "json",
-        ],
+        &["get", "-n", ns, "metalstackcluster", "demo", "-o", "json"],
         &[],
     ))
     .expect("json");
@@ -243,10 +214,51 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
         msc["spec"]["firewallSpec"]["rules"]["egress"][0]["protocol"],
         "tcp"
     );
+}
 
-    calico_flavor_renders(&out, &ns.name);
+/// The documents themselves: provider label everywhere, container named manager, one
+/// namespace, a locked-down pod.
+fn components_follow_the_provider_contract(components: &str) {
+    let docs: Vec<serde_json::Value> = components
+        .split("\n---")
+        .filter(|d| d.contains("kind:"))
+        .map(|d| serde_saphyr::from_str(d).expect("YAML document"))
+        .collect();
+    for d in &docs {
+        assert_eq!(
+            d["metadata"]["labels"]["cluster.x-k8s.io/provider"], "infrastructure-metal-stack",
+            "{} {}",
+            d["kind"], d["metadata"]["name"]
+        );
+        if let Some(ns) = d["metadata"]["namespace"].as_str() {
+            assert_eq!(ns, "capms-system");
+        }
+    }
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["name"], "manager");
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+}
 
-    // The same template with an image metal-api does not have is refused at once.
+/// The template with an image and a machine type metal-api does not have is refused at once,
+/// naming both fields.
+fn a_rendering_with_unknown_choices_is_refused(
+    cp: &ControlPlane,
+    out: &Path,
+    ns: &str,
+    work: &Path,
+) {
     let bad = clusterctl(
         &[
             "generate",
@@ -257,7 +269,7 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
             "--kubernetes-version",
             "v1.33.5",
             "--target-namespace",
-            &ns.name,
+            ns,
         ],
         &[
             ("METAL_PARTITION", "mini-lab"),
@@ -270,7 +282,7 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
             ("METAL_CONTROL_PLANE_MACHINE_TYPE", "v9-huge"),
         ],
     );
-    let file = work.path().join("bad.yaml");
+    let file = work.join("bad.yaml");
     std::fs::write(&file, &bad).expect("write");
     let refused = cp.kubectl_output(&["apply", "--server-side", "-f"], &[file]);
     assert!(!refused.status.success());
