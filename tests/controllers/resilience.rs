@@ -201,8 +201,6 @@ async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffice
     bind_user(&env, &blind, shipped_cluster_role(&blind, false)).await;
     let full_kubeconfig = cp.user_kubeconfig(&full, env.work.path());
     let blind_kubeconfig = cp.user_kubeconfig(&blind, env.work.path());
-    let allocated =
-        |machines: &[Machine]| machines.iter().filter(|m| m.allocation.is_some()).count();
 
     // Phase 1: every status write is refused (403). Network, IP and firewall are still found
     // again by their owner tags on every retry.
@@ -210,15 +208,7 @@ async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffice
     env.start_capms(&[]);
     env.apply_seed_cluster(MSC, lab_cluster()).await;
     env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
-    eventually(
-        "the firewall allocated without any status write",
-        Duration::from_secs(60),
-        || async {
-            let (_, _, machines) = env.metal_state().await;
-            (allocated(&machines) == 1).then_some(())
-        },
-    )
-    .await;
+    wait_allocated(&env, 1, "the firewall allocated without any status write").await;
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
     assert!(
         clusters.get(MSC).await.expect("msc").status.is_none(),
@@ -254,15 +244,7 @@ async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffice
     env.kubeconfig = Some(blind_kubeconfig);
     env.start_capms(&[]);
     env.add_lab_machine(MSC, "worker-z", "bootstrap").await;
-    eventually(
-        "worker-z allocated without any status write",
-        Duration::from_secs(60),
-        || async {
-            let (_, _, machines) = env.metal_state().await;
-            (allocated(&machines) == 2).then_some(())
-        },
-    )
-    .await;
+    wait_allocated(&env, 2, "worker-z allocated without any status write").await;
     tokio::time::sleep(Duration::from_secs(8)).await;
     let (_, _, machines) = env.metal_state().await;
     assert_eq!(allocated(&machines), 2, "one firewall, one worker");
@@ -296,8 +278,6 @@ async fn a_machine_freed_behind_capms_back_is_reported_not_replaced() {
     .await;
     let provider_id = ready.spec.provider_id.expect("named");
     let machine_id = provider_id.rsplit('/').next().expect("id");
-    let allocated =
-        |machines: &[Machine]| machines.iter().filter(|m| m.allocation.is_some()).count();
     let before = allocated(&env.metal_state().await.2);
 
     // As `metalctl machine rm` would.
@@ -318,4 +298,17 @@ async fn a_machine_freed_behind_capms_back_is_reported_not_replaced() {
         before - 1,
         "nothing allocated in its place"
     );
+}
+
+fn allocated(machines: &[Machine]) -> usize {
+    machines.iter().filter(|m| m.allocation.is_some()).count()
+}
+
+/// Waits until `count` machines are allocated in the simulator.
+async fn wait_allocated(env: &Env, count: usize, what: &str) {
+    eventually(what, Duration::from_secs(60), || async {
+        let (_, _, machines) = env.metal_state().await;
+        (allocated(&machines) == count).then_some(())
+    })
+    .await;
 }

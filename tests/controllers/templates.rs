@@ -21,30 +21,7 @@ async fn a_cluster_waits_for_its_firewall_template_then_clones_it() {
     env.apply_seed_cluster(MSC, msc).await;
 
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
-    let waiting = wait_condition(
-        &clusters,
-        MSC,
-        "FirewallReady=False/FirewallTemplateNotFound",
-        |c| {
-            c.status
-                .as_ref()
-                .and_then(|s| condition(&s.conditions, "FirewallReady"))
-                .is_some_and(|c| c.status == "False" && c.reason == "FirewallTemplateNotFound")
-        },
-    )
-    .await;
-    let message = &condition(
-        &waiting.status.as_ref().expect("status").conditions,
-        "FirewallReady",
-    )
-    .expect("condition")
-    .message;
-    assert!(
-        message.contains("spec.firewallTemplateRef")
-            && message.contains("edge")
-            && message.ends_with("templates in the namespace: none"),
-        "{message}"
-    );
+    waits_for_the_template_naming_it(&clusters).await;
     // Let the reconciles that Cluster API's own updates cause die down, so that only the
     // template watch can wake the cluster in time.
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -72,6 +49,50 @@ async fn a_cluster_waits_for_its_firewall_template_then_clones_it() {
         c.status.as_ref().is_some_and(|s| s.ready)
     })
     .await;
+    the_firewall_is_cloned_from_the_template(&firewalls, &inline).await;
+    let (_, _, machines) = env.metal_state().await;
+    assert_eq!(
+        machines.iter().filter(|m| m.allocation.is_some()).count(),
+        1,
+        "one firewall"
+    );
+}
+
+/// Without its template the cluster waits, and its condition names the field, the template and
+/// the templates there are.
+async fn waits_for_the_template_naming_it(clusters: &Api<MetalStackCluster>) {
+    let waiting = wait_condition(
+        clusters,
+        MSC,
+        "FirewallReady=False/FirewallTemplateNotFound",
+        |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| condition(&s.conditions, "FirewallReady"))
+                .is_some_and(|c| c.status == "False" && c.reason == "FirewallTemplateNotFound")
+        },
+    )
+    .await;
+    let message = &condition(
+        &waiting.status.as_ref().expect("status").conditions,
+        "FirewallReady",
+    )
+    .expect("condition")
+    .message;
+    assert!(
+        message.contains("spec.firewallTemplateRef")
+            && message.contains("edge")
+            && message.ends_with("templates in the namespace: none"),
+        "{message}"
+    );
+}
+
+/// The firewall has the template's spec (and the machine it got), its labels, and the
+/// annotation Cluster API uses for clones.
+async fn the_firewall_is_cloned_from_the_template(
+    firewalls: &Api<MetalStackFirewall>,
+    inline: &Value,
+) {
     let fw = firewalls
         .get(&format!("{MSC}-firewall"))
         .await
@@ -84,7 +105,7 @@ async fn a_cluster_waits_for_its_firewall_template_then_clones_it() {
             .is_some(),
         "the allocated machine is recorded"
     );
-    assert_eq!(spec, inline, "the firewall has the template's spec");
+    assert_eq!(&spec, inline, "the firewall has the template's spec");
     let labels = fw.metadata.labels.clone().unwrap_or_default();
     assert_eq!(labels.get("team").map(String::as_str), Some("net"));
     assert_eq!(
@@ -100,11 +121,5 @@ async fn a_cluster_waits_for_its_firewall_template_then_clones_it() {
             .get("cluster.x-k8s.io/cloned-from-name")
             .map(String::as_str),
         Some("edge")
-    );
-    let (_, _, machines) = env.metal_state().await;
-    assert_eq!(
-        machines.iter().filter(|m| m.allocation.is_some()).count(),
-        1,
-        "one firewall"
     );
 }
