@@ -274,15 +274,17 @@ pub struct Report {
 impl Report {
     /// The numbers a person looks at first.
     pub fn table(&self) -> String {
-        let (s, p, i, a, d) = (
-            &self.size,
-            &self.provisioning,
-            &self.idle,
-            &self.admission,
-            &self.deletion,
-        );
-        let l = &p.worker_latency;
         let mut t = String::new();
+        self.write_times(&mut t);
+        self.write_costs(&mut t);
+        self.write_admission_and_capms(&mut t);
+        t
+    }
+
+    /// Size, time to all ready against the lower bound, and the latency percentiles.
+    fn write_times(&self, t: &mut String) {
+        let (s, p) = (&self.size, &self.provisioning);
+        let l = &p.worker_latency;
         let _ = writeln!(
             t,
             "capms bench: {} clusters × {} workers ({} machines with firewalls), {} s lifecycle steps, capms {:?}",
@@ -310,6 +312,11 @@ impl Report {
                 p.p50, p.p90, p.max
             );
         }
+    }
+
+    /// metal-api calls, apiserver requests, reconciles and queue waits, orphans, deletion.
+    fn write_costs(&self, t: &mut String) {
+        let (p, i, d) = (&self.provisioning, &self.idle, &self.deletion);
         let _ = writeln!(
             t,
             "  metal-api calls        {:>8.2} per machine to provision, {:.2} to delete, {:.3}/s idle",
@@ -340,6 +347,11 @@ impl Report {
             p.orphans_left_by_cluster_api
         );
         let _ = writeln!(t, "  deletion               {:>8.1} s", d.seconds);
+    }
+
+    /// Admission latency, capms's CPU and memory, and the calls by route and resource.
+    fn write_admission_and_capms(&self, t: &mut String) {
+        let (p, a) = (&self.provisioning, &self.admission);
         let _ = writeln!(
             t,
             "  admission {:>4}/s × {:.0} s: p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms, {} errors, {} metal-api calls",
@@ -373,7 +385,6 @@ impl Report {
             "  apiserver requests to provision by resource: {:?}",
             p.apiserver_requests_by_resource
         );
-        t
     }
 }
 
