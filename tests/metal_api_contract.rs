@@ -243,29 +243,7 @@ async fn machines(c: &mut Caller<'_>, network: &str) {
         )
         .await;
     assert_eq!(viewer.status, 403, "viewers cannot allocate");
-    let mut allocated = Vec::new();
-    let exhausted = loop {
-        let name = format!("worker-{}", allocated.len());
-        let answer = c
-            .call(
-                EDIT,
-                "POST",
-                "/v1/machine/allocate",
-                &[],
-                Some(allocation(network, "debian-13", &name)),
-            )
-            .await;
-        if answer.status != 200 {
-            break answer;
-        }
-        allocated.push(answer.body["id"].as_str().expect("id").to_owned());
-        assert!(allocated.len() <= 6, "the lab has six machines");
-    };
-    assert_eq!(
-        exhausted.status, 422,
-        "no machine available: {}",
-        exhausted.body
-    );
+    let allocated = allocate_until_exhausted(c, network).await;
     let first = allocated[0].clone();
     c.expect(200, VIEW, "GET", "/v1/machine/{id}", &[&first], None)
         .await;
@@ -321,6 +299,34 @@ async fn machines(c: &mut Caller<'_>, network: &str) {
     .await;
     c.expect(404, VIEW, "GET", "/v1/machine/{id}", &["nope"], None)
         .await;
+}
+
+/// Allocates machines until metal-api has none left (422); returns their ids.
+async fn allocate_until_exhausted(c: &mut Caller<'_>, network: &str) -> Vec<String> {
+    let mut allocated = Vec::new();
+    let exhausted = loop {
+        let name = format!("worker-{}", allocated.len());
+        let answer = c
+            .call(
+                EDIT,
+                "POST",
+                "/v1/machine/allocate",
+                &[],
+                Some(allocation(network, "debian-13", &name)),
+            )
+            .await;
+        if answer.status != 200 {
+            break answer;
+        }
+        allocated.push(answer.body["id"].as_str().expect("id").to_owned());
+        assert!(allocated.len() <= 6, "the lab has six machines");
+    };
+    assert_eq!(
+        exhausted.status, 422,
+        "no machine available: {}",
+        exhausted.body
+    );
+    allocated
 }
 
 /// Allocates a firewall once machines are back in the pool, and frees it.
