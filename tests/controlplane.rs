@@ -206,25 +206,7 @@ async fn cluster_api_core_manager_adopts_the_metal_stack_cluster() {
     let ns = cp.namespace("capi").await;
 
     let work = tempfile::tempdir().expect("temp dir");
-    let cert_dir = work.path().join("webhook-certs");
-    cp.issue_serving_cert(&cert_dir);
-    let kubeconfig = cp.kubeconfig.to_string_lossy().into_owned();
-    let mut manager = ChildProcess::spawn(
-        "cluster-api-manager",
-        &binaries().capi.join("cluster-api-manager"),
-        &[
-            format!("--kubeconfig={kubeconfig}"),
-            format!("--webhook-port={}", free_port()),
-            format!("--webhook-cert-dir={}", cert_dir.display()),
-            format!("--health-addr=127.0.0.1:{}", free_port()),
-            format!("--diagnostics-address=127.0.0.1:{}", free_port()),
-            "--insecure-diagnostics".into(),
-            "--leader-elect=false".into(),
-            format!("--namespace={}", ns.name),
-        ],
-        &[],
-        work.path(),
-    );
+    let mut manager = start_core_manager(cp, &ns.name, work.path());
 
     // The seed's manifest is v1alpha3; Cluster API reads it as v1alpha4 (the contract label's last
     // version).
@@ -297,4 +279,27 @@ async fn cluster_api_core_manager_adopts_the_metal_stack_cluster() {
         "manager still running; log:\n{}",
         manager.log_tail()
     );
+}
+
+/// Cluster API's core manager, watching `ns` only, with its webhooks' certificate from our CA.
+fn start_core_manager(cp: &ControlPlane, ns: &str, work: &std::path::Path) -> ChildProcess {
+    let cert_dir = work.join("webhook-certs");
+    cp.issue_serving_cert(&cert_dir);
+    let kubeconfig = cp.kubeconfig.to_string_lossy().into_owned();
+    ChildProcess::spawn(
+        "cluster-api-manager",
+        &binaries().capi.join("cluster-api-manager"),
+        &[
+            format!("--kubeconfig={kubeconfig}"),
+            format!("--webhook-port={}", free_port()),
+            format!("--webhook-cert-dir={}", cert_dir.display()),
+            format!("--health-addr=127.0.0.1:{}", free_port()),
+            format!("--diagnostics-address=127.0.0.1:{}", free_port()),
+            "--insecure-diagnostics".into(),
+            "--leader-elect=false".into(),
+            format!("--namespace={ns}"),
+        ],
+        &[],
+        work,
+    )
 }
