@@ -288,9 +288,20 @@ fn must<T>(mode: Fill, what: &str, result: Result<T, capms::metal::Error>) -> T 
 async fn capms_client_reads_every_answer_the_spec_allows() {
     let Some(spec) = Spec::load() else { return };
     let fill = Arc::new(Mutex::new(Fill::Required));
+    let client = client_of_the_spec(spec, fill.clone()).await;
+    for mode in [Fill::Required, Fill::NullOptionals, Fill::All] {
+        *fill.lock().expect("mode") = mode;
+        master_data_networks_and_ips(&client, mode).await;
+        machines_and_firewalls(&client, mode).await;
+    }
+}
+
+/// A capms client of a server that answers every route from metal-api's spec, filled as `fill`
+/// says.
+async fn client_of_the_spec(spec: Spec, fill: Arc<Mutex<Fill>>) -> capms::metal::Client {
     let app = axum::Router::new()
         .fallback(answer_from_spec)
-        .with_state((Arc::new(spec), fill.clone()));
+        .with_state((Arc::new(spec), fill));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -301,82 +312,84 @@ async fn capms_client_reads_every_answer_the_spec_allows() {
         key: "k".into(),
         auth_type: capms::metal::hmac::AuthType::Edit,
     };
-    let client =
-        capms::metal::Client::new(capms::metal::Config::new(url.parse().expect("url"), auth))
-            .expect("client");
-    for mode in [Fill::Required, Fill::NullOptionals, Fill::All] {
-        *fill.lock().expect("mode") = mode;
-        must(mode, "health", client.health().await);
-        must(mode, "partitions", client.partitions().await);
-        must(mode, "partition", client.partition("p").await);
-        must(mode, "sizes", client.sizes().await);
-        must(mode, "size", client.size("s").await);
-        must(mode, "images", client.images().await);
-        must(mode, "image", client.image("i").await);
-        must(mode, "image latest", client.image_latest("i").await);
-        must(mode, "projects", client.projects().await);
-        must(mode, "project", client.project("p").await);
-        must(mode, "networks", client.networks().await);
-        must(mode, "network", client.network("n").await);
-        must(
-            mode,
-            "network find",
-            client.network_find(&NetworkFindRequest::default()).await,
-        );
-        must(
-            mode,
-            "network allocate",
-            client
-                .network_allocate(&NetworkAllocateRequest::default())
-                .await,
-        );
-        must(mode, "network free", client.network_free("n").await);
-        must(mode, "ip", client.ip("127.0.0.1").await);
-        must(
-            mode,
-            "ip find",
-            client.ip_find(&IpFindRequest::default()).await,
-        );
-        must(
-            mode,
-            "ip allocate",
-            client.ip_allocate(&IpAllocateRequest::default()).await,
-        );
-        must(
-            mode,
-            "ip allocate specific",
-            client
-                .ip_allocate_specific("127.0.0.1", &IpAllocateRequest::default())
-                .await,
-        );
-        must(mode, "ip free", client.ip_free("127.0.0.1").await);
-        let machine = must(mode, "machine", client.machine("m").await);
-        assert_eq!(machine.allocation.is_some(), mode == Fill::All, "{mode:?}");
-        must(
-            mode,
-            "machine find",
-            client.machine_find(&MachineFindRequest::default()).await,
-        );
-        must(
-            mode,
-            "machine allocate",
-            client
-                .machine_allocate(&MachineAllocateRequest::default())
-                .await,
-        );
-        must(mode, "machine free", client.machine_free("m").await);
-        must(mode, "firewall", client.firewall("f").await);
-        must(
-            mode,
-            "firewall find",
-            client.firewall_find(&MachineFindRequest::default()).await,
-        );
-        must(
-            mode,
-            "firewall allocate",
-            client
-                .firewall_allocate(&FirewallCreateRequest::default())
-                .await,
-        );
-    }
+    capms::metal::Client::new(capms::metal::Config::new(url.parse().expect("url"), auth))
+        .expect("client")
+}
+
+async fn master_data_networks_and_ips(client: &capms::metal::Client, mode: Fill) {
+    must(mode, "health", client.health().await);
+    must(mode, "partitions", client.partitions().await);
+    must(mode, "partition", client.partition("p").await);
+    must(mode, "sizes", client.sizes().await);
+    must(mode, "size", client.size("s").await);
+    must(mode, "images", client.images().await);
+    must(mode, "image", client.image("i").await);
+    must(mode, "image latest", client.image_latest("i").await);
+    must(mode, "projects", client.projects().await);
+    must(mode, "project", client.project("p").await);
+    must(mode, "networks", client.networks().await);
+    must(mode, "network", client.network("n").await);
+    must(
+        mode,
+        "network find",
+        client.network_find(&NetworkFindRequest::default()).await,
+    );
+    must(
+        mode,
+        "network allocate",
+        client
+            .network_allocate(&NetworkAllocateRequest::default())
+            .await,
+    );
+    must(mode, "network free", client.network_free("n").await);
+    must(mode, "ip", client.ip("127.0.0.1").await);
+    must(
+        mode,
+        "ip find",
+        client.ip_find(&IpFindRequest::default()).await,
+    );
+    must(
+        mode,
+        "ip allocate",
+        client.ip_allocate(&IpAllocateRequest::default()).await,
+    );
+    must(
+        mode,
+        "ip allocate specific",
+        client
+            .ip_allocate_specific("127.0.0.1", &IpAllocateRequest::default())
+            .await,
+    );
+    must(mode, "ip free", client.ip_free("127.0.0.1").await);
+}
+
+async fn machines_and_firewalls(client: &capms::metal::Client, mode: Fill) {
+    let machine = must(mode, "machine", client.machine("m").await);
+    assert_eq!(machine.allocation.is_some(), mode == Fill::All, "{mode:?}");
+    must(
+        mode,
+        "machine find",
+        client.machine_find(&MachineFindRequest::default()).await,
+    );
+    must(
+        mode,
+        "machine allocate",
+        client
+            .machine_allocate(&MachineAllocateRequest::default())
+            .await,
+    );
+    must(mode, "machine free", client.machine_free("m").await);
+    must(mode, "firewall", client.firewall("f").await);
+    must(
+        mode,
+        "firewall find",
+        client.firewall_find(&MachineFindRequest::default()).await,
+    );
+    must(
+        mode,
+        "firewall allocate",
+        client
+            .firewall_allocate(&FirewallCreateRequest::default())
+            .await,
+    );
 }
