@@ -51,30 +51,7 @@ async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
         .collect();
 
     let peak = Peak::watch(&stack.sim, ns);
-    let kcp = format!("{CLUSTER}-control-plane");
-    api(
-        client,
-        ns,
-        "controlplane.cluster.x-k8s.io",
-        "KubeadmControlPlane",
-    )
-    .patch(
-        &kcp,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"version": NEW_VERSION}})),
-    )
-    .await
-    .expect("upgrade the control plane");
-    wait_rolled(client, ns, true, "every control-plane machine replaced").await;
-    capi(client, ns, "MachineDeployment")
-        .patch(
-            &format!("{CLUSTER}-worker"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"template": {"spec": {"version": NEW_VERSION}}}})),
-        )
-        .await
-        .expect("upgrade the workers");
-    wait_rolled(client, ns, false, "the worker replaced").await;
+    upgrade(client, ns).await;
     wait_ready(client, ns, "every new Machine Ready").await;
     let (control_planes, workers) = peak.stop();
     assert!(
@@ -106,6 +83,35 @@ async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
 }
 
 const NEW_VERSION: &str = "v1.33.6";
+
+/// Changes the control plane's version, waits until every control-plane machine is replaced,
+/// then does the same for the workers.
+async fn upgrade(client: &kube::Client, ns: &str) {
+    let kcp = format!("{CLUSTER}-control-plane");
+    api(
+        client,
+        ns,
+        "controlplane.cluster.x-k8s.io",
+        "KubeadmControlPlane",
+    )
+    .patch(
+        &kcp,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"version": NEW_VERSION}})),
+    )
+    .await
+    .expect("upgrade the control plane");
+    wait_rolled(client, ns, true, "every control-plane machine replaced").await;
+    capi(client, ns, "MachineDeployment")
+        .patch(
+            &format!("{CLUSTER}-worker"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"version": NEW_VERSION}}}})),
+        )
+        .await
+        .expect("upgrade the workers");
+    wait_rolled(client, ns, false, "the worker replaced").await;
+}
 
 /// The racks of the cluster's allocated control-plane machines.
 fn control_plane_racks(sim: &RunningSim, ns: &str) -> std::collections::BTreeSet<String> {
