@@ -46,6 +46,30 @@ fn clusterctl(args: &[&str], env: &[(&str, &str)]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `template` rendered by clusterctl as cluster `name` in `ns` with the lab's variables and
+/// `control_plane_ip`, plus `args` and `env`.
+fn render(
+    template: &Path,
+    (name, ns, control_plane_ip): (&str, &str, &str),
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> String {
+    let template = template.to_string_lossy();
+    let mut all_args = vec!["generate", "cluster", name, "--from", &template];
+    all_args.extend(["--kubernetes-version", "v1.33.5", "--target-namespace", ns]);
+    all_args.extend(args);
+    let mut all_env = vec![
+        ("METAL_PARTITION", "mini-lab"),
+        ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
+        ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
+        ("CONTROL_PLANE_IP", control_plane_ip),
+        ("METAL_API_URL", "http://127.0.0.1:8080/metal"),
+        ("METAL_API_HMAC", "metal-edit"),
+    ];
+    all_env.extend(env);
+    clusterctl(&all_args, &all_env)
+}
+
 fn kinds(yaml: &str) -> Vec<String> {
     yaml.lines()
         .filter_map(|l| l.strip_prefix("kind: "))
@@ -146,29 +170,13 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
     capms.wait_ready().await;
     cp.register_capms_webhooks(capms.webhook_port, &ns.name, work.path());
 
-    let rendered = clusterctl(
+    let rendered = render(
+        &out.join("cluster-template.yaml"),
+        ("demo", &ns.name, "127.100.0.250"),
+        &["--worker-machine-count", "2"],
         &[
-            "generate",
-            "cluster",
-            "demo",
-            "--from",
-            &out.join("cluster-template.yaml").to_string_lossy(),
-            "--kubernetes-version",
-            "v1.33.5",
-            "--worker-machine-count",
-            "2",
-            "--target-namespace",
-            &ns.name,
-        ],
-        &[
-            ("METAL_PARTITION", "mini-lab"),
-            ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
-            ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
-            ("CONTROL_PLANE_IP", "127.100.0.250"),
             ("METAL_CONTROL_PLANE_IMAGE", "ubuntu-26.4"),
             ("METAL_WORKER_IMAGE", "ubuntu-26.4"),
-            ("METAL_API_URL", "http://127.0.0.1:8080/metal"),
-            ("METAL_API_HMAC", "metal-edit"),
         ],
     );
     assert_eq!(
@@ -259,25 +267,11 @@ fn a_rendering_with_unknown_choices_is_refused(
     ns: &str,
     work: &Path,
 ) {
-    let bad = clusterctl(
+    let bad = render(
+        &out.join("cluster-template.yaml"),
+        ("bad", ns, "127.100.0.251"),
+        &[],
         &[
-            "generate",
-            "cluster",
-            "bad",
-            "--from",
-            &out.join("cluster-template.yaml").to_string_lossy(),
-            "--kubernetes-version",
-            "v1.33.5",
-            "--target-namespace",
-            ns,
-        ],
-        &[
-            ("METAL_PARTITION", "mini-lab"),
-            ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
-            ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
-            ("CONTROL_PLANE_IP", "127.100.0.251"),
-            ("METAL_API_URL", "http://127.0.0.1:8080/metal"),
-            ("METAL_API_HMAC", "metal-edit"),
             ("METAL_CONTROL_PLANE_IMAGE", "ubuntu-26.4"),
             ("METAL_CONTROL_PLANE_MACHINE_TYPE", "v9-huge"),
         ],
@@ -304,29 +298,11 @@ fn a_rendering_with_unknown_choices_is_refused(
 /// API's Helm add-on provider, which the Go module proxy refuses here
 /// (`sigs.k8s.io/cluster-api-addon-provider-helm`: 403 "This module version is not available").
 fn calico_flavor_renders(release: &Path, ns: &str) {
-    let rendered = clusterctl(
-        &[
-            "generate",
-            "cluster",
-            "calico",
-            "--from",
-            &release
-                .join("cluster-template-calico.yaml")
-                .to_string_lossy(),
-            "--kubernetes-version",
-            "v1.33.5",
-            "--target-namespace",
-            ns,
-        ],
-        &[
-            ("METAL_PARTITION", "mini-lab"),
-            ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
-            ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
-            ("CONTROL_PLANE_IP", "127.100.0.252"),
-            ("METAL_API_URL", "http://127.0.0.1:8080/metal"),
-            ("METAL_API_HMAC", "metal-edit"),
-            ("POD_CIDR", "10.244.0.0/16"),
-        ],
+    let rendered = render(
+        &release.join("cluster-template-calico.yaml"),
+        ("calico", ns, "127.100.0.252"),
+        &[],
+        &[("POD_CIDR", "10.244.0.0/16")],
     );
     assert_eq!(
         kinds(&rendered).last().map(String::as_str),

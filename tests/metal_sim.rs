@@ -69,3 +69,15 @@ fn status(result: Result<impl std::fmt::Debug, capms::metal::Error>) -> (u16, St
         ),
     }
 }
+
+/// A private network of the project in the lab's partition.
+async fn private_network(client: &Client) -> Network {
+    client
+        .network_allocate(&NetworkAllocateRequest {
+            projectid: PROJECT.into(),
+            partitionid: "mini-lab".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("network")
+}

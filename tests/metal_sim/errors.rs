@@ -184,14 +184,7 @@ async fn network_and_ip_allocations_are_refused_with_metal_apis_reasons() {
 async fn machine_allocations_are_refused_in_metal_apis_order() {
     let sim = RunningSim::start(Inventory::default_lab(), "/").await;
     let client = sim.editor();
-    let network = client
-        .network_allocate(&NetworkAllocateRequest {
-            projectid: PROJECT.into(),
-            partitionid: "mini-lab".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("network");
+    let network = private_network(&client).await;
     let mut req = machine_request(&network.id, "ubuntu-26.4");
     req.networks = None;
     assert_eq!(
@@ -259,14 +252,7 @@ async fn machine_allocations_are_refused_in_metal_apis_order() {
 async fn an_exhausted_partition_has_no_machine_available() {
     let sim = RunningSim::start(Inventory::default_lab(), "/").await;
     let client = sim.editor();
-    let network = client
-        .network_allocate(&NetworkAllocateRequest {
-            projectid: PROJECT.into(),
-            partitionid: "mini-lab".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("network");
+    let network = private_network(&client).await;
     for _ in 0..6 {
         client
             .machine_allocate(&machine_request(&network.id, "ubuntu-26.4"))

@@ -90,14 +90,7 @@ async fn stuck_and_crash_looping_machines_recover_once_cleared() {
     let sim = RunningSim::start(Inventory::default_lab(), "/").await;
     let faults = Faults::of(&sim);
     let client = sim.editor();
-    let network = client
-        .network_allocate(&NetworkAllocateRequest {
-            projectid: PROJECT.into(),
-            partitionid: "mini-lab".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("network");
+    let network = private_network(&client).await;
     let mut stuck_req = machine_request(&network.id, "ubuntu-26.4");
     stuck_req.uuid = Some("00000000-0000-0000-0000-000000000001".into());
     let mut looping_req = machine_request(&network.id, "ubuntu-26.4");

@@ -309,14 +309,7 @@ async fn free_network_and_ips(client: &Client, network: &str, ips: [&Ip; 2]) {
         1,
         "only the inventory's pre-reserved IP remains"
     );
-    let again = client
-        .network_allocate(&NetworkAllocateRequest {
-            projectid: PROJECT.into(),
-            partitionid: "mini-lab".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("again");
+    let again = private_network(client).await;
     assert_eq!(
         again.prefixes,
         ["127.16.0.0/22"],
