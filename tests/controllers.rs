@@ -13,8 +13,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{
-    ChildProcess, ControlPlane, RunningSim, TestNamespace, binaries, eventually, free_port,
-    repo_root,
+    ChildProcess, ControlPlane, ManagerOn, RunningSim, TestNamespace, eventually, free_port,
+    repo_root, spawn_core_manager,
 };
 
 const MSC: &str = "metal-stack-cluster";
@@ -49,24 +49,11 @@ impl Env {
         let ns = cp.namespace(prefix).await;
         let sim = RunningSim::start(inventory, "/metal").await;
         let work = tempfile::tempdir().expect("temp dir");
-        let cert_dir = work.path().join("capi-certs");
-        cp.issue_serving_cert(&cert_dir);
-        let capi = ChildProcess::spawn(
-            "cluster-api-manager",
-            &binaries().capi.join("cluster-api-manager"),
-            &[
-                format!("--kubeconfig={}", cp.kubeconfig.display()),
-                format!("--webhook-port={}", free_port()),
-                format!("--webhook-cert-dir={}", cert_dir.display()),
-                format!("--health-addr=127.0.0.1:{}", free_port()),
-                format!("--diagnostics-address=127.0.0.1:{}", free_port()),
-                "--insecure-diagnostics".into(),
-                "--leader-elect=false".into(),
-                format!("--namespace={}", ns.name),
-            ],
-            &[],
-            work.path(),
-        );
+        let capi = spawn_core_manager(&ManagerOn {
+            cp,
+            namespace: &ns.name,
+            work: work.path(),
+        });
         Env {
             kubeconfig: None,
             ns,

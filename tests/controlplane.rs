@@ -12,7 +12,7 @@ use kube::api::{
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{
-    ChildProcess, ControlPlane, binaries, eventually, free_port, repo_root, wait_established,
+    ControlPlane, ManagerOn, eventually, repo_root, spawn_core_manager, wait_established,
 };
 
 fn fixture(name: &str) -> Value {
@@ -206,7 +206,11 @@ async fn cluster_api_core_manager_adopts_the_metal_stack_cluster() {
     let ns = cp.namespace("capi").await;
 
     let work = tempfile::tempdir().expect("temp dir");
-    let mut manager = start_core_manager(cp, &ns.name, work.path());
+    let mut manager = spawn_core_manager(&ManagerOn {
+        cp,
+        namespace: &ns.name,
+        work: work.path(),
+    });
 
     // The seed's manifest is v1alpha3; Cluster API reads it as v1alpha4 (the contract label's last
     // version).
@@ -279,27 +283,4 @@ async fn cluster_api_core_manager_adopts_the_metal_stack_cluster() {
         "manager still running; log:\n{}",
         manager.log_tail()
     );
-}
-
-/// Cluster API's core manager, watching `ns` only, with its webhooks' certificate from our CA.
-fn start_core_manager(cp: &ControlPlane, ns: &str, work: &std::path::Path) -> ChildProcess {
-    let cert_dir = work.join("webhook-certs");
-    cp.issue_serving_cert(&cert_dir);
-    let kubeconfig = cp.kubeconfig.to_string_lossy().into_owned();
-    ChildProcess::spawn(
-        "cluster-api-manager",
-        &binaries().capi.join("cluster-api-manager"),
-        &[
-            format!("--kubeconfig={kubeconfig}"),
-            format!("--webhook-port={}", free_port()),
-            format!("--webhook-cert-dir={}", cert_dir.display()),
-            format!("--health-addr=127.0.0.1:{}", free_port()),
-            format!("--diagnostics-address=127.0.0.1:{}", free_port()),
-            "--insecure-diagnostics".into(),
-            "--leader-elect=false".into(),
-            format!("--namespace={ns}"),
-        ],
-        &[],
-        work,
-    )
 }

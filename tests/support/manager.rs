@@ -160,22 +160,8 @@ impl CapiManager {
         webhooks: &str,
         extra: &[&str],
     ) -> CapiManager {
-        let cert_dir = on.work.join(format!("{provider}-certs"));
-        on.cp.issue_serving_cert(&cert_dir);
         let (webhook_port, health_port) = (free_port(), free_port());
-        let mut args = vec![
-            format!("--kubeconfig={}", on.cp.kubeconfig.display()),
-            format!("--webhook-port={webhook_port}"),
-            format!("--webhook-cert-dir={}", cert_dir.display()),
-            format!("--health-addr=127.0.0.1:{health_port}"),
-            format!("--diagnostics-address=127.0.0.1:{}", free_port()),
-            "--insecure-diagnostics".into(),
-            "--leader-elect=false".into(),
-            format!("--namespace={}", on.namespace),
-        ];
-        args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let process =
-            ChildProcess::spawn(binary, &binaries().capi.join(binary), &args, &[], on.work);
+        let process = spawn(on, binary, provider, (webhook_port, health_port), extra);
         eventually(
             &format!("{binary} ready"),
             Duration::from_secs(60),
@@ -194,6 +180,43 @@ impl CapiManager {
             .register_webhooks_of(provider, &manifests, webhook_port, on.namespace, on.work);
         CapiManager { process }
     }
+}
+
+/// Spawns one of Cluster API's managers for `on.namespace` with a serving certificate from the
+/// control plane's CA, without waiting for it or registering its webhooks.
+fn spawn(
+    on: &ManagerOn<'_>,
+    binary: &str,
+    provider: &str,
+    (webhook_port, health_port): (u16, u16),
+    extra: &[&str],
+) -> ChildProcess {
+    let cert_dir = on.work.join(format!("{provider}-certs"));
+    on.cp.issue_serving_cert(&cert_dir);
+    let mut args = vec![
+        format!("--kubeconfig={}", on.cp.kubeconfig.display()),
+        format!("--webhook-port={webhook_port}"),
+        format!("--webhook-cert-dir={}", cert_dir.display()),
+        format!("--health-addr=127.0.0.1:{health_port}"),
+        format!("--diagnostics-address=127.0.0.1:{}", free_port()),
+        "--insecure-diagnostics".into(),
+        "--leader-elect=false".into(),
+        format!("--namespace={}", on.namespace),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    ChildProcess::spawn(binary, &binaries().capi.join(binary), &args, &[], on.work)
+}
+
+/// Cluster API's core manager for `on.namespace`, its webhooks not registered (tests that
+/// create only infrastructure objects need none of them).
+pub fn spawn_core_manager(on: &ManagerOn<'_>) -> ChildProcess {
+    spawn(
+        on,
+        "cluster-api-manager",
+        "capi",
+        (free_port(), free_port()),
+        &[],
+    )
 }
 
 /// Cluster API's kubeadm bootstrap and control-plane providers of a test, their webhooks

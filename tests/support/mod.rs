@@ -371,6 +371,8 @@ mod registration;
 mod sim;
 // Each test binary uses a different part of this module.
 #[allow(unused_imports)]
-pub use manager::{CapiManager, CapmsManager, KubeadmProviders, ManagerOn, Managers};
+pub use manager::{
+    CapiManager, CapmsManager, KubeadmProviders, ManagerOn, Managers, spawn_core_manager,
+};
 #[allow(unused_imports)]
 pub use sim::RunningSim;
