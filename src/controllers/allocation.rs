@@ -53,7 +53,7 @@ impl Target {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Found {
     /// Allocated for this object: by the recorded id, the preset one or the owner tags.
-    Ours(Box<Machine>),
+    Ours(std::sync::Arc<Machine>),
     /// Nothing allocated for it yet (a preset machine is free).
     Nothing,
     /// spec.providerID names a machine metal-api does not know.
@@ -121,15 +121,37 @@ impl Listing {
     /// For an object of `msc`'s cluster; `ready` objects accept older listings.
     pub fn of(ctx: &Context, msc: &crate::api::MetalStackCluster, ready: bool) -> Listing {
         use kube::ResourceExt;
-        let cluster = cluster_id(&msc.namespace().unwrap_or_default(), &msc.name_any());
-        Listing {
-            cluster_tag: format!("{CLUSTER_ID_KEY}={cluster}"),
-            max_age: if ready {
-                ctx.settings.sync_period / 2
-            } else {
-                BOOTING_MAX_AGE
-            },
+        let mut listing = Listing::teardown(&msc.namespace().unwrap_or_default(), &msc.name_any());
+        if ready {
+            listing.max_age = ctx.settings.sync_period / 2;
         }
+        listing
+    }
+
+    /// For deleting an object of MetalStackCluster `name`'s cluster: as fresh as for a booting
+    /// machine.
+    pub fn teardown(namespace: &str, name: &str) -> Listing {
+        Listing {
+            cluster_tag: format!("{CLUSTER_ID_KEY}={}", cluster_id(namespace, name)),
+            max_age: BOOTING_MAX_AGE,
+        }
+    }
+
+    /// For deleting an object of Cluster `cluster` in `namespace`, while the Cluster and its
+    /// MetalStackCluster are there (they wait for their machines and firewall to go).
+    pub async fn of_deleted(
+        ctx: &Context,
+        namespace: &str,
+        cluster: Option<&str>,
+    ) -> Result<Option<Listing>> {
+        let Some(cluster) = cluster else {
+            return Ok(None);
+        };
+        let cluster = ctx.get::<crate::capi::Cluster>(namespace, cluster).await?;
+        Ok(cluster
+            .as_ref()
+            .and_then(|c| c.metal_stack_cluster())
+            .map(|msc| Listing::teardown(namespace, msc)))
     }
 }
 
@@ -152,16 +174,16 @@ pub async fn lookup(
         .fleet
         .machines(&ctx.metal, &listing.cluster_tag, listing.max_age)
         .await?;
-    let ours = |m: &&Machine| {
+    let ours = |m: &&std::sync::Arc<Machine>| {
         m.allocation.as_ref().is_some_and(|a| a.role == role) && has_owner_tags(&m.tags, marks)
     };
     let lost = match &target.recorded {
         Some(id) => match machines.iter().find(|m| &m.id == id).filter(ours) {
-            Some(m) => return Ok(Found::Ours(Box::new(m.clone()))),
+            Some(m) => return Ok(Found::Ours(m.clone())),
             // Not in the cluster's listing any more: ask for the machine itself, to say what
             // happened to it.
             None => match still_ours(ctx, id, marks).await? {
-                Ok(m) => return Ok(Found::Ours(Box::new(m))),
+                Ok(m) => return Ok(Found::Ours(std::sync::Arc::new(m))),
                 Err(lost) => Some(lost),
             },
         },
@@ -171,7 +193,7 @@ pub async fn lookup(
         return preset(ctx, marks, id).await;
     }
     Ok(match (machines.iter().find(ours), lost) {
-        (Some(m), _) => Found::Ours(Box::new(m.clone())),
+        (Some(m), _) => Found::Ours(m.clone()),
         (None, Some(lost)) => Found::Lost(lost),
         (None, None) => Found::Nothing,
     })
@@ -185,7 +207,7 @@ async fn preset(ctx: &Context, marks: &BTreeMap<String, String>, id: &str) -> Re
         Err(e) => return Err(e.into()),
     };
     Ok(match &m.allocation {
-        Some(_) if has_owner_tags(&m.tags, marks) => Found::Ours(Box::new(m)),
+        Some(_) if has_owner_tags(&m.tags, marks) => Found::Ours(std::sync::Arc::new(m)),
         Some(a) => Found::PresetTaken {
             id: m.id.clone(),
             name: a.name.clone(),
@@ -234,14 +256,29 @@ async fn still_ours(
 }
 
 /// Observes, for deletion, the ids of every allocated machine that carries `marks`, and only
-/// those: capms never frees a machine it did not allocate for this object. The machine capms
-/// recorded carries the marks too, so the find covers it.
-pub async fn owned(ctx: &Context, marks: &BTreeMap<String, String>) -> Result<Vec<String>> {
-    let find = MachineFindRequest {
-        tags: owner_tags(marks),
-        ..Default::default()
+/// those: capms never frees a machine it did not allocate for this object. Every machine capms
+/// allocates carries its cluster's tag, so with the cluster's `listing` known the cluster's
+/// shared find answers (a cluster's objects go together); without it, a find by the marks.
+pub async fn owned(
+    ctx: &Context,
+    marks: &BTreeMap<String, String>,
+    listing: Option<&Listing>,
+) -> Result<Vec<String>> {
+    let found = match listing {
+        Some(l) => {
+            ctx.fleet
+                .machines(&ctx.metal, &l.cluster_tag, l.max_age)
+                .await?
+        }
+        None => {
+            let find = MachineFindRequest {
+                tags: owner_tags(marks),
+                ..Default::default()
+            };
+            let found = ctx.metal.machine_find(&find).await?;
+            std::sync::Arc::new(found.into_iter().map(std::sync::Arc::new).collect())
+        }
     };
-    let found = ctx.metal.machine_find(&find).await?;
     let mut ids: Vec<String> = found
         .iter()
         .filter(|m| m.allocation.is_some() && has_owner_tags(&m.tags, marks))
@@ -258,12 +295,17 @@ pub async fn free<K: kube::Resource<DynamicType = ()>>(
     id: &str,
     what: &str,
 ) -> Result<()> {
-    let result = ctx.metal.machine_free(id).await;
-    ctx.fleet.invalidate_all();
-    match result {
-        Ok(_) => {}
-        Err(e) if e.is_not_found() => return Ok(()),
-        Err(e) => return Err(e.into()),
+    match ctx.metal.machine_free(id).await {
+        Ok(_) => ctx.fleet.freed(id).await,
+        Err(e) if e.is_not_found() => {
+            ctx.fleet.freed(id).await;
+            return Ok(());
+        }
+        Err(e) => {
+            // metal-api may have freed it anyway: listings from before are not used again.
+            ctx.fleet.invalidate_all();
+            return Err(e.into());
+        }
     }
     let note = format!("freed {} {id}", what.to_lowercase());
     ctx.note(obj, &format!("{what}Freed"), &format!("Free{what}"), note)

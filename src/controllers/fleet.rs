@@ -4,10 +4,11 @@
 //!
 //! A listing is used only while it is younger than the caller allows, and it always holds
 //! capms's own writes: a machine capms allocated is put into the cluster's listing as metal-api
-//! returned it (after any find in flight, which holds the listing), and an allocation whose
-//! outcome is unknown (an error) or any free makes the listings from before unusable. So a
-//! reconcile never misses the machine it has just allocated (which would allocate a second
-//! one), and a cluster's machines coming up one after another do not each cost a new find.
+//! returned it (after any find in flight, which holds the listing), a machine capms freed leaves
+//! every listing, and an allocation or free whose outcome is unknown (an error) makes the
+//! listings from before unusable. So a reconcile never misses the machine it has just allocated
+//! (which would allocate a second one) nor frees one twice, and a cluster's machines coming up
+//! or going one after another do not each cost a new find.
 
 use crate::metal::types::{Machine, MachineFindRequest};
 use std::collections::HashMap;
@@ -21,8 +22,8 @@ const FORGET_AFTER: Duration = Duration::from_secs(600);
 #[derive(Default)]
 pub struct Fleet {
     clusters: Mutex<HashMap<String, Arc<Slot>>>,
-    /// Bumped by every free: a freed machine may belong to any cluster.
-    frees: AtomicU64,
+    /// Bumped by every change of unknown outcome or cluster: listings from before are stale.
+    unknown: AtomicU64,
 }
 
 #[derive(Default)]
@@ -35,10 +36,14 @@ struct Slot {
 
 struct Listing {
     requested: Instant,
-    /// (allocations, frees) when it was requested.
+    /// (allocations, unknown changes) when it was requested.
     epoch: (u64, u64),
-    machines: Arc<Vec<Machine>>,
+    /// Shared with the reconciles reading it; a change copies the list, never the machines.
+    machines: Arc<Vec<Arc<Machine>>>,
 }
+
+/// A cluster's machines as listed: each shared, not copied, by every reader.
+pub type Machines = Arc<Vec<Arc<Machine>>>;
 
 impl Fleet {
     fn slot(&self, cluster_tag: &str) -> Arc<Slot> {
@@ -56,7 +61,7 @@ impl Fleet {
     fn epoch(&self, slot: &Slot) -> (u64, u64) {
         (
             slot.allocations.load(Ordering::SeqCst),
-            self.frees.load(Ordering::SeqCst),
+            self.unknown.load(Ordering::SeqCst),
         )
     }
 
@@ -67,7 +72,7 @@ impl Fleet {
         metal: &crate::metal::Client,
         cluster_tag: &str,
         max_age: Duration,
-    ) -> Result<Arc<Vec<Machine>>, crate::metal::Error> {
+    ) -> Result<Machines, crate::metal::Error> {
         let slot = self.slot(cluster_tag);
         let mut listing = slot.listing.lock().await;
         if let Some(l) = listing.as_ref()
@@ -81,7 +86,8 @@ impl Fleet {
             tags: vec![cluster_tag.to_owned()],
             ..Default::default()
         };
-        let machines = Arc::new(metal.machine_find(&find).await?);
+        let found = metal.machine_find(&find).await?;
+        let machines: Machines = Arc::new(found.into_iter().map(Arc::new).collect());
         *listing = Some(Listing {
             requested,
             epoch,
@@ -99,7 +105,7 @@ impl Fleet {
         if let Some(l) = listing.as_mut() {
             let machines = Arc::make_mut(&mut l.machines);
             machines.retain(|m| m.id != machine.id);
-            machines.push(machine.clone());
+            machines.push(Arc::new(machine.clone()));
         }
     }
 
@@ -112,9 +118,26 @@ impl Fleet {
             .fetch_add(1, Ordering::SeqCst);
     }
 
-    /// A machine of any cluster changed under capms's hands (freed, or allocated without a
-    /// cluster tag): no listing from before is used again.
+    /// capms freed machine `id` (or metal-api no longer has it): it leaves every listing (a
+    /// find in flight holds its listing until its answer is in, which may still show it).
+    pub async fn freed(&self, id: &str) {
+        let slots: Vec<Arc<Slot>> = {
+            let clusters = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
+            clusters.values().cloned().collect()
+        };
+        for slot in slots {
+            let mut listing = slot.listing.lock().await;
+            if let Some(l) = listing.as_mut()
+                && l.machines.iter().any(|m| m.id == id)
+            {
+                Arc::make_mut(&mut l.machines).retain(|m| m.id != id);
+            }
+        }
+    }
+
+    /// A machine of any cluster may have changed under capms's hands (a free that failed, an
+    /// allocation without a cluster tag): no listing from before is used again.
     pub fn invalidate_all(&self) {
-        self.frees.fetch_add(1, Ordering::SeqCst);
+        self.unknown.fetch_add(1, Ordering::SeqCst);
     }
 }

@@ -111,6 +111,9 @@ pub trait Reconciler {
     /// Does taking `step` write to metal-api?
     fn writes_metal(step: &Self::Step) -> bool;
 
+    /// Does taking `step` remove capms's finalizer (the object is let go)?
+    fn lets_go(step: &Self::Step) -> bool;
+
     /// Pure: the status with `error` in its conditions, met while observing (`step` None) or
     /// taking `step`.
     fn report(
@@ -197,12 +200,22 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
         Ok(observed) => {
             let decision = R::decide(&obj, &observed);
             match R::act(&obj, &ctx, &decision.step).await {
+                Ok(()) if moot::<R>(&decision.step, &decision.next) => {
+                    (current.cloned().unwrap_or_default(), decision.next)
+                }
                 Ok(()) => (decision.status, decision.next),
                 Err(e) => R::after_failure(&obj, decision.status, e, Some(&decision.step)),
             }
         }
     };
     conclude(&ctx, &api, obj.as_ref(), current, &status, next).await
+}
+
+/// Is the status after taking `step` not worth a write? Not when the very next reconcile, at
+/// once, replaces it (it follows a metal-api write), nor once capms let go of the object. Every
+/// status write wakes Cluster API's controllers too, which read the object and patch theirs.
+fn moot<R: Reconciler>(step: &R::Step, next: &Result<Requeue>) -> bool {
+    R::lets_go(step) || (R::writes_metal(step) && matches!(next, Ok(Requeue::Now)))
 }
 
 /// The one status write (only when the status changed), then the requeue as an Action.

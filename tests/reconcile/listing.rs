@@ -1,7 +1,7 @@
 //! A cluster's machine listing (one `machine/find` shared by the cluster's objects) always holds
 //! capms's own allocations: a machine just allocated is never missed (that would allocate a
-//! second one), and it costs no new find; an allocation that failed makes the old listing
-//! unusable.
+//! second one), and it costs no new find; a machine capms freed leaves it, also without a new
+//! find; an allocation that failed makes the old listing unusable.
 
 use super::*;
 use capms::controllers::allocation;
@@ -20,7 +20,7 @@ fn finds(rig: &Rig) -> u64 {
 }
 
 /// The cluster's listing, up to a minute old.
-async fn listed(ctx: &Context) -> Arc<Vec<capms::metal::types::Machine>> {
+async fn listed(ctx: &Context) -> capms::controllers::fleet::Machines {
     ctx.fleet
         .machines(&ctx.metal, TAG, Duration::from_secs(60))
         .await
@@ -45,7 +45,7 @@ fn request(network: &str, size: &str) -> MachineAllocateRequest {
 }
 
 #[tokio::test]
-async fn own_allocations_join_the_listing_and_failed_ones_invalidate_it() {
+async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate_it() {
     let rig = rig().await;
     let ctx = &rig.ctx;
     let network = ctx
@@ -84,4 +84,14 @@ async fn own_allocations_join_the_listing_and_failed_ones_invalidate_it() {
         "an allocation that failed makes the listing stale"
     );
     assert!(machines.iter().any(|m| m.id == machine));
+
+    allocation::free(ctx, &metal_stack_machine(), &machine, "Machine")
+        .await
+        .expect("freed");
+    let machines = listed(ctx).await;
+    assert!(
+        machines.iter().all(|m| m.id != machine),
+        "the freed machine left the listing"
+    );
+    assert_eq!(finds(&rig), 2, "without a new find");
 }

@@ -210,14 +210,21 @@ async fn a_machine_is_allocated_named_ready_and_freed() {
     assert_eq!(allocation.hostname, "node-1", "from the cloud-config");
     assert!(ready.labels_contain_rack(), "rack label");
 
-    // Deleted: the machine is freed, then the finalizer goes.
+    // Deleted: the machine is freed, then the finalizer goes; the cluster's listing answers
+    // both looks, so that costs the free and at most one find.
     let mut deleting = rig.api.get(&msm);
     deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
     rig.api.put(&deleting);
-    walk::<Machines>(&rig, &msm, 3, |m| {
+    let before = metal_calls(&rig);
+    let (rounds, _) = walk::<Machines>(&rig, &msm, 3, |m| {
         m.metadata.finalizers.as_ref().is_none_or(Vec::is_empty)
     })
     .await;
+    let calls = metal_calls(&rig) - before;
+    assert!(calls <= 2, "{calls} metal-api calls to free one machine");
+    // The free is followed at once by the look that lets the object go: neither writes status.
+    let statuses = rounds.iter().flatten().filter(|w| w.is_status()).count();
+    assert_eq!(statuses, 0, "{rounds:#?}");
     let freed = rig
         .sim
         .editor()
@@ -225,6 +232,12 @@ async fn a_machine_is_allocated_named_ready_and_freed() {
         .await
         .expect("machine");
     assert!(freed.allocation.is_none(), "freed");
+}
+
+/// Every metal-api request the simulator has answered.
+fn metal_calls(rig: &Rig) -> u64 {
+    let report = rig.sim.sim.stats().report();
+    report.requests.iter().map(|r| r.count).sum()
 }
 
 trait RackLabel {

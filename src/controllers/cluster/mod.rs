@@ -85,6 +85,10 @@ impl Reconciler for Clusters {
         )
     }
 
+    fn lets_go(step: &Step) -> bool {
+        matches!(step, Step::RemoveFinalizer)
+    }
+
     fn report(
         obj: &MetalStackCluster,
         status: MetalStackClusterStatus,

@@ -48,6 +48,10 @@ impl Reconciler for Firewalls {
         matches!(step, Step::Allocate(_) | Step::Free(_))
     }
 
+    fn lets_go(step: &Step) -> bool {
+        matches!(step, Step::RemoveFinalizer)
+    }
+
     fn report(
         obj: &MetalStackFirewall,
         status: MetalStackFirewallStatus,
@@ -75,7 +79,11 @@ async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed> {
         if deletion_hands_off(ctx, fw, cluster.map(String::as_str)).await? {
             return Ok(Observed::HandsOff);
         }
-        let owned = allocation::owned(ctx, &identity(fw)).await?;
+        let ns = fw.namespace().unwrap_or_default();
+        let listing = owning_cluster(fw, ctx)
+            .await?
+            .map(|msc| allocation::Listing::teardown(&ns, &msc.name_any()));
+        let owned = allocation::owned(ctx, &identity(fw), listing.as_ref()).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
     let mut live = Live::default();

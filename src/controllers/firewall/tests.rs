@@ -73,7 +73,7 @@ fn ours(last: &str) -> Found {
         event: last.into(),
         ..Default::default()
     });
-    Found::Ours(Box::new(m))
+    Found::Ours(std::sync::Arc::new(m))
 }
 
 fn run(fw: &MetalStackFirewall, live: Live) -> FirewallDecision {
@@ -180,7 +180,7 @@ fn an_allocated_firewall_is_ready_only_while_healthy() {
     let Found::Ours(mut looping) = ours(event::PHONED_HOME) else {
         unreachable!()
     };
-    looping.events.crash_loop = true;
+    std::sync::Arc::make_mut(&mut looping).events.crash_loop = true;
     let d = run(&named, live(Found::Ours(looping)));
     assert_eq!(d.step, Step::Nothing, "already named");
     assert!(!d.status.ready, "a firewall is ready only while healthy");

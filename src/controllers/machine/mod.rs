@@ -53,6 +53,10 @@ impl Reconciler for Machines {
         matches!(step, Step::Allocate(_) | Step::Free(_))
     }
 
+    fn lets_go(step: &Step) -> bool {
+        matches!(step, Step::RemoveFinalizer)
+    }
+
     fn report(
         obj: &MetalStackMachine,
         status: MetalStackMachineStatus,
@@ -94,7 +98,9 @@ async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed> {
         if deletion_hands_off(ctx, msm, cluster.as_deref()).await? {
             return Ok(Observed::HandsOff);
         }
-        let owned = allocation::owned(ctx, &identity(msm)).await?;
+        let ns = msm.namespace().unwrap_or_default();
+        let listing = allocation::Listing::of_deleted(ctx, &ns, cluster.as_deref()).await?;
+        let owned = allocation::owned(ctx, &identity(msm), listing.as_ref()).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
     let mut live = Live::default();

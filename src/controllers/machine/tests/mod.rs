@@ -118,7 +118,7 @@ fn metal_machine(last: &str) -> Machine {
 }
 
 fn ours(last: &str) -> Found {
-    Found::Ours(Box::new(metal_machine(last)))
+    Found::Ours(std::sync::Arc::new(metal_machine(last)))
 }
 
 fn run(msm: &MetalStackMachine, observed: Observed) -> MachineDecision {
@@ -442,7 +442,10 @@ fn a_provisioning_machine_polls_and_a_provisioned_one_stays_provisioned() {
     });
     let mut looping = metal_machine(event::PHONED_HOME);
     looping.events.crash_loop = true;
-    let d = live_run(&provisioned, live(Found::Ours(Box::new(looping))));
+    let d = live_run(
+        &provisioned,
+        live(Found::Ours(std::sync::Arc::new(looping))),
+    );
     assert!(d.status.ready, "Cluster API's provisioned flag is one-way");
     assert_eq!(ready_reason(&d), ("False", "CrashLoop"));
     assert_eq!(condition(&d, Type::MachineHealthy).0, "False");
