@@ -2,12 +2,13 @@
 //! instead of asking the apiserver, and a copy of each event for every controller that follows
 //! the kind (filtered by that controller to the changes it reads).
 
+use super::slim::Slim;
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
 };
 use crate::capi::{Cluster, Machine as CapiMachine};
-use futures::StreamExt;
 use futures::channel::mpsc;
+use futures::{StreamExt, TryStreamExt};
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
@@ -142,7 +143,8 @@ pub struct Feed<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    api: Api<K>,
+    /// Decoding skips the objects' managedFields (see [`Slim`]).
+    api: Api<Slim<K>>,
     config: watcher::Config,
     writer: reflector::store::Writer<K>,
     followers: Vec<mpsc::UnboundedSender<K>>,
@@ -161,7 +163,7 @@ where
         + Sync
         + 'static,
 {
-    pub fn new(api: Api<K>, config: watcher::Config) -> Feed<K> {
+    pub fn new(api: Api<Slim<K>>, config: watcher::Config) -> Feed<K> {
         Feed {
             api,
             config,
@@ -194,6 +196,7 @@ where
         let kind = K::kind(&());
         let followers = self.followers;
         watcher::watcher(self.api, self.config)
+            .map_ok(unwrap)
             .default_backoff()
             .modify(slim)
             .reflect(self.writer)
@@ -214,11 +217,21 @@ where
     }
 }
 
-/// What no reconcile reads and every object carries, often as its largest part: the field
-/// managers' records and kubectl's copy of the last applied manifest. Dropped before caching.
+/// The decoded object out of its wrapper.
+fn unwrap<K>(event: Event<Slim<K>>) -> Event<K> {
+    match event {
+        Event::Apply(Slim(o)) => Event::Apply(o),
+        Event::Delete(Slim(o)) => Event::Delete(o),
+        Event::Init => Event::Init,
+        Event::InitApply(Slim(o)) => Event::InitApply(o),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// What no reconcile reads and many objects carry: kubectl's copy of the last applied manifest
+/// (the field managers' records are not even decoded). Dropped before caching.
 fn slim<K: Resource>(obj: &mut K) {
     let meta = obj.meta_mut();
-    meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }

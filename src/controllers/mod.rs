@@ -11,6 +11,7 @@ pub mod firewall;
 pub mod fleet;
 pub mod leader;
 pub mod machine;
+mod slim;
 pub mod step;
 mod wake;
 
@@ -28,6 +29,7 @@ use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+use slim::Slim;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -174,13 +176,13 @@ struct Feeds {
 impl Feeds {
     fn new(ctx: &Context) -> Feeds {
         Feeds {
-            clusters: Feed::new(api::<Cluster>(ctx), watcher::Config::default()),
-            machines: Feed::new(api::<Machine>(ctx), watcher::Config::default()),
-            metal_stack_clusters: Feed::new(api::<MetalStackCluster>(ctx), own_watch(ctx)),
-            firewalls: Feed::new(api::<MetalStackFirewall>(ctx), own_watch(ctx)),
-            metal_stack_machines: Feed::new(api::<MetalStackMachine>(ctx), own_watch(ctx)),
+            clusters: Feed::new(api::<Slim<Cluster>>(ctx), watcher::Config::default()),
+            machines: Feed::new(api::<Slim<Machine>>(ctx), watcher::Config::default()),
+            metal_stack_clusters: Feed::new(api::<Slim<MetalStackCluster>>(ctx), own_watch(ctx)),
+            firewalls: Feed::new(api::<Slim<MetalStackFirewall>>(ctx), own_watch(ctx)),
+            metal_stack_machines: Feed::new(api::<Slim<MetalStackMachine>>(ctx), own_watch(ctx)),
             firewall_templates: Feed::new(
-                api::<MetalStackFirewallTemplate>(ctx),
+                api::<Slim<MetalStackFirewallTemplate>>(ctx),
                 watcher::Config::default(),
             ),
         }
