@@ -29,7 +29,17 @@ impl DecodeError {
 }
 
 /// Decodes `bytes` into `T`, treating every `null` object member as absent.
+///
+/// Straight into `T` first: a `null` where `T` has an `Option` reads as `None` either way, and
+/// no type here defaults an `Option` to anything else, so when that succeeds the result is the
+/// same. Only a body `T` refuses as it stands (a `null` for a list, a map or a scalar, or a real
+/// error) takes the slower way through a `serde_json::Value` without its nulls, which also names
+/// the offending field. The direct way matters at scale: a cluster's machine listing is a few
+/// hundred kilobytes, read every couple of seconds while its machines boot.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    if let Ok(decoded) = serde_json::from_slice(bytes) {
+        return Ok(decoded);
+    }
     let mut value: Value = serde_json::from_slice(bytes).map_err(|e| DecodeError {
         path: String::new(),
         message: e.to_string(),
@@ -99,6 +109,21 @@ mod tests {
         );
         let req: Req = decode(br#"{"networks":null}"#).expect("decodes");
         assert_eq!(req.networks, None);
+    }
+
+    #[test]
+    fn the_direct_way_and_the_null_free_way_agree() {
+        let bodies: [&[u8]; 3] = [
+            br#"{"name":"a","ips":["1.2.3.4"],"labels":{"k":"v"},"networks":null,"vrf":null}"#,
+            br#"{"name":"a","networks":[{"networkid":"n","autoacquire":null}],"vrf":7}"#,
+            br#"{"name":null,"ips":["1.2.3.4"],"nested":{"networkid":null}}"#,
+        ];
+        for body in bodies {
+            let mut value: Value = serde_json::from_slice(body).expect("json");
+            drop_nulls(&mut value);
+            let without_nulls: Req = serde_json::from_value(value).expect("null-free");
+            assert_eq!(decode::<Req>(body).expect("decodes"), without_nulls);
+        }
     }
 
     #[test]
