@@ -97,6 +97,7 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     };
     unknown_choices_are_refused_naming_the_field_and_the_valid_ones(&admission);
     good_objects_are_admitted_and_defaulted(&admission);
+    metadata_only_updates_never_reach_the_webhooks(&admission, &manager).await;
     immutable_fields_refuse_updates_and_deletion_is_never_blocked(&admission);
     metrics_count_admissions(&manager).await;
     assert!(manager.process.is_running());
@@ -219,6 +220,50 @@ fn immutable_fields_refuse_updates_and_deletion_is_never_blocked(a: &Admission<'
             "--wait=false",
         ],
         &[],
+    );
+}
+
+/// The apiserver skips both webhooks for an update that leaves the spec alone (their
+/// matchConditions), as Cluster API's and capms's metadata writes are.
+async fn metadata_only_updates_never_reach_the_webhooks(a: &Admission<'_>, manager: &CapmsManager) {
+    let updates = || async {
+        let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", manager.metrics_port))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("capms_admission_requests_total{")
+                    && l.contains("operation=\"UPDATE\"")
+            })
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = updates().await;
+    let patch = |p: &str| {
+        a.cp.kubectl(
+            &[
+                "patch",
+                "-n",
+                a.ns,
+                "metalstackcluster",
+                "good",
+                "--type=merge",
+                "-p",
+                p,
+            ],
+            &[],
+        );
+    };
+    patch(r#"{"metadata":{"labels":{"team":"a"},"finalizers":["example.com/hold"]}}"#);
+    patch(r#"{"metadata":{"finalizers":null}}"#);
+    assert_eq!(
+        updates().await,
+        before,
+        "metadata-only updates reached the webhooks"
     );
 }
 

@@ -12,6 +12,11 @@ pub enum ClientConfig {
     Url { base: String, ca_bundle: Vec<u8> },
 }
 
+/// The CEL condition under which the apiserver calls a webhook: a creation, or an update that
+/// changes the spec. An object without a spec (never one of ours) is sent too, rather than the
+/// condition failing to evaluate.
+pub const SPEC_CHANGED: &str = "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec";
+
 /// Mutating and Validating webhook configurations for every route.
 pub fn webhook_configurations(
     client_config: &ClientConfig,
@@ -37,6 +42,12 @@ pub fn webhook_configurations(
                     "failurePolicy": "Fail",
                     "matchPolicy": "Equivalent",
                     "timeoutSeconds": 10,
+                    // Updates that leave the spec alone (finalizers, labels, owner references,
+                    // most of Cluster API's and capms's own writes) never reach the webhook.
+                    "matchConditions": [{
+                        "name": "spec-changed",
+                        "expression": SPEC_CHANGED,
+                    }],
                     "clientConfig": client,
                     "rules": [{
                         "apiGroups": [GROUP],

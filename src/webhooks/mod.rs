@@ -251,10 +251,26 @@ async fn decide(
         .object
         .as_ref()
         .ok_or("the AdmissionReview carries no object")?;
+    if spec_unchanged(request, object) {
+        return Ok(Decision::default());
+    }
     match route.step {
         Step::Mutate => admission::mutate(state, route.kind, object).await,
         Step::Validate => admission::validate(state, route.kind, request, object).await,
     }
+}
+
+/// An update that leaves the spec as it was (finalizers, labels, owner references): capms has
+/// nothing to default or check in it. Checking it anyway would, say, deny removing a finalizer
+/// once the machine's image has left metal-api's catalog, and hold up the deletion for good.
+/// The webhook configurations skip such updates too (`matchConditions`), when the apiserver
+/// evaluates them.
+fn spec_unchanged(request: &AdmissionRequest<DynamicObject>, object: &DynamicObject) -> bool {
+    matches!(request.operation, Operation::Update)
+        && request
+            .old_object
+            .as_ref()
+            .is_some_and(|old| old.data.get("spec") == object.data.get("spec"))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use super::*;
 
 // ---- handlers -----------------------------------------------------------------------------
 
-fn state_with(catalog: Option<Catalog>, deny: bool) -> WebhookState {
+pub(super) fn state_with(catalog: Option<Catalog>, deny: bool) -> WebhookState {
     let client = crate::metal::Client::new(crate::metal::Config::new(
         url::Url::parse("http://127.0.0.1:9/").expect("url"),
         crate::metal::Auth::None,
@@ -23,7 +23,13 @@ fn state_with(catalog: Option<Catalog>, deny: bool) -> WebhookState {
     }
 }
 
-fn review(kind: &str, operation: &str, object: Value, old: Option<Value>, dry_run: bool) -> Value {
+pub(super) fn review(
+    kind: &str,
+    operation: &str,
+    object: Value,
+    old: Option<Value>,
+    dry_run: bool,
+) -> Value {
     json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
@@ -37,7 +43,7 @@ fn review(kind: &str, operation: &str, object: Value, old: Option<Value>, dry_ru
     })
 }
 
-async fn call(state: WebhookState, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
+pub(super) async fn call(state: WebhookState, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
     capms_tls();
     let response = router(state)
         .oneshot(
@@ -62,7 +68,7 @@ fn capms_tls() {
     crate::tls::install_default_provider();
 }
 
-fn machine_object(spec: Value) -> Value {
+pub(super) fn machine_object(spec: Value) -> Value {
     json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",
            "metadata": {"name": "m", "namespace": "default"}, "spec": spec})
 }

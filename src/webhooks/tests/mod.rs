@@ -55,3 +55,4 @@ fn errors_of(f: impl FnOnce(&mut Report)) -> Vec<String> {
 
 mod handlers;
 mod rules;
+mod updates;
