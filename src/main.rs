@@ -248,7 +248,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Manager(args) => {
-            capms::runtime::tune_malloc();
+            capms::runtime::limit_malloc_arenas();
             capms::telemetry::init_logging();
             let config = args.into_config()?;
             let shutdown = capms::runtime::shutdown_signal();

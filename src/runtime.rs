@@ -13,23 +13,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// Tunes glibc's malloc for a long-running controller, before the runtime's threads start:
-/// - at most two arenas. By default glibc gives threads that allocate at the same time arenas of
-///   their own (up to eight per core), each keeping the memory freed into it: at 1,000 machines
-///   that left capms's peak RSS well above what it holds. Two keep the two runtime workers from
-///   queueing on one lock.
-/// - a fixed 128 KiB threshold for mapping large blocks (a cluster's machine listing, a watch
-///   page) on their own. glibc raises it after each such block is freed, after which the next
-///   ones fragment the heap.
-///
-/// Elsewhere (musl, other systems) there is nothing to do.
-pub fn tune_malloc() {
+/// Caps glibc's malloc at two arenas, before the runtime's threads start. By default glibc gives
+/// threads that allocate at the same time arenas of their own (up to eight per core), each
+/// keeping the memory freed into it: at 1,000 machines that left capms's peak RSS well above
+/// what it holds. Two arenas keep the two runtime workers from queueing on one lock. Elsewhere
+/// (musl, other systems) there is nothing to do.
+pub fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes the allocator's parameters; it is called before any other
-    // thread of this process exists, with values both parameters accept.
+    // thread of this process exists, and M_ARENA_MAX takes any positive count.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
 }
 
