@@ -65,6 +65,21 @@ impl Admission<'_> {
         stderr
     }
 
+    /// `kubectl patch --type=merge` of MetalStackCluster `name`.
+    fn patch_cluster(&self, name: &str, patch: &str) -> std::process::Output {
+        let args = [
+            "patch",
+            "-n",
+            self.ns,
+            "metalstackcluster",
+            name,
+            "--type=merge",
+            "-p",
+            patch,
+        ];
+        self.cp.kubectl_output(&args, &[])
+    }
+
     fn get(&self, kind: &str, name: &str) -> Value {
         let got = self
             .cp
@@ -192,19 +207,7 @@ fn good_objects_are_admitted_and_defaulted(a: &Admission<'_>) {
 }
 
 fn immutable_fields_refuse_updates_and_deletion_is_never_blocked(a: &Admission<'_>) {
-    let out = a.cp.kubectl_output(
-        &[
-            "patch",
-            "-n",
-            a.ns,
-            "metalstackcluster",
-            "good",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"publicNetworkID":"other"}}"#,
-        ],
-        &[],
-    );
+    let out = a.patch_cluster("good", r#"{"spec":{"publicNetworkID":"other"}}"#);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr)
@@ -227,13 +230,8 @@ fn immutable_fields_refuse_updates_and_deletion_is_never_blocked(a: &Admission<'
 /// matchConditions), as Cluster API's and capms's metadata writes are.
 async fn metadata_only_updates_never_reach_the_webhooks(a: &Admission<'_>, manager: &CapmsManager) {
     let updates = || async {
-        let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", manager.metrics_port))
+        metrics_text(manager)
             .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("text");
-        metrics
             .lines()
             .filter(|l| {
                 l.starts_with("capms_admission_requests_total{")
@@ -243,23 +241,17 @@ async fn metadata_only_updates_never_reach_the_webhooks(a: &Admission<'_>, manag
             .sum::<f64>()
     };
     let before = updates().await;
-    let patch = |p: &str| {
-        a.cp.kubectl(
-            &[
-                "patch",
-                "-n",
-                a.ns,
-                "metalstackcluster",
-                "good",
-                "--type=merge",
-                "-p",
-                p,
-            ],
-            &[],
+    for patch in [
+        r#"{"metadata":{"labels":{"team":"a"},"finalizers":["example.com/hold"]}}"#,
+        r#"{"metadata":{"finalizers":null}}"#,
+    ] {
+        let out = a.patch_cluster("good", patch);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
-    };
-    patch(r#"{"metadata":{"labels":{"team":"a"},"finalizers":["example.com/hold"]}}"#);
-    patch(r#"{"metadata":{"finalizers":null}}"#);
+    }
     assert_eq!(
         updates().await,
         before,
@@ -267,14 +259,19 @@ async fn metadata_only_updates_never_reach_the_webhooks(a: &Admission<'_>, manag
     );
 }
 
-/// /metrics is Prometheus text and counts admissions.
-async fn metrics_count_admissions(manager: &CapmsManager) {
-    let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", manager.metrics_port))
+/// capms's /metrics page.
+async fn metrics_text(manager: &CapmsManager) -> String {
+    reqwest::get(format!("http://127.0.0.1:{}/metrics", manager.metrics_port))
         .await
         .expect("metrics")
         .text()
         .await
-        .expect("text");
+        .expect("text")
+}
+
+/// /metrics is Prometheus text and counts admissions.
+async fn metrics_count_admissions(manager: &CapmsManager) {
+    let metrics = metrics_text(manager).await;
     for line in metrics
         .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())

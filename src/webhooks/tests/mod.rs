@@ -53,6 +53,7 @@ fn errors_of(f: impl FnOnce(&mut Report)) -> Vec<String> {
     report.errors.iter().map(ToString::to_string).collect()
 }
 
+mod configurations;
 mod handlers;
 mod rules;
 mod updates;

@@ -50,22 +50,3 @@ async fn a_changed_spec_is_still_checked() {
     let message = validated["status"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("spec.machineType"), "{message}");
 }
-
-#[test]
-fn the_configurations_send_only_creations_and_spec_changes() {
-    let configurations = webhook_configurations(
-        &ClientConfig::Url {
-            base: "https://127.0.0.1:9443".into(),
-            ca_bundle: b"CA".to_vec(),
-        },
-        None,
-    );
-    for configuration in configurations {
-        for webhook in configuration["webhooks"].as_array().expect("webhooks") {
-            assert_eq!(
-                webhook["matchConditions"],
-                json!([{"name": "spec-changed", "expression": super::super::manifests::SPEC_CHANGED}])
-            );
-        }
-    }
-}
