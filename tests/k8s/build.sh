@@ -89,8 +89,12 @@ build_k8s kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build_k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build_k8s kubectl k8s.io/kubernetes/cmd/kubectl
 
+# Written aside and renamed into place: control planes starting at the same time (one test
+# binary starts several) source this file while another run rewrites it, and a half-written
+# file left CAPMS_K8S_BIN unset.
 write_env() {
-  cat > "$cache/env-$1.sh" <<ENV
+  local file="$cache/env-$1.sh"
+  cat > "$file.$$" <<ENV
 CAPMS_K8S_BIN=$k8s_dir
 CAPMS_CAPI_BIN=$capi_dir
 CAPMS_K8S_VERSION=$k8s_version
@@ -101,7 +105,8 @@ CAPMS_CERT_MANAGER_BIN=${cm_bin_dir:-}
 CAPMS_METALGO=$metalgo_bin
 CAPMS_KUBELET=$kubelet_bin
 ENV
-  echo "$cache/env-$1.sh"
+  mv "$file.$$" "$file"
+  echo "$file"
 }
 if [ "${1:-all}" = k8s ]; then
   write_env k8s
