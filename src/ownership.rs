@@ -11,7 +11,7 @@ pub const DOMAIN: &str = "metal-stack.infrastructure.cluster.x-k8s.io";
 pub const CLUSTER_ID_KEY: &str = "cluster.metal-stack.io/id";
 
 /// The kind of object an allocation in metal-api belongs to.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OwnerKind {
     Cluster,
     Machine,
@@ -80,6 +80,21 @@ pub fn has_owner_tags(tags: &[String], marks: &BTreeMap<String, String>) -> bool
     owner_tags(marks).iter().all(|t| tags.contains(t))
 }
 
+/// The object an allocation in metal-api belongs to, read back from its tags: the inverse of
+/// [`owner_marks`]' `<kind>-resource=<namespace>.<name>` mark (a namespace has no dot, so the
+/// first dot ends it).
+pub fn owner_of(tags: &[String]) -> Option<(OwnerKind, String, String)> {
+    let prefix = format!("{DOMAIN}/");
+    tags.iter().find_map(|tag| {
+        let (key, value) = tag.strip_prefix(&prefix)?.split_once('=')?;
+        let kind = [OwnerKind::Cluster, OwnerKind::Machine, OwnerKind::Firewall]
+            .into_iter()
+            .find(|k| key.strip_suffix("-resource") == Some(k.word()))?;
+        let (namespace, name) = value.split_once('.')?;
+        Some((kind, namespace.to_owned(), name.to_owned()))
+    })
+}
+
 /// `<ns>.<name>`, the cluster id capms uses in metal-stack tags and labels.
 pub fn cluster_id(namespace: &str, name: &str) -> String {
     format!("{namespace}.{name}")
@@ -113,6 +128,23 @@ mod tests {
         assert!(
             has_owner_tags(&tags, &identity),
             "a moved object finds its allocation"
+        );
+        let mut on_machine = vec!["cluster.metal-stack.io/id=ns.c".to_owned()];
+        on_machine.extend(owner_tags(&owner_marks(
+            OwnerKind::Firewall,
+            "ns",
+            "c.fw",
+            "u",
+        )));
+        assert_eq!(
+            owner_of(&on_machine),
+            Some((OwnerKind::Firewall, "ns".into(), "c.fw".into())),
+            "a dotted name after the namespace"
+        );
+        assert_eq!(
+            owner_of(&tags[1..]),
+            None,
+            "the uid mark alone names no object"
         );
     }
 }

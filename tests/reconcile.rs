@@ -47,7 +47,12 @@ async fn rig() -> Rig {
 }
 
 async fn rig_with(settings: Settings) -> Rig {
-    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    rig_timed(settings, capms::sim::Timings::fast()).await
+}
+
+/// A rig whose simulated machines take `timings` through their lifecycle.
+async fn rig_timed(settings: Settings, timings: capms::sim::Timings) -> Rig {
+    let sim = RunningSim::start_with(Inventory::default_lab(), "/metal", timings).await;
     let api = MockApiserver::default();
     let metrics = Arc::new(capms::metrics::Metrics::new());
     let ctx = Context::new(api.client(), sim.editor(), settings, None, metrics);

@@ -114,26 +114,33 @@ pub struct Listing {
     pub max_age: std::time::Duration,
 }
 
-/// How old a listing a booting machine accepts: its poll interval, so each poll sees news.
-pub const BOOTING_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How old a listing a booting machine accepts. Each new listing wakes the objects whose machine
+/// changed stage, so while a cluster's machines boot, their polls list the cluster about once
+/// per this interval and a machine that phoned home is seen within about as long.
+pub const BOOTING_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How old a listing a deleted object accepts to find what it must free. A listing holds
+/// capms's own frees, so a cluster's objects going together share one.
+pub const TEARDOWN_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Listing {
     /// For an object of `msc`'s cluster; `ready` objects accept older listings.
     pub fn of(ctx: &Context, msc: &crate::api::MetalStackCluster, ready: bool) -> Listing {
         use kube::ResourceExt;
         let mut listing = Listing::teardown(&msc.namespace().unwrap_or_default(), &msc.name_any());
-        if ready {
-            listing.max_age = ctx.settings.sync_period / 2;
-        }
+        listing.max_age = match ready {
+            true => ctx.settings.sync_period / 2,
+            false => BOOTING_MAX_AGE,
+        };
         listing
     }
 
-    /// For deleting an object of MetalStackCluster `name`'s cluster: as fresh as for a booting
-    /// machine.
+    /// For deleting an object of MetalStackCluster `name`'s cluster: at most
+    /// [`TEARDOWN_MAX_AGE`] old.
     pub fn teardown(namespace: &str, name: &str) -> Listing {
         Listing {
             cluster_tag: format!("{CLUSTER_ID_KEY}={}", cluster_id(namespace, name)),
-            max_age: BOOTING_MAX_AGE,
+            max_age: TEARDOWN_MAX_AGE,
         }
     }
 

@@ -9,8 +9,16 @@
 //! listings from before unusable. So a reconcile never misses the machine it has just allocated
 //! (which would allocate a second one) nor frees one twice, and a cluster's machines coming up
 //! or going one after another do not each cost a new find.
+//!
+//! Every new listing is compared with the one before: an object whose machine changed stage
+//! (allocated or not, provisioning, phoned home, failing) or went away is woken at once, so a
+//! booting machine reports ready as soon as any reconcile of its cluster lists it, not at its
+//! own next poll.
 
+use super::allocation::Health;
 use crate::metal::types::{Machine, MachineFindRequest};
+use crate::ownership::{OwnerKind, owner_of};
+use futures::channel::mpsc;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,7 +32,12 @@ pub struct Fleet {
     clusters: Mutex<HashMap<String, Arc<Slot>>>,
     /// Bumped by every change of unknown outcome or cluster: listings from before are stale.
     unknown: AtomicU64,
+    /// The controllers following changed machines, each for the objects of one kind.
+    followers: Mutex<Vec<(OwnerKind, mpsc::UnboundedSender<Owner>)>>,
 }
+
+/// An object of capms's, by namespace and name.
+pub type Owner = (String, String);
 
 #[derive(Default)]
 struct Slot {
@@ -88,6 +101,9 @@ impl Fleet {
         };
         let found = metal.machine_find(&find).await?;
         let machines: Machines = Arc::new(found.into_iter().map(Arc::new).collect());
+        if let Some(before) = listing.as_ref() {
+            self.wake(changed(&before.machines, &machines));
+        }
         *listing = Some(Listing {
             requested,
             epoch,
@@ -135,9 +151,59 @@ impl Fleet {
         }
     }
 
+    /// The objects of `kind` whose machine changed between two listings, as they are found.
+    pub fn follow(&self, kind: OwnerKind) -> mpsc::UnboundedReceiver<Owner> {
+        let (tx, rx) = mpsc::unbounded();
+        let mut followers = self.followers.lock().unwrap_or_else(|p| p.into_inner());
+        followers.push((kind, tx));
+        rx
+    }
+
+    fn wake(&self, owners: Vec<(OwnerKind, Owner)>) {
+        if owners.is_empty() {
+            return;
+        }
+        let mut followers = self.followers.lock().unwrap_or_else(|p| p.into_inner());
+        followers.retain(|(_, tx)| !tx.is_closed());
+        for (kind, owner) in owners {
+            for (_, tx) in followers.iter().filter(|(k, _)| *k == kind) {
+                // A follower that stopped is dropped at the next wake.
+                let _ = tx.unbounded_send(owner.clone());
+            }
+        }
+    }
+
     /// A machine of any cluster may have changed under capms's hands (a free that failed, an
     /// allocation without a cluster tag): no listing from before is used again.
     pub fn invalidate_all(&self) {
         self.unknown.fetch_add(1, Ordering::SeqCst);
     }
+}
+
+/// What a reconcile reads of a machine to tell its object's stage: allocated or not, and its
+/// health (provisioning, phoned home, failing). A new lifecycle event while it provisions is no
+/// new stage: the object's own booting poll reports it.
+fn stage(m: &Machine) -> (bool, std::mem::Discriminant<Health>) {
+    (
+        m.allocation.is_some(),
+        std::mem::discriminant(&Health::of(m)),
+    )
+}
+
+/// The owners of the machines whose stage differs between `before` and `after`, or that are in
+/// only one of them.
+fn changed(before: &[Arc<Machine>], after: &[Arc<Machine>]) -> Vec<(OwnerKind, Owner)> {
+    let earlier: HashMap<&str, &Machine> = before.iter().map(|m| (m.id.as_str(), &**m)).collect();
+    let now: HashMap<&str, &Machine> = after.iter().map(|m| (m.id.as_str(), &**m)).collect();
+    let moved = after.iter().filter(|m| {
+        earlier
+            .get(m.id.as_str())
+            .is_none_or(|e| stage(e) != stage(m))
+    });
+    let gone = before.iter().filter(|m| !now.contains_key(m.id.as_str()));
+    moved
+        .chain(gone)
+        .filter_map(|m| owner_of(&m.tags))
+        .map(|(kind, namespace, name)| (kind, (namespace, name)))
+        .collect()
 }

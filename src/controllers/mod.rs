@@ -22,6 +22,7 @@ use crate::api::{
 };
 use crate::capi::{Cluster, Machine, WATCH_FILTER_LABEL};
 use crate::metrics::WorkQueues;
+use crate::ownership::OwnerKind;
 use feeds::{Feed, Stores};
 use futures::StreamExt;
 use kube::api::Api;
@@ -163,6 +164,22 @@ where
     })
 }
 
+/// The objects of `kind` whose machine the cluster's listing saw change in metal-api (which
+/// sends no events), recorded in their work queue.
+fn woken<K>(
+    ctx: &Context,
+    kind: OwnerKind,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + use<K>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let queues = ctx.metrics.queues.clone();
+    ctx.fleet.follow(kind).map(move |(namespace, name)| {
+        queues.woken(&K::kind(&()), queue_key(Some(&namespace), &name));
+        ObjectRef::new(&name).within(&namespace)
+    })
+}
+
 /// The watches of every kind the controllers follow, one per kind.
 struct Feeds {
     clusters: Feed<Cluster>,
@@ -239,8 +256,10 @@ pub async fn run(
         queues.declare(&kind);
     }
     let clusters = cluster_controller(&mut feeds, queues);
-    let firewalls = firewall_controller(&mut feeds, queues);
-    let machines = machine_controller(&mut feeds, queues);
+    let firewalls =
+        firewall_controller(&mut feeds, queues).reconcile_on(woken(&ctx, OwnerKind::Firewall));
+    let machines =
+        machine_controller(&mut feeds, queues).reconcile_on(woken(&ctx, OwnerKind::Machine));
     let watching = tokio::spawn(feeds.run(shutdown.clone()));
     tokio::select! {
         _ = stores.synced() => {}

@@ -1,7 +1,8 @@
 //! A cluster's machine listing (one `machine/find` shared by the cluster's objects) always holds
 //! capms's own allocations: a machine just allocated is never missed (that would allocate a
 //! second one), and it costs no new find; a machine capms freed leaves it, also without a new
-//! find; an allocation that failed makes the old listing unusable.
+//! find; an allocation that failed makes the old listing unusable. Each new listing wakes the
+//! objects whose machine changed stage or went.
 
 use super::*;
 use capms::controllers::allocation;
@@ -94,4 +95,75 @@ async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate
         "the freed machine left the listing"
     );
     assert_eq!(finds(&rig), 2, "without a new find");
+}
+
+/// A rig whose machines take 1 s per lifecycle step: time enough to list them between steps.
+async fn slow_rig() -> Rig {
+    let step = Duration::from_secs(1);
+    let timings = capms::sim::Timings {
+        installing: step,
+        booting: step,
+        phoned_home: step,
+        ..capms::sim::Timings::fast()
+    };
+    rig_timed(Settings::default(), timings).await
+}
+
+/// A listing requested now.
+async fn relisted(ctx: &Context) -> capms::controllers::fleet::Machines {
+    ctx.fleet
+        .machines(&ctx.metal, TAG, Duration::ZERO)
+        .await
+        .expect("listing")
+}
+
+#[tokio::test]
+async fn a_new_listing_wakes_the_objects_whose_machine_changed_stage_or_went() {
+    use capms::ownership::{OwnerKind, owner_marks, owner_tags};
+    let rig = slow_rig().await;
+    let ctx = &rig.ctx;
+    let network = ctx
+        .metal
+        .network_allocate(&NetworkAllocateRequest {
+            projectid: PROJECT.into(),
+            partitionid: "mini-lab".into(),
+            name: "listed".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("network");
+    let mut machines = ctx.fleet.follow(OwnerKind::Machine);
+    let mut firewalls = ctx.fleet.follow(OwnerKind::Firewall);
+    let mut ok = request(&network.id, "v1-small-x86");
+    ok.tags.extend(owner_tags(&owner_marks(
+        OwnerKind::Machine,
+        NS,
+        "worker-0",
+        "uid",
+    )));
+    relisted(ctx).await;
+    let result = ctx.metal.machine_allocate(&ok).await;
+    let id = result.as_ref().expect("allocated").id.clone();
+    allocation::allocated(ctx, &ok.tags, &result).await;
+    relisted(ctx).await;
+    assert!(
+        machines.try_recv().is_err(),
+        "capms's own allocation, still provisioning, wakes nobody"
+    );
+
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    relisted(ctx).await;
+    let woken = machines.try_recv().expect("a wake");
+    assert_eq!(woken, (NS.to_owned(), "worker-0".to_owned()), "phoned home");
+    relisted(ctx).await;
+    assert!(machines.try_recv().is_err(), "no change, no wake");
+    assert!(firewalls.try_recv().is_err(), "no firewall changed");
+
+    ctx.metal
+        .machine_free(&id)
+        .await
+        .expect("freed outside capms");
+    relisted(ctx).await;
+    let woken = machines.try_recv().expect("a wake");
+    assert_eq!(woken.1, "worker-0", "its machine went");
 }
