@@ -113,6 +113,8 @@ pub async fn run(args: &Args) -> Report {
     let deletion = delete(args, &stack, &scrape, &timelines).await;
     cpu.phase("deletion");
     let usage = cpu.usage();
+    let csv = timelines.snapshot().csv();
+    std::fs::write(stack.work.join("timelines.csv"), csv).expect("write timelines.csv");
     Report {
         size: Size::of(args),
         provisioning,

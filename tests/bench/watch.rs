@@ -70,6 +70,27 @@ impl Seen {
             .filter(|t| t.ready.is_some())
             .count()
     }
+    /// One line per object: kind, name and the seconds of each milestone (empty when not
+    /// reached), for looking into a run beyond its percentiles.
+    pub fn csv(&self) -> String {
+        let cell = |t: Option<f64>| t.map_or(String::new(), |t| format!("{t:.3}"));
+        let mut out = String::from("kind,name,created,owned,allocated,ready,gone\n");
+        let kinds = [("machine", &self.machines), ("firewall", &self.firewalls)];
+        for (kind, objects) in kinds {
+            for (name, t) in objects {
+                out.push_str(&format!(
+                    "{kind},{name},{:.3},{},{},{},{}\n",
+                    t.created,
+                    cell(t.owned),
+                    cell(t.allocated),
+                    cell(t.ready),
+                    cell(t.gone)
+                ));
+            }
+        }
+        out
+    }
+
     /// Objects not yet gone.
     pub fn present(&self) -> usize {
         let all = self.machines.values().chain(self.firewalls.values());
