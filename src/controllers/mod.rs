@@ -332,11 +332,21 @@ fn firewall_controller(feeds: &mut Feeds, queues: &WorkQueues) -> Controller<Met
 }
 
 /// MetalStackMachines, woken by their own changes (not their status), what they read of their
-/// Machine, and their Cluster's gates (paused, infrastructure provisioned, deletion).
+/// Machine, their Cluster's gates (paused, infrastructure provisioned, deletion) and their
+/// MetalStackCluster's network becoming usable.
 fn machine_controller(feeds: &mut Feeds, queues: &WorkQueues) -> Controller<MetalStackMachine> {
     let own = feeds.metal_stack_machines.follow_changes(feeds::own_change);
     let machines = feeds.metal_stack_machines.store();
+    let (clusters, of_cluster) = (feeds.clusters.store(), machines.clone());
     Controller::for_stream(counted_own(queues, own), machines.clone())
+        .watches_stream(
+            feeds
+                .metal_stack_clusters
+                .follow_changes(wake::infrastructure),
+            counted(queues, move |msc: MetalStackCluster| {
+                wake::machines_on(&msc, &clusters, &of_cluster)
+            }),
+        )
         .watches_stream(
             feeds.machines.follow_changes(wake::machine_facts),
             counted(queues, |m: Machine| {

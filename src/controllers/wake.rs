@@ -7,11 +7,12 @@
 //! unpauses the Cluster) would wait for the next resync, as nothing about the machine or its
 //! Machine changes when the Cluster resumes. A Machine wakes its MetalStackMachine when what the
 //! machine reads of it changes: its bootstrap data, cluster, role or infrastructure reference (a
-//! Machine's deletion brings its MetalStackMachine's own). A MetalStackMachine already being
+//! Machine's deletion brings its MetalStackMachine's own). A MetalStackCluster wakes its
+//! machines when its network becomes usable to them. A MetalStackMachine already being
 //! deleted is not woken by its Cluster: its teardown reads nothing of it.
 
 use super::feeds::fingerprint;
-use crate::api::{MetalStackFirewall, MetalStackMachine};
+use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -57,6 +58,31 @@ pub fn machine_facts(machine: &Machine) -> u64 {
         machine.labels().contains_key(CONTROL_PLANE_LABEL),
         machine.metal_stack_machine(),
     ))
+}
+
+/// The fingerprint of what a MetalStackMachine reads of its MetalStackCluster: the network it
+/// allocates into, once the cluster is provisioned. A machine waiting for its cluster goes on
+/// as soon as it is, not only once Cluster API has copied that into the Cluster.
+pub fn infrastructure(msc: &MetalStackCluster) -> u64 {
+    fingerprint(&(
+        &msc.metadata.uid,
+        super::machine::decide::provisioned_network(msc),
+    ))
+}
+
+/// The MetalStackMachines of the Clusters (in `clusters`) whose infrastructure is `msc`.
+pub fn machines_on(
+    msc: &MetalStackCluster,
+    clusters: &Store<Cluster>,
+    machines: &Store<MetalStackMachine>,
+) -> Vec<ObjectRef<MetalStackMachine>> {
+    let (ns, name) = (msc.namespace(), msc.name_any());
+    clusters
+        .state()
+        .iter()
+        .filter(|c| c.namespace() == ns && c.metal_stack_cluster() == Some(name.as_str()))
+        .flat_map(|c| machines_of(c, machines))
+        .collect()
 }
 
 /// The MetalStackMachines of `cluster` in `store` (by Cluster API's cluster-name label).
@@ -145,6 +171,36 @@ mod tests {
             machine_facts(&machine(Some("s"), "Pending")),
             waiting,
             "bootstrap data"
+        );
+    }
+
+    #[test]
+    fn a_metal_stack_cluster_wakes_its_machines_when_its_network_becomes_usable() {
+        let msc = |provisioned: bool, condition: &str| -> MetalStackCluster {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4",
+                "kind": "MetalStackCluster",
+                "metadata": {"name": "msc", "namespace": "ns", "uid": "u"},
+                "spec": {"partition": "p", "projectID": "x", "publicNetworkID": "internet"},
+                "status": {"initialization": {"provisioned": provisioned}, "networkID": "n",
+                           "conditions": [{"type": "FirewallReady", "status": "False",
+                                           "reason": condition, "message": "",
+                                           "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+            }))
+            .unwrap_or_else(|e| panic!("msc: {e}"))
+        };
+        let waiting = infrastructure(&msc(false, "Allocating"));
+        assert_eq!(
+            infrastructure(&msc(false, "Booting")),
+            waiting,
+            "progress before the network is usable"
+        );
+        let provisioned = infrastructure(&msc(true, "Booting"));
+        assert_ne!(provisioned, waiting, "provisioned");
+        assert_eq!(
+            infrastructure(&msc(true, "Ready")),
+            provisioned,
+            "status noise"
         );
     }
 
