@@ -268,6 +268,12 @@ fn allocated(
         });
         Requeue::Resync
     } else {
+        // Cluster API copies Ready into its Machine, one write of its own per change: while
+        // the machine provisions, Ready stays put and MachineHealthy names each new event.
+        let message = match &health {
+            Health::Provisioning(_) => format!("machine {} is provisioning", m.id),
+            _ => message,
+        };
         conditions.set_false(Type::Ready, reason, message);
         // Cluster API's contract: once provisioned, a machine stays provisioned; its health
         // shows in the conditions (a firewall, by contrast, is ready only while healthy).

@@ -432,6 +432,17 @@ fn a_provisioning_machine_polls_and_a_provisioned_one_stays_provisioned() {
     assert_eq!(ready_reason(&d), ("False", "Provisioning"));
     assert_eq!(requeue(&d), Requeue::Booting);
 
+    let (_, _, healthy) = condition(&d, Type::MachineHealthy);
+    assert!(healthy.contains("Installing"), "{healthy}");
+    let booting = live_run(&msm(), live(ours(event::BOOTING_NEW_KERNEL)));
+    let (_, _, healthier) = condition(&booting, Type::MachineHealthy);
+    assert_ne!(healthier, healthy, "MachineHealthy names each new event");
+    assert_eq!(
+        condition(&booting, Type::Ready),
+        condition(&d, Type::Ready),
+        "Ready, which Cluster API copies, stays put while provisioning"
+    );
+
     let mut provisioned = msm();
     provisioned.status = Some(MetalStackMachineStatus {
         ready: true,
