@@ -70,8 +70,9 @@ struct ManagerArgs {
     /// Namespace of the leader election Lease (default: $POD_NAMESPACE, else capms-system).
     #[arg(long, env = "POD_NAMESPACE", default_value = "capms-system")]
     leader_election_namespace: String,
-    /// Concurrent reconciles per controller.
-    #[arg(long, default_value_t = 10)]
+    /// Concurrent reconciles per controller. Reconciles mostly wait on the apiserver and
+    /// metal-api, so a burst of new machines (a MachineDeployment scaled up) needs many at once.
+    #[arg(long, default_value_t = capms::runtime::DEFAULT_CONCURRENCY)]
     concurrency: u16,
     /// How often a provisioned MetalStackCluster, firewall or machine is looked at again in
     /// metal-api without an event: a machine freed or reassigned outside capms is reported within
