@@ -2,6 +2,12 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use std::time::Duration;
 
+/// mimalloc instead of glibc's malloc: at 1,000 machines a profile put about a fifth of capms's
+/// CPU into glibc's malloc and free (decoding watch events and listings allocates a lot of
+/// short-lived strings), and its per-thread arenas kept freed memory in the peak RSS.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// capms: Cluster API infrastructure provider for metal-stack.
 #[derive(Parser)]
 #[command(version, about)]
@@ -249,7 +255,6 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Manager(args) => {
-            capms::runtime::limit_malloc_arenas();
             capms::telemetry::init_logging();
             let config = args.into_config()?;
             let shutdown = capms::runtime::shutdown_signal();

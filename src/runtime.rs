@@ -19,21 +19,6 @@ use std::time::Duration;
 /// did not (p90 owner reference → allocated 2.4 s instead of 4.9 s).
 pub const DEFAULT_CONCURRENCY: u16 = 30;
 
-/// Caps glibc's malloc at two arenas, before the runtime's threads start. By default glibc gives
-/// threads that allocate at the same time arenas of their own (up to eight per core), each
-/// keeping the memory freed into it, which adds to the peak RSS of a process that allocates as
-/// much as capms does at 1,000 machines (measured together with cheaper decoding: 78 to 64 MiB).
-/// Two arenas keep the two runtime workers from queueing on one lock. Elsewhere (musl, other
-/// systems) there is nothing to do.
-pub fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes the allocator's parameters; it is called before any other
-    // thread of this process exists, and M_ARENA_MAX takes any positive count.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
-}
-
 /// Lease timings when replicas elect a leader.
 #[derive(Clone, Debug)]
 pub struct LeaderElection {
