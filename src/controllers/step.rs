@@ -17,8 +17,10 @@ use std::time::Duration;
 /// `--sync-period` says otherwise.
 pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(300);
 
-/// How often a booting machine is looked at: metal-api is asked at most once per cluster in
-/// that time (the cluster's listing), so machines report ready within about this long.
+/// How often a booting machine is looked at. Each look reads its cluster's shared listing (at
+/// most about one metal-api find per cluster per second while machines boot), and each new
+/// listing wakes the objects whose machine changed stage, so a machine reports ready when any
+/// look of its cluster sees it phone home, not only at its own next poll.
 pub const BOOTING_POLL: Duration = Duration::from_secs(2);
 
 /// `BOOTING_POLL` ± 20 %, varied by the clock so that a cluster's machines do not poll in step.
