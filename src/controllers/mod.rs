@@ -256,10 +256,8 @@ pub async fn run(
         queues.declare(&kind);
     }
     let clusters = cluster_controller(&mut feeds, queues);
-    let firewalls =
-        firewall_controller(&mut feeds, queues).reconcile_on(woken(&ctx, OwnerKind::Firewall));
-    let machines =
-        machine_controller(&mut feeds, queues).reconcile_on(woken(&ctx, OwnerKind::Machine));
+    let firewalls = firewall_controller(&mut feeds, &ctx);
+    let machines = machine_controller(&mut feeds, &ctx);
     let watching = tokio::spawn(feeds.run(shutdown.clone()));
     tokio::select! {
         _ = stores.synced() => {}
@@ -313,10 +311,13 @@ fn cluster_controller(feeds: &mut Feeds, queues: &WorkQueues) -> Controller<Meta
 }
 
 /// MetalStackFirewalls, woken by their own changes (not their status), the MetalStackCluster
-/// they belong to and their Cluster's gates (paused, infrastructure provisioned, deletion).
-fn firewall_controller(feeds: &mut Feeds, queues: &WorkQueues) -> Controller<MetalStackFirewall> {
+/// they belong to, their Cluster's gates (paused, infrastructure provisioned, deletion) and
+/// their machine changing stage in metal-api.
+fn firewall_controller(feeds: &mut Feeds, ctx: &Context) -> Controller<MetalStackFirewall> {
+    let queues = &ctx.metrics.queues;
     let own = feeds.firewalls.follow_changes(feeds::own_change);
     Controller::for_stream(counted_own(queues, own), feeds.firewalls.store())
+        .reconcile_on(woken(ctx, OwnerKind::Firewall))
         .watches_stream(
             feeds.metal_stack_clusters.follow(),
             counted(queues, |c: MetalStackCluster| {
@@ -332,13 +333,15 @@ fn firewall_controller(feeds: &mut Feeds, queues: &WorkQueues) -> Controller<Met
 }
 
 /// MetalStackMachines, woken by their own changes (not their status), what they read of their
-/// Machine, their Cluster's gates (paused, infrastructure provisioned, deletion) and their
-/// MetalStackCluster's network becoming usable.
-fn machine_controller(feeds: &mut Feeds, queues: &WorkQueues) -> Controller<MetalStackMachine> {
+/// Machine, their Cluster's gates (paused, infrastructure provisioned, deletion), their
+/// MetalStackCluster's network becoming usable and their machine changing stage in metal-api.
+fn machine_controller(feeds: &mut Feeds, ctx: &Context) -> Controller<MetalStackMachine> {
+    let queues = &ctx.metrics.queues;
     let own = feeds.metal_stack_machines.follow_changes(feeds::own_change);
     let machines = feeds.metal_stack_machines.store();
     let (clusters, of_cluster) = (feeds.clusters.store(), machines.clone());
     Controller::for_stream(counted_own(queues, own), machines.clone())
+        .reconcile_on(woken(ctx, OwnerKind::Machine))
         .watches_stream(
             feeds
                 .metal_stack_clusters

@@ -61,8 +61,12 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// MetalStackMachines ready and still there. Under load Cluster API's MachineSets may create
+    /// a few Machines too many and delete them again, so more than the workers can have been
+    /// ready at some point; those that are gone do not count.
     pub fn ready_machines(&self) -> usize {
-        self.machines.values().filter(|t| t.ready.is_some()).count()
+        let present = self.machines.values().filter(|t| t.gone.is_none());
+        present.filter(|t| t.ready.is_some()).count()
     }
     pub fn ready_firewalls(&self) -> usize {
         self.firewalls
@@ -70,6 +74,7 @@ impl Seen {
             .filter(|t| t.ready.is_some())
             .count()
     }
+
     /// One line per object: kind, name and the seconds of each milestone (empty when not
     /// reached), for looking into a run beyond its percentiles.
     pub fn csv(&self) -> String {
