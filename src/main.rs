@@ -4,7 +4,9 @@ use std::time::Duration;
 
 /// mimalloc instead of glibc's malloc: at 1,000 machines a profile put about a fifth of capms's
 /// CPU into glibc's malloc and free (decoding watch events and listings allocates a lot of
-/// short-lived strings), and its per-thread arenas kept freed memory in the peak RSS.
+/// short-lived strings). With it, `make bench` at 1,000 machines used 13.1 CPU seconds instead
+/// of about 22. Built without transparent huge pages (`no_thp`): with them its arenas' 2 MiB
+/// pages took the peak RSS from about 70 to 109 MiB.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
