@@ -128,9 +128,10 @@ impl Listing {
     pub fn of(ctx: &Context, msc: &crate::api::MetalStackCluster, ready: bool) -> Listing {
         use kube::ResourceExt;
         let mut listing = Listing::teardown(&msc.namespace().unwrap_or_default(), &msc.name_any());
-        listing.max_age = match ready {
-            true => ctx.settings.sync_period / 2,
-            false => BOOTING_MAX_AGE,
+        listing.max_age = if ready {
+            ctx.settings.sync_period / 2
+        } else {
+            BOOTING_MAX_AGE
         };
         listing
     }

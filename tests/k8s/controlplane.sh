@@ -67,9 +67,9 @@ owner_pid=
 source "$(bash "$here/build.sh" k8s)"
 bin=$CAPMS_K8S_BIN
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-etcd_port=$(free_port); peer_port=$(free_port); etcd_metrics=$(free_port)
-api_port=$(free_port); kcm_port=$(free_port)
+# Five distinct free ports, below the kernel's ephemeral range (see free_ports.py).
+{ read -r etcd_port; read -r peer_port; read -r etcd_metrics; read -r api_port; read -r kcm_port; } \
+  < <(python3 "$here/free_ports.py" 5)
 
 pki="$dir/pki"
 if [ ! -f "$pki/ca.crt" ]; then

@@ -42,7 +42,7 @@ mkdir -p "$state"
 bash "$root/tests/k8s/controlplane.sh" start "$state/cp" >/dev/null
 export KUBECONFIG="$state/cp/kubeconfig"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$root/tests/k8s/free_ports.py"; }
 start() { # name command...
   local name=$1; shift
   nohup "$@" >"$state/$name.log" 2>&1 </dev/null &

@@ -45,12 +45,9 @@ fn request(network: &str, size: &str) -> MachineAllocateRequest {
     }
 }
 
-#[tokio::test]
-async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate_it() {
-    let rig = rig().await;
-    let ctx = &rig.ctx;
-    let network = ctx
-        .metal
+/// A private network for the listed machines.
+async fn private_network(ctx: &Context) -> capms::metal::types::Network {
+    ctx.metal
         .network_allocate(&NetworkAllocateRequest {
             projectid: PROJECT.into(),
             partitionid: "mini-lab".into(),
@@ -58,7 +55,14 @@ async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate
             ..Default::default()
         })
         .await
-        .expect("network");
+        .expect("network")
+}
+
+#[tokio::test]
+async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate_it() {
+    let rig = rig().await;
+    let ctx = &rig.ctx;
+    let network = private_network(ctx).await;
     let machines = listed(ctx).await;
     assert!(machines.is_empty());
     assert_eq!(finds(&rig), 1);
@@ -122,16 +126,7 @@ async fn a_new_listing_wakes_the_objects_whose_machine_changed_stage_or_went() {
     use capms::ownership::{OwnerKind, owner_marks, owner_tags};
     let rig = slow_rig().await;
     let ctx = &rig.ctx;
-    let network = ctx
-        .metal
-        .network_allocate(&NetworkAllocateRequest {
-            projectid: PROJECT.into(),
-            partitionid: "mini-lab".into(),
-            name: "listed".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("network");
+    let network = private_network(ctx).await;
     let mut machines = ctx.fleet.follow(OwnerKind::Machine);
     let mut firewalls = ctx.fleet.follow(OwnerKind::Firewall);
     let mut ok = request(&network.id, "v1-small-x86");

@@ -337,13 +337,22 @@ impl Drop for ChildProcess {
     }
 }
 
-/// A free TCP port on 127.0.0.1.
+/// A free TCP port on 127.0.0.1, for a process the test starts. It is taken below the kernel's
+/// ephemeral range (32768 and up), which the kernel hands out for `:0` and for every outgoing
+/// connection: there, a port found free could be taken by another connection before the
+/// process bound it (a Cluster API manager once failed with "address already in use"). This
+/// process never hands out a port twice.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = rand::random_range(20_000..32_000);
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return port;
+        }
+    }
 }
 
 /// Polls `check` until it returns Some, or panics with `what` after `timeout`.
