@@ -204,6 +204,52 @@ mod tests {
         );
     }
 
+    /// A store holding `objects`, as a watch would fill it.
+    fn store<K>(objects: Vec<K>) -> Store<K>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let mut writer = kube::runtime::reflector::store::Writer::default();
+        for o in objects {
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(o));
+        }
+        writer.as_reader()
+    }
+
+    #[test]
+    fn a_metal_stack_cluster_wakes_the_machines_of_the_clusters_it_serves() {
+        let mut served = cluster(false, Some(true));
+        served.spec.infrastructure_ref = Some(crate::capi::ContractRef {
+            kind: "MetalStackCluster".into(),
+            name: "msc".into(),
+            ..Default::default()
+        });
+        let mut other = cluster(false, Some(true));
+        other.metadata.name = Some("other".into());
+        let machine = |name: &str, cluster: &str| -> MetalStackMachine {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4",
+                "kind": "MetalStackMachine",
+                "metadata": {"name": name, "namespace": "ns",
+                             "labels": {CLUSTER_NAME_LABEL: cluster}},
+                "spec": {"image": "i", "machineType": "t"},
+            }))
+            .unwrap_or_else(|e| panic!("machine: {e}"))
+        };
+        let clusters = store(vec![served, other]);
+        let machines = store(vec![machine("m1", "c"), machine("m2", "other")]);
+        let msc: MetalStackCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4",
+            "kind": "MetalStackCluster",
+            "metadata": {"name": "msc", "namespace": "ns"},
+            "spec": {"partition": "p", "projectID": "x", "publicNetworkID": "internet"},
+        }))
+        .unwrap_or_else(|e| panic!("msc: {e}"));
+        let woken = machines_on(&msc, &clusters, &machines);
+        let names: Vec<&str> = woken.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["m1"], "only the machines of the Cluster it serves");
+    }
+
     #[test]
     fn a_clusters_firewall_is_named_after_its_metal_stack_cluster() {
         let mut c = cluster(false, None);
