@@ -22,8 +22,13 @@ fn finds(rig: &Rig) -> u64 {
 
 /// The cluster's listing, up to a minute old.
 async fn listed(ctx: &Context) -> capms::controllers::fleet::Machines {
+    listed_within(ctx, Duration::from_secs(60)).await
+}
+
+/// The cluster's listing, at most `max_age` old.
+async fn listed_within(ctx: &Context, max_age: Duration) -> capms::controllers::fleet::Machines {
     ctx.fleet
-        .machines(&ctx.metal, TAG, Duration::from_secs(60))
+        .machines(&ctx.metal, TAG, max_age)
         .await
         .expect("listing")
 }
@@ -113,14 +118,6 @@ async fn slow_rig() -> Rig {
     rig_timed(Settings::default(), timings).await
 }
 
-/// A listing requested now.
-async fn relisted(ctx: &Context) -> capms::controllers::fleet::Machines {
-    ctx.fleet
-        .machines(&ctx.metal, TAG, Duration::ZERO)
-        .await
-        .expect("listing")
-}
-
 #[tokio::test]
 async fn a_new_listing_wakes_the_objects_whose_machine_changed_stage_or_went() {
     use capms::ownership::{OwnerKind, owner_marks, owner_tags};
@@ -136,21 +133,21 @@ async fn a_new_listing_wakes_the_objects_whose_machine_changed_stage_or_went() {
         "worker-0",
         "uid",
     )));
-    relisted(ctx).await;
+    listed_within(ctx, Duration::ZERO).await;
     let result = ctx.metal.machine_allocate(&ok).await;
     let id = result.as_ref().expect("allocated").id.clone();
     allocation::allocated(ctx, &ok.tags, &result).await;
-    relisted(ctx).await;
+    listed_within(ctx, Duration::ZERO).await;
     assert!(
         machines.try_recv().is_err(),
         "capms's own allocation, still provisioning, wakes nobody"
     );
 
     tokio::time::sleep(Duration::from_millis(3500)).await;
-    relisted(ctx).await;
+    listed_within(ctx, Duration::ZERO).await;
     let woken = machines.try_recv().expect("a wake");
     assert_eq!(woken, (NS.to_owned(), "worker-0".to_owned()), "phoned home");
-    relisted(ctx).await;
+    listed_within(ctx, Duration::ZERO).await;
     assert!(machines.try_recv().is_err(), "no change, no wake");
     assert!(firewalls.try_recv().is_err(), "no firewall changed");
 
@@ -158,7 +155,7 @@ async fn a_new_listing_wakes_the_objects_whose_machine_changed_stage_or_went() {
         .machine_free(&id)
         .await
         .expect("freed outside capms");
-    relisted(ctx).await;
+    listed_within(ctx, Duration::ZERO).await;
     let woken = machines.try_recv().expect("a wake");
     assert_eq!(woken.1, "worker-0", "its machine went");
 }
