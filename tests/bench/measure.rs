@@ -102,6 +102,9 @@ pub struct ProcessUsage {
     pub cpu_seconds: f64,
     pub cpu_seconds_by_phase: BTreeMap<String, f64>,
     pub peak_rss_mib: f64,
+    /// The peak so far at each phase's end: the phase whose value first reaches the overall
+    /// peak is the one that set it.
+    pub peak_rss_mib_by_phase: BTreeMap<String, f64>,
 }
 
 /// Takes a process's CPU time at each phase's end.
@@ -132,6 +135,9 @@ impl CpuClock {
         self.last = now.cpu_seconds;
         self.usage.cpu_seconds = now.cpu_seconds;
         self.usage.peak_rss_mib = now.peak_rss_mib;
+        self.usage
+            .peak_rss_mib_by_phase
+            .insert(phase.to_owned(), now.peak_rss_mib);
     }
 
     pub fn usage(&self) -> ProcessUsage {

@@ -365,7 +365,7 @@ impl Report {
         );
         let _ = writeln!(
             t,
-            "  capms                  {:>8.1} CPU s ({}), peak RSS {:.1} MiB",
+            "  capms                  {:>8.1} CPU s ({}), peak RSS {:.1} MiB (the peak so far at the end of {})",
             self.capms.cpu_seconds,
             self.capms
                 .cpu_seconds_by_phase
@@ -373,7 +373,13 @@ impl Report {
                 .map(|(phase, s)| format!("{phase} {s:.1}"))
                 .collect::<Vec<_>>()
                 .join(", "),
-            self.capms.peak_rss_mib
+            self.capms.peak_rss_mib,
+            self.capms
+                .peak_rss_mib_by_phase
+                .iter()
+                .map(|(phase, mib)| format!("{phase} {mib:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         let _ = writeln!(
             t,
