@@ -100,7 +100,7 @@ impl Fleet {
             ..Default::default()
         };
         let found = metal.machine_find(&find).await?;
-        let machines: Machines = Arc::new(found.into_iter().map(Arc::new).collect());
+        let machines: Machines = Arc::new(found.into_iter().map(kept).collect());
         if let Some(before) = listing.as_ref() {
             self.wake(changed(&before.machines, &machines));
         }
@@ -121,7 +121,7 @@ impl Fleet {
         if let Some(l) = listing.as_mut() {
             let machines = Arc::make_mut(&mut l.machines);
             machines.retain(|m| m.id != machine.id);
-            machines.push(Arc::new(machine.clone()));
+            machines.push(kept(machine.clone()));
         }
     }
 
@@ -180,6 +180,18 @@ impl Fleet {
     }
 }
 
+/// A listed machine as a listing keeps it: without what no reconcile reads, its hardware and
+/// BIOS and every event but the newest (metal-api lists the newest first). On real machines
+/// these are most of the answer (every NIC with its neighbours, every disk, up to a hundred
+/// events), and a listing is kept for every cluster.
+fn kept(mut m: Machine) -> Arc<Machine> {
+    m.hardware = Default::default();
+    m.bios = Default::default();
+    m.events.log.truncate(1);
+    m.events.log.shrink_to_fit();
+    Arc::new(m)
+}
+
 /// What a reconcile reads of a machine to tell its object's stage: allocated or not, and its
 /// health (provisioning, phoned home, failing). A new lifecycle event while it provisions is no
 /// new stage: the object's own booting poll reports it.
@@ -206,4 +218,43 @@ fn changed(before: &[Arc<Machine>], after: &[Arc<Machine>]) -> Vec<(OwnerKind, O
         .filter_map(|m| owner_of(&m.tags))
         .map(|(kind, namespace, name)| (kind, (namespace, name)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metal::types::{MachineAllocation, MachineEvent, MachineNic};
+
+    fn event(name: &str) -> MachineEvent {
+        MachineEvent {
+            event: name.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_listing_keeps_what_reconciles_read_and_drops_hardware_and_old_events() {
+        let mut m = Machine {
+            id: "m1".into(),
+            rackid: "rack-1".into(),
+            liveliness: "Alive".into(),
+            tags: vec!["cluster.metal-stack.io/id=ns.c".into()],
+            allocation: Some(MachineAllocation::default()),
+            ..Default::default()
+        };
+        m.hardware.nics = vec![MachineNic::default(); 4];
+        m.events.log = vec![event("Phoned Home"), event("Booting New Kernel")];
+        m.events.crash_loop = true;
+        let kept = kept(m.clone());
+        assert_eq!(kept.hardware, Default::default());
+        assert_eq!(kept.last_event(), Some("Phoned Home"));
+        assert_eq!(kept.events.log.len(), 1);
+        assert!(kept.events.crash_loop);
+        assert_eq!(
+            (&kept.id, &kept.rackid, &kept.liveliness, &kept.tags),
+            (&m.id, &m.rackid, &m.liveliness, &m.tags)
+        );
+        assert_eq!(kept.allocation, m.allocation);
+        assert_eq!(stage(&kept), stage(&m));
+    }
 }
