@@ -3,6 +3,7 @@ pub mod api;
 pub mod capi;
 pub mod controllers;
 pub mod kube_client;
+pub mod memory;
 pub mod metal;
 pub mod metrics;
 pub mod networks;
