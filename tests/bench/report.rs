@@ -367,19 +367,9 @@ impl Report {
             t,
             "  capms                  {:>8.1} CPU s ({}), peak RSS {:.1} MiB (the peak so far at the end of {})",
             self.capms.cpu_seconds,
-            self.capms
-                .cpu_seconds_by_phase
-                .iter()
-                .map(|(phase, s)| format!("{phase} {s:.1}"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            by_phase(&self.capms.cpu_seconds_by_phase),
             self.capms.peak_rss_mib,
-            self.capms
-                .peak_rss_mib_by_phase
-                .iter()
-                .map(|(phase, mib)| format!("{phase} {mib:.1}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            by_phase(&self.capms.peak_rss_mib_by_phase)
         );
         let _ = writeln!(
             t,
@@ -392,6 +382,15 @@ impl Report {
             p.apiserver_requests_by_resource
         );
     }
+}
+
+/// "phase value, …", one decimal each.
+fn by_phase(values: &BTreeMap<String, f64>) -> String {
+    values
+        .iter()
+        .map(|(phase, value)| format!("{phase} {value:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The ready-over-time curve, the created curve and the lower bound, as a small SVG.
