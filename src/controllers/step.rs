@@ -23,13 +23,23 @@ pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(300);
 /// look of its cluster sees it phone home, not only at its own next poll.
 pub const BOOTING_POLL: Duration = Duration::from_secs(2);
 
-/// `BOOTING_POLL` ± 20 %, varied by the clock so that a cluster's machines do not poll in step.
+/// How often a booting object that others wait for is looked at: a cluster's firewall, whose
+/// readiness provisions the cluster and so lets its machines allocate. Just over the age a
+/// booting look accepts ([`super::allocation::BOOTING_MAX_AGE`]), even its lowest jitter, so each
+/// look of a lone firewall lists its cluster anew and it is seen phoning home within about a
+/// second (at [`BOOTING_POLL`], about two), for one find per cluster per look.
+pub const GATE_POLL: Duration = Duration::from_millis(1300);
+
+/// How far a booting poll strays from its interval, as a fraction of it.
+pub const JITTER: f64 = 0.2;
+
+/// `base` ± [`JITTER`], varied by the clock so that a cluster's machines do not poll in step.
 fn jittered(base: Duration) -> Duration {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     let fraction = f64::from(nanos % 1000) / 1000.0; // 0 ≤ fraction < 1
-    base.mul_f64(0.8 + 0.4 * fraction)
+    base.mul_f64(1.0 - JITTER + 2.0 * JITTER * fraction)
 }
 
 /// When to reconcile again.
@@ -45,6 +55,8 @@ pub enum Requeue {
     /// so a cluster's machines spread), each look served by the cluster's shared listing; the
     /// backoff starts over.
     Booting,
+    /// Like `Booting`, for an object others wait for: every [`GATE_POLL`] (jittered).
+    BootingGate,
     /// Provisioned (or lost, waiting for the operator): a periodic look only (the sync period),
     /// and the backoff starts over.
     Resync,
@@ -257,6 +269,10 @@ where
         Requeue::Booting => {
             ctx.reset_poll(&key);
             Action::requeue(jittered(BOOTING_POLL))
+        }
+        Requeue::BootingGate => {
+            ctx.reset_poll(&key);
+            Action::requeue(jittered(GATE_POLL))
         }
         Requeue::Resync => {
             ctx.reset_poll(&key);

@@ -162,7 +162,11 @@ fn allocated(
         Requeue::Resync
     } else {
         conditions.set_false(Type::Ready, reason, message);
-        health.requeue()
+        // The cluster's machines wait for this firewall: looked at sooner than a machine.
+        match health.requeue() {
+            Requeue::Booting => Requeue::BootingGate,
+            other => other,
+        }
     };
     status.ready = ready;
     // Name the machine in spec.providerID, as MetalStackMachines do (a preset one is kept).

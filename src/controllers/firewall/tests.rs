@@ -189,6 +189,20 @@ fn an_allocated_firewall_is_ready_only_while_healthy() {
 }
 
 #[test]
+fn a_booting_firewall_is_looked_at_sooner_than_a_machine() {
+    // Its cluster's machines wait for it to phone home.
+    let d = run(&firewall(), live(ours(event::INSTALLING)));
+    assert!(!d.status.ready);
+    assert_eq!(d.next.as_ref().ok(), Some(&Requeue::BootingGate));
+    use crate::controllers::step::{BOOTING_POLL, GATE_POLL, JITTER};
+    assert!(GATE_POLL < BOOTING_POLL);
+    assert!(
+        GATE_POLL.mul_f64(1.0 - JITTER) > crate::controllers::allocation::BOOTING_MAX_AGE,
+        "every look of a lone firewall lists its cluster anew"
+    );
+}
+
+#[test]
 fn an_unusable_provider_id_fails_naming_the_field() {
     let d = run(&firewall(), live(Found::PresetMissing(ID.into())));
     let error = d.next.as_ref().expect_err("an error");
