@@ -52,6 +52,16 @@ pub struct Args {
     /// Further `capms manager` flags, e.g. `--capms-arg=--concurrency=30`.
     #[arg(long = "capms-arg", allow_hyphen_values = true)]
     capms_args: Vec<String>,
+    /// Leave the clusters without a kubeconfig Secret. By default each cluster's points at the
+    /// management cluster's API server, standing in for the workload cluster's API as when
+    /// workers join a running cluster; without one Cluster API retries connecting for every
+    /// provisioned Machine, loading the API server that everything here shares.
+    #[arg(long)]
+    no_workload_api: bool,
+    /// capms's `RUST_LOG` (its log is `work/capms.log` under `--out`), e.g.
+    /// `info,capms=debug,kube_client=debug` to see every step and apiserver request.
+    #[arg(long, default_value = "info")]
+    log: String,
     /// Where the report (report.json, report.txt, ready.svg) goes.
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,

@@ -23,6 +23,8 @@ pub struct Size {
     pub machines: usize,
     pub lifecycle_step_seconds: f64,
     pub capms_args: Vec<String>,
+    /// Whether the clusters' kubeconfig Secrets point at an API server Cluster API can reach.
+    pub workload_api: bool,
 }
 
 impl Size {
@@ -33,6 +35,7 @@ impl Size {
             machines: args.needed_machines(),
             lifecycle_step_seconds: args.step,
             capms_args: args.capms_args.clone(),
+            workload_api: !args.no_workload_api,
         }
     }
 }
@@ -287,8 +290,17 @@ impl Report {
         let l = &p.worker_latency;
         let _ = writeln!(
             t,
-            "capms bench: {} clusters × {} workers ({} machines with firewalls), {} s lifecycle steps, capms {:?}",
-            s.clusters, s.workers_per_cluster, s.machines, s.lifecycle_step_seconds, s.capms_args
+            "capms bench: {} clusters × {} workers ({} machines with firewalls), {} s lifecycle steps, capms {:?}, {}",
+            s.clusters,
+            s.workers_per_cluster,
+            s.machines,
+            s.lifecycle_step_seconds,
+            s.capms_args,
+            if s.workload_api {
+                "workload API reachable"
+            } else {
+                "no workload API"
+            }
         );
         let _ = writeln!(
             t,

@@ -43,8 +43,13 @@ fn timings(step: Duration) -> capms::sim::Timings {
 }
 
 /// The demo's cluster (firewall, MachineDeployment), `clusters` times in `namespace`, with
-/// `workers` replicas each.
-fn clusters_manifest(namespace: &str, clusters: usize, workers: usize) -> String {
+/// `workers` replicas each; with `workload_api` (a kubeconfig), each cluster's kubeconfig Secret.
+fn clusters_manifest(
+    namespace: &str,
+    clusters: usize,
+    workers: usize,
+    workload_api: Option<&str>,
+) -> String {
     let demo =
         std::fs::read_to_string(repo_root().join("tests/fixtures/infrastructure/cluster.yaml"))
             .expect("demo cluster manifest");
@@ -53,11 +58,40 @@ fn clusters_manifest(namespace: &str, clusters: usize, workers: usize) -> String
         .replace("replicas: 2", &format!("replicas: {workers}"));
     (0..clusters)
         .map(|i| {
-            demo.replace("demo", &format!("bench-{i}"))
-                .replace("NAMESPACE", namespace)
+            let cluster = demo
+                .replace("demo", &format!("bench-{i}"))
+                .replace("NAMESPACE", namespace);
+            match workload_api {
+                Some(kubeconfig) => {
+                    let secret = kubeconfig_secret(namespace, &format!("bench-{i}"), kubeconfig);
+                    format!("{cluster}\n---\n{secret}")
+                }
+                None => cluster,
+            }
         })
         .collect::<Vec<_>>()
         .join("\n---\n")
+}
+
+/// Cluster `cluster`'s kubeconfig Secret, as a control-plane provider writes it, holding
+/// `kubeconfig`. The benchmark's clusters have no control plane; pointing their kubeconfig at
+/// the management cluster's own API server (on this machine) lets Cluster API connect to "the
+/// workload cluster" and wait for Nodes there, as it does when workers join a running cluster.
+/// Without it, Cluster API retries the connection for every provisioned Machine, about once a
+/// second, and its Machine status patches (half of them conflicts) load the shared API server.
+fn kubeconfig_secret(namespace: &str, cluster: &str, kubeconfig: &str) -> String {
+    let secret = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "cluster.x-k8s.io/secret",
+        "metadata": {
+            "name": format!("{cluster}-kubeconfig"),
+            "namespace": namespace,
+            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+        },
+        "stringData": {"value": kubeconfig},
+    });
+    serde_json::to_string(&secret).expect("a Secret serializes")
 }
 
 /// What runs during the benchmark; stopped when dropped.
@@ -89,7 +123,8 @@ async fn start(args: &Args) -> Stack {
         namespace: &ns.name,
         work: &work,
     };
-    let Managers { capi, capms } = Managers::start(&on, &sim.url, &args.capms_args, "info").await;
+    let Managers { capi, capms } =
+        Managers::start(&on, &sim.url, &args.capms_args, &args.log).await;
     Stack {
         sim,
         capms,
@@ -136,7 +171,15 @@ async fn provision(
     timelines: &Timelines,
 ) -> Provisioning {
     let manifest = stack.work.join("clusters.yaml");
-    let text = clusters_manifest(&stack.ns.name, args.clusters, args.workers);
+    let kubeconfig = (!args.no_workload_api).then(|| {
+        std::fs::read_to_string(&ControlPlane::shared().kubeconfig).expect("read kubeconfig")
+    });
+    let text = clusters_manifest(
+        &stack.ns.name,
+        args.clusters,
+        args.workers,
+        kubeconfig.as_deref(),
+    );
     std::fs::write(&manifest, text).expect("write clusters");
     stack.sim.sim.stats().reset();
     let before = scrape.counters().await;
