@@ -316,13 +316,12 @@ pub async fn free<K: kube::Resource<DynamicType = ()>>(
         }
     }
     let note = format!("freed {} {id}", what.to_lowercase());
-    ctx.note(obj, &format!("{what}Freed"), &format!("Free{what}"), note)
-        .await;
+    ctx.note(obj, &format!("{what}Freed"), &format!("Free{what}"), note);
     Ok(())
 }
 
 /// Publishes the outcome of an allocation on `obj` and passes it on.
-pub async fn announce<K: kube::Resource<DynamicType = ()>>(
+pub fn announce<K: kube::Resource<DynamicType = ()>>(
     ctx: &Context,
     obj: &K,
     what: &str,
@@ -333,13 +332,12 @@ pub async fn announce<K: kube::Resource<DynamicType = ()>>(
     match result {
         Ok(m) => {
             let note = format!("allocated {} {}{detail}", what.to_lowercase(), m.id);
-            ctx.note(obj, &format!("{what}Allocated"), &action, note)
-                .await;
+            ctx.note(obj, &format!("{what}Allocated"), &action, note);
             Ok(m)
         }
         Err(e) => {
             let reason = format!("{what}AllocationFailed");
-            ctx.warn(obj, &reason, &action, e.to_string()).await;
+            ctx.warn(obj, &reason, &action, e.to_string());
             Err(e.into())
         }
     }

@@ -117,8 +117,7 @@ async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<()> 
         Step::CreateFirewall(fw) => {
             apply_firewall(ctx, &ns, fw).await?;
             let note = format!("created MetalStackFirewall {}", fw.name_any());
-            ctx.note(msc, "FirewallCreated", "CreateFirewall", note)
-                .await;
+            ctx.note(msc, "FirewallCreated", "CreateFirewall", note);
         }
         Step::UpdateFirewall(fw) => {
             apply_firewall(ctx, &ns, fw).await?;
@@ -126,15 +125,13 @@ async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<()> 
                 "updated MetalStackFirewall {} to the cluster's firewall spec",
                 fw.name_any()
             );
-            ctx.note(msc, "FirewallUpdated", "UpdateFirewall", note)
-                .await;
+            ctx.note(msc, "FirewallUpdated", "UpdateFirewall", note);
         }
         Step::DeleteFirewall(name) => {
             let firewalls = ctx.api::<MetalStackFirewall>(&ns);
             firewalls.delete(name, &Default::default()).await?;
             let note = format!("deleting MetalStackFirewall {name}");
-            ctx.note(msc, "FirewallDeleting", "DeleteFirewall", note)
-                .await;
+            ctx.note(msc, "FirewallDeleting", "DeleteFirewall", note);
         }
         Step::RemoveFinalizer => remove_finalizer(&api, msc, FINALIZER).await?,
         metal => act_in_metal_api(msc, ctx, metal).await?,
@@ -182,7 +179,7 @@ async fn act_in_metal_api(msc: &MetalStackCluster, ctx: &Context, step: &Step) -
         },
         _ => return Ok(()),
     };
-    ctx.note(msc, reason, action, note).await;
+    ctx.note(msc, reason, action, note);
     Ok(())
 }
 

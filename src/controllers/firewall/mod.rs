@@ -170,9 +170,7 @@ async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &Step) -> Result<()> 
         Step::Allocate(request) => {
             let result = ctx.metal.firewall_allocate(request).await;
             allocation::allocated(ctx, &request.machine.tags, &result).await;
-            allocation::announce(ctx, fw, "Firewall", result, "")
-                .await
-                .map(|_| ())
+            allocation::announce(ctx, fw, "Firewall", result, "").map(|_| ())
         }
         Step::Record(patch) => {
             api.patch(

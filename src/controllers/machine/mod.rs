@@ -175,9 +175,7 @@ async fn act(msm: &MetalStackMachine, ctx: &Context, step: &Step) -> Result<()> 
             let detail = format!(" in partition {}", request.partitionid);
             let result = ctx.metal.machine_allocate(request).await;
             allocation::allocated(ctx, &request.tags, &result).await;
-            allocation::announce(ctx, msm, "Machine", result, &detail)
-                .await
-                .map(|_| ())
+            allocation::announce(ctx, msm, "Machine", result, &detail).map(|_| ())
         }
         Step::Record(patch) => {
             api.patch(
