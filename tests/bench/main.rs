@@ -54,8 +54,8 @@ pub struct Args {
     capms_args: Vec<String>,
     /// Leave the clusters without a kubeconfig Secret. By default each cluster's points at the
     /// management cluster's API server, standing in for the workload cluster's API as when
-    /// workers join a running cluster; without one Cluster API retries connecting for every
-    /// provisioned Machine, loading the API server that everything here shares.
+    /// workers join a running cluster; without one Cluster API fails to connect for every
+    /// provisioned Machine and retries about once a second.
     #[arg(long)]
     no_workload_api: bool,
     /// capms's `RUST_LOG` (its log is `work/capms.log` under `--out`), e.g.

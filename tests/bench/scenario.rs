@@ -77,8 +77,8 @@ fn clusters_manifest(
 /// `kubeconfig`. The benchmark's clusters have no control plane; pointing their kubeconfig at
 /// the management cluster's own API server (on this machine) lets Cluster API connect to "the
 /// workload cluster" and wait for Nodes there, as it does when workers join a running cluster.
-/// Without it, Cluster API retries the connection for every provisioned Machine, about once a
-/// second, and its Machine status patches (half of them conflicts) load the shared API server.
+/// Without it, Cluster API fails to connect for every provisioned Machine and retries about once
+/// a second, a reconcile error each time.
 fn kubeconfig_secret(namespace: &str, cluster: &str, kubeconfig: &str) -> String {
     let secret = serde_json::json!({
         "apiVersion": "v1",
