@@ -37,6 +37,8 @@ pub struct MockApiserver {
     writes: Arc<Mutex<Vec<Write>>>,
     /// Answer status writes with 403, as an apiserver does for a role without them.
     pub refuse_status: Arc<std::sync::atomic::AtomicBool>,
+    /// Never answer Event writes, as a congested apiserver may take its time.
+    pub stall_events: Arc<std::sync::atomic::AtomicBool>,
     /// The last resourceVersion handed out: every stored change gets a new one.
     version: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -130,6 +132,10 @@ impl MockApiserver {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(write);
+        }
+        let is_event = path.contains("/apis/events.k8s.io/");
+        if is_event && self.stall_events.load(std::sync::atomic::Ordering::SeqCst) {
+            std::future::pending::<()>().await;
         }
         let refused = path.ends_with("/status")
             && self.refuse_status.load(std::sync::atomic::Ordering::SeqCst);

@@ -48,6 +48,19 @@ async fn a_cluster_walks_from_nothing_to_ready_one_write_at_a_time() {
 }
 
 #[tokio::test]
+async fn events_the_apiserver_never_answers_hold_up_no_reconcile() {
+    let rig = rig().await;
+    let msc = metal_stack_cluster(None);
+    rig.api.put(&capi_cluster());
+    rig.api.put(&msc);
+    rig.api.stall_events.store(true, Ordering::SeqCst);
+    // The walk takes well under a second; the limit only turns a hang into a failure.
+    let walk = walk::<Clusters>(&rig, &msc, 8, ready);
+    let walked = tokio::time::timeout(Duration::from_secs(30), walk).await;
+    assert!(walked.is_ok(), "a reconcile waited for an Event's answer");
+}
+
+#[tokio::test]
 async fn refused_status_writes_hold_up_nothing_and_allocate_nothing_twice() {
     let rig = rig().await;
     let msc = metal_stack_cluster(None);
