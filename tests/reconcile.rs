@@ -201,6 +201,15 @@ fn metal_stack_machine() -> MetalStackMachine {
 }
 
 /// Provisions the cluster and one machine; returns the machine's metal-api id.
+/// A rig that holds a Cluster and its new MetalStackCluster (no firewall).
+async fn cluster_rig() -> (Rig, MetalStackCluster) {
+    let rig = rig().await;
+    let msc = metal_stack_cluster(None);
+    rig.api.put(&capi_cluster());
+    rig.api.put(&msc);
+    (rig, msc)
+}
+
 async fn provisioned_machine(rig: &Rig, msc: &MetalStackCluster) -> String {
     rig.api.put(&capi_cluster());
     rig.api.put(msc);

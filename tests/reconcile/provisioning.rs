@@ -4,10 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn a_cluster_walks_from_nothing_to_ready_one_write_at_a_time() {
-    let rig = rig().await;
-    let msc = metal_stack_cluster(None);
-    rig.api.put(&capi_cluster());
-    rig.api.put(&msc);
+    let (rig, msc) = cluster_rig().await;
     let (rounds, last) = walk::<Clusters>(&rig, &msc, 8, ready).await;
     // finalizer, network, IP, endpoint (+ the status that says ready).
     let external: Vec<String> = rounds
@@ -49,10 +46,7 @@ async fn a_cluster_walks_from_nothing_to_ready_one_write_at_a_time() {
 
 #[tokio::test]
 async fn events_the_apiserver_never_answers_hold_up_no_reconcile() {
-    let rig = rig().await;
-    let msc = metal_stack_cluster(None);
-    rig.api.put(&capi_cluster());
-    rig.api.put(&msc);
+    let (rig, msc) = cluster_rig().await;
     rig.api.stall_events.store(true, Ordering::SeqCst);
     // The walk takes well under a second; the limit only turns a hang into a failure.
     let walk = walk::<Clusters>(&rig, &msc, 8, ready);
@@ -62,10 +56,7 @@ async fn events_the_apiserver_never_answers_hold_up_no_reconcile() {
 
 #[tokio::test]
 async fn refused_status_writes_hold_up_nothing_and_allocate_nothing_twice() {
-    let rig = rig().await;
-    let msc = metal_stack_cluster(None);
-    rig.api.put(&capi_cluster());
-    rig.api.put(&msc);
+    let (rig, msc) = cluster_rig().await;
     rig.api.refuse_status.store(true, Ordering::SeqCst);
     let mut outcomes = Vec::new();
     let endpoint_written = |c: &MetalStackCluster| {
@@ -192,10 +183,7 @@ async fn the_firewall_follows_the_cluster_spec_until_it_is_allocated() {
 
 #[tokio::test]
 async fn a_machine_is_allocated_named_ready_and_freed() {
-    let rig = rig().await;
-    let msc = metal_stack_cluster(None);
-    rig.api.put(&capi_cluster());
-    rig.api.put(&msc);
+    let (rig, msc) = cluster_rig().await;
     walk::<Clusters>(&rig, &msc, 8, ready).await;
     rig.api.put(&capi_machine());
     rig.api.put(&bootstrap());
