@@ -200,7 +200,6 @@ fn metal_stack_machine() -> MetalStackMachine {
     msm
 }
 
-/// Provisions the cluster and one machine; returns the machine's metal-api id.
 /// A rig that holds a Cluster and its new MetalStackCluster (no firewall).
 async fn cluster_rig() -> (Rig, MetalStackCluster) {
     let rig = rig().await;
@@ -210,6 +209,7 @@ async fn cluster_rig() -> (Rig, MetalStackCluster) {
     (rig, msc)
 }
 
+/// Provisions the cluster and one machine; returns the machine's metal-api id.
 async fn provisioned_machine(rig: &Rig, msc: &MetalStackCluster) -> String {
     rig.api.put(&capi_cluster());
     rig.api.put(msc);

@@ -27,8 +27,13 @@ impl Write {
     }
 
     pub fn is_event(&self) -> bool {
-        self.path.contains("/apis/events.k8s.io/")
+        is_event_path(&self.path)
     }
+}
+
+/// Is `path` where Events are written?
+fn is_event_path(path: &str) -> bool {
+    path.contains("/apis/events.k8s.io/")
 }
 
 #[derive(Clone, Default)]
@@ -133,8 +138,7 @@ impl MockApiserver {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(write);
         }
-        let is_event = path.contains("/apis/events.k8s.io/");
-        if is_event && self.stall_events.load(std::sync::atomic::Ordering::SeqCst) {
+        if is_event_path(&path) && self.stall_events.load(std::sync::atomic::Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
         let refused = path.ends_with("/status")
