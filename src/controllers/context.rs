@@ -103,6 +103,8 @@ pub struct Context {
     /// The watch caches, once the controllers run; without them (a reconcile under test) reads
     /// go to the apiserver.
     pub stores: super::feeds::Caches,
+    /// The objects capms wrote to lately: their older copies wait for the watch.
+    pub own_writes: super::own_writes::OwnWrites,
     polls: Mutex<HashMap<String, u32>>,
 }
 
@@ -127,6 +129,7 @@ impl Context {
             metrics,
             fleet: Default::default(),
             stores: Default::default(),
+            own_writes: Default::default(),
             polls: Mutex::new(HashMap::new()),
         }
     }

@@ -11,6 +11,7 @@ pub mod firewall;
 pub mod fleet;
 pub mod leader;
 pub mod machine;
+mod own_writes;
 mod slim;
 pub mod step;
 mod wake;

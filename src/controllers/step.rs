@@ -128,6 +128,10 @@ pub trait Reconciler {
     /// Does taking `step` remove capms's finalizer (the object is let go)?
     fn lets_go(step: &Self::Step) -> bool;
 
+    /// Does taking `step` write to the object itself (its metadata or spec), so that the watch
+    /// cache's copy is outdated until the watch brings the write back?
+    fn rewrites(step: &Self::Step) -> bool;
+
     /// Pure: the status with `error` in its conditions, met while observing (`step` None) or
     /// taking `step`.
     fn report(
@@ -205,8 +209,13 @@ impl<Live, Left> Observed<Live, Left> {
 /// How often a paused deletion looks again: unpausing a Cluster sends no event to every kind.
 pub const HANDS_OFF_RECHECK: Duration = Duration::from_secs(30);
 
-/// observe → decide → act → one status write.
+/// observe → decide → act → one status write; a copy from before capms's own latest write
+/// waits for the watch's newer one instead.
 pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) -> Result<Action> {
+    if let Some(wait) = ctx.own_writes.hold_back(obj.as_ref()) {
+        tracing::debug!(object = %obj.name_any(), "copy older than capms's own write; waiting for the watch");
+        return Ok(Action::requeue(wait));
+    }
     let api = ctx.api::<R::Object>(&obj.namespace().unwrap_or_default());
     let current = R::status(&obj);
     let (status, next) = match R::observe(&obj, &ctx).await {
@@ -217,7 +226,12 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
                 Ok(()) if moot::<R>(&decision.step, &decision.next) => {
                     (current.cloned().unwrap_or_default(), decision.next)
                 }
-                Ok(()) => (decision.status, decision.next),
+                Ok(()) => {
+                    if R::rewrites(&decision.step) {
+                        ctx.own_writes.wrote(obj.as_ref());
+                    }
+                    (decision.status, decision.next)
+                }
                 Err(e) => R::after_failure(&obj, decision.status, e, Some(&decision.step)),
             }
         }
@@ -251,7 +265,7 @@ where
     let unchanged = current.map_or(*status == S::default(), |c| c == status);
     if !unchanged {
         match apply_status(api, obj, status).await {
-            Ok(()) => {}
+            Ok(()) => ctx.own_writes.wrote(obj),
             // A step that wrote to metal-api was taken: the next reconcile observes it (and
             // tries the status again) at once, so a refused status write never holds up
             // provisioning; nothing is lost, as everything is found again by its owner tags.

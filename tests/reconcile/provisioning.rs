@@ -235,6 +235,55 @@ async fn a_machine_is_allocated_named_ready_and_freed() {
     assert!(freed.allocation.is_none(), "freed");
 }
 
+/// Something else wakes a machine right after capms wrote to it, before the watch brings the
+/// write back: that reconcile reads the older copy. It waits for the newer one rather than
+/// writing the finalizer again (refused, as the write is guarded by the version it read).
+#[tokio::test]
+async fn a_copy_from_before_capms_own_write_waits_for_the_newer_one() {
+    let (rig, msc) = cluster_rig().await;
+    walk::<Clusters>(&rig, &msc, 8, ready).await;
+    rig.api.put(&capi_machine());
+    rig.api.put(&bootstrap());
+    let msm = metal_stack_machine();
+    rig.api.put(&msm);
+    rig.api.take_writes();
+    let older = Arc::new(rig.api.get(&msm));
+    reconcile::<Machines>(older.clone(), rig.ctx.clone())
+        .await
+        .expect("reconcile");
+    let first = rig.api.take_writes();
+    assert_eq!(first.len(), 1, "the finalizer: {first:#?}");
+    let held = reconcile::<Machines>(older, rig.ctx.clone())
+        .await
+        .expect("reconcile");
+    let again: Vec<_> = rig
+        .api
+        .take_writes()
+        .into_iter()
+        .filter(|w| !w.is_event())
+        .collect();
+    assert!(again.is_empty(), "the older copy wrote: {again:#?}");
+    assert_ne!(held, Action::await_change(), "it is looked at again");
+    assert!(
+        metal_calls_to_allocate(&rig) == 0,
+        "nothing allocated from the older copy"
+    );
+    // The watch's copy, with the finalizer, goes on to allocate.
+    walk::<Machines>(&rig, &msm, 2, |m| m.spec.provider_id.is_some()).await;
+    assert_eq!(metal_calls_to_allocate(&rig), 1);
+}
+
+/// The machine allocations the simulator has answered.
+fn metal_calls_to_allocate(rig: &Rig) -> u64 {
+    let report = rig.sim.sim.stats().report();
+    report
+        .requests
+        .iter()
+        .filter(|r| r.route.contains("machine/allocate"))
+        .map(|r| r.count)
+        .sum()
+}
+
 /// Every metal-api request the simulator has answered.
 fn metal_calls(rig: &Rig) -> u64 {
     let report = rig.sim.sim.stats().report();

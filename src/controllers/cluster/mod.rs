@@ -89,6 +89,10 @@ impl Reconciler for Clusters {
         matches!(step, Step::RemoveFinalizer)
     }
 
+    fn rewrites(step: &Step) -> bool {
+        matches!(step, Step::AddFinalizer | Step::PatchEndpoint(_))
+    }
+
     fn report(
         obj: &MetalStackCluster,
         status: MetalStackClusterStatus,

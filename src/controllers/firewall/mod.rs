@@ -52,6 +52,10 @@ impl Reconciler for Firewalls {
         matches!(step, Step::RemoveFinalizer)
     }
 
+    fn rewrites(step: &Step) -> bool {
+        matches!(step, Step::AddFinalizer | Step::Record(_))
+    }
+
     fn report(
         obj: &MetalStackFirewall,
         status: MetalStackFirewallStatus,

@@ -57,6 +57,10 @@ impl Reconciler for Machines {
         matches!(step, Step::RemoveFinalizer)
     }
 
+    fn rewrites(step: &Step) -> bool {
+        matches!(step, Step::AddFinalizer | Step::Record(_))
+    }
+
     fn report(
         obj: &MetalStackMachine,
         status: MetalStackMachineStatus,

@@ -1,0 +1,139 @@
+//! Which objects capms has just written to, so that a reconcile does not act on the watch
+//! cache's copy from before that write.
+//!
+//! A reconcile reads its object from the watch cache. When capms writes to the object (a
+//! finalizer, spec.providerID, its status) and something else wakes the object before the
+//! watch brings that write back (its MetalStackCluster, its Cluster), the next reconcile sees
+//! the old copy: it adds the finalizer again (refused, as the write is guarded by the version it
+//! read) or writes the same status again. Under load that wasted a round trip for about one
+//! machine in ten at 200. Such a reconcile now waits for the watch, whose copy includes the
+//! write and brings the object back at once; it loses nothing, since a reconcile reads
+//! everything else anew.
+
+use kube::{Resource, ResourceExt};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a written object's older copy is held back at most. The watch normally brings the
+/// write within milliseconds; the limit only matters when a write changed nothing (the
+/// apiserver then keeps the version and sends no event), so such an object waits this long
+/// once.
+pub const HOLD: Duration = Duration::from_secs(2);
+
+/// The objects written lately, by uid: the resourceVersion each had when capms wrote to it.
+#[derive(Default)]
+pub struct OwnWrites {
+    written: Mutex<HashMap<String, (String, Instant)>>,
+}
+
+impl OwnWrites {
+    /// Notes that capms wrote to `obj`, read at its current resourceVersion.
+    pub fn wrote<K: Resource>(&self, obj: &K) {
+        let (Some(uid), Some(version)) = (obj.uid(), obj.resource_version()) else {
+            return;
+        };
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        // Entries of objects the watch has since brought back are gone already; what is
+        // older than HOLD (an object deleted meanwhile) goes here, so the map stays small.
+        written.retain(|_, (_, at)| at.elapsed() < HOLD);
+        written.insert(uid, (version, Instant::now()));
+    }
+
+    /// How long to wait before reconciling `obj`, when it is the copy from before capms's
+    /// latest write to it; None once the watch has brought a newer one (or HOLD passed).
+    pub fn hold_back<K: Resource>(&self, obj: &K) -> Option<Duration> {
+        let uid = obj.uid()?;
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        let (version, at) = written.get(&uid)?;
+        let left = HOLD.saturating_sub(at.elapsed());
+        if Some(version.as_str()) == obj.resource_version().as_deref() && !left.is_zero() {
+            return Some(left);
+        }
+        written.remove(&uid);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    fn object(uid: &str, version: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                uid: Some(uid.into()),
+                resource_version: Some(version.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_copy_read_before_a_write_is_held_back_until_a_newer_one_comes() {
+        let writes = OwnWrites::default();
+        let read = object("a", "7");
+        assert_eq!(writes.hold_back(&read), None, "nothing written yet");
+        writes.wrote(&read);
+        let wait = writes.hold_back(&read).expect("the old copy waits");
+        assert!(wait <= HOLD && wait > HOLD / 2, "{wait:?}");
+        assert_eq!(
+            writes.hold_back(&object("b", "7")),
+            None,
+            "other objects go on"
+        );
+        assert_eq!(
+            writes.hold_back(&object("a", "8")),
+            None,
+            "the watch's copy goes on"
+        );
+        assert_eq!(writes.hold_back(&read), None, "and ends the hold");
+    }
+
+    #[test]
+    fn a_hold_ends_after_its_limit_and_old_entries_go() {
+        let writes = OwnWrites::default();
+        let read = object("a", "7");
+        writes.wrote(&read);
+        writes
+            .written
+            .lock()
+            .expect("lock")
+            .get_mut("a")
+            .expect("entry")
+            .1 -= HOLD;
+        assert_eq!(
+            writes.hold_back(&read),
+            None,
+            "a write that changed nothing"
+        );
+        writes.wrote(&read);
+        writes
+            .written
+            .lock()
+            .expect("lock")
+            .get_mut("a")
+            .expect("entry")
+            .1 -= HOLD;
+        writes.wrote(&object("b", "1"));
+        let left: Vec<_> = writes
+            .written
+            .lock()
+            .expect("lock")
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(left, ["b"]);
+    }
+
+    #[test]
+    fn objects_without_uid_or_version_are_never_held() {
+        let writes = OwnWrites::default();
+        let bare = ConfigMap::default();
+        writes.wrote(&bare);
+        assert_eq!(writes.hold_back(&bare), None);
+    }
+}
