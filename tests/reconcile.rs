@@ -209,6 +209,17 @@ async fn cluster_rig() -> (Rig, MetalStackCluster) {
     (rig, msc)
 }
 
+/// A provisioned cluster with one Machine, its bootstrap Secret and its new MetalStackMachine.
+async fn machine_rig() -> (Rig, MetalStackMachine) {
+    let (rig, msc) = cluster_rig().await;
+    walk::<Clusters>(&rig, &msc, 8, ready).await;
+    rig.api.put(&capi_machine());
+    rig.api.put(&bootstrap());
+    let msm = metal_stack_machine();
+    rig.api.put(&msm);
+    (rig, msm)
+}
+
 /// Provisions the cluster and one machine; returns the machine's metal-api id.
 async fn provisioned_machine(rig: &Rig, msc: &MetalStackCluster) -> String {
     rig.api.put(&capi_cluster());

@@ -93,31 +93,25 @@ mod tests {
         assert_eq!(writes.hold_back(&read), None, "and ends the hold");
     }
 
+    /// Makes the entry of `uid` as old as a hold lasts.
+    fn age_past_hold(writes: &OwnWrites, uid: &str) {
+        let mut written = writes.written.lock().expect("lock");
+        written.get_mut(uid).expect("entry").1 -= HOLD;
+    }
+
     #[test]
     fn a_hold_ends_after_its_limit_and_old_entries_go() {
         let writes = OwnWrites::default();
         let read = object("a", "7");
         writes.wrote(&read);
-        writes
-            .written
-            .lock()
-            .expect("lock")
-            .get_mut("a")
-            .expect("entry")
-            .1 -= HOLD;
+        age_past_hold(&writes, "a");
         assert_eq!(
             writes.hold_back(&read),
             None,
             "a write that changed nothing"
         );
         writes.wrote(&read);
-        writes
-            .written
-            .lock()
-            .expect("lock")
-            .get_mut("a")
-            .expect("entry")
-            .1 -= HOLD;
+        age_past_hold(&writes, "a");
         writes.wrote(&object("b", "1"));
         let left: Vec<_> = writes
             .written

@@ -183,12 +183,7 @@ async fn the_firewall_follows_the_cluster_spec_until_it_is_allocated() {
 
 #[tokio::test]
 async fn a_machine_is_allocated_named_ready_and_freed() {
-    let (rig, msc) = cluster_rig().await;
-    walk::<Clusters>(&rig, &msc, 8, ready).await;
-    rig.api.put(&capi_machine());
-    rig.api.put(&bootstrap());
-    let msm = metal_stack_machine();
-    rig.api.put(&msm);
+    let (rig, msm) = machine_rig().await;
     let provisioned = |m: &MetalStackMachine| m.status.as_ref().is_some_and(|s| s.ready);
     // The simulator installs machines in the background: poll as the backoff would.
     let mut rounds = 0;
@@ -240,12 +235,7 @@ async fn a_machine_is_allocated_named_ready_and_freed() {
 /// writing the finalizer again (refused, as the write is guarded by the version it read).
 #[tokio::test]
 async fn a_copy_from_before_capms_own_write_waits_for_the_newer_one() {
-    let (rig, msc) = cluster_rig().await;
-    walk::<Clusters>(&rig, &msc, 8, ready).await;
-    rig.api.put(&capi_machine());
-    rig.api.put(&bootstrap());
-    let msm = metal_stack_machine();
-    rig.api.put(&msm);
+    let (rig, msm) = machine_rig().await;
     rig.api.take_writes();
     let older = Arc::new(rig.api.get(&msm));
     reconcile::<Machines>(older.clone(), rig.ctx.clone())
