@@ -129,12 +129,7 @@ where
         let action = reconcile::<R>(Arc::new(current), rig.ctx.clone())
             .await
             .expect("reconcile");
-        let writes: Vec<Write> = rig
-            .api
-            .take_writes()
-            .into_iter()
-            .filter(|w| !w.is_event())
-            .collect();
+        let writes = rig.api.take_object_writes();
         let external = writes.iter().filter(|w| !w.is_status()).count();
         assert!(
             external <= 1,

@@ -89,6 +89,12 @@ impl MockApiserver {
         std::mem::take(&mut *self.writes.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// The writes since the last take, Events left out (they report steps, they are none).
+    pub fn take_object_writes(&self) -> Vec<Write> {
+        let writes = self.take_writes().into_iter();
+        writes.filter(|w| !w.is_event()).collect()
+    }
+
     fn next_version(&self) -> String {
         let v = self
             .version

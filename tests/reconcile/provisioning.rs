@@ -246,38 +246,26 @@ async fn a_copy_from_before_capms_own_write_waits_for_the_newer_one() {
     let held = reconcile::<Machines>(older, rig.ctx.clone())
         .await
         .expect("reconcile");
-    let again: Vec<_> = rig
-        .api
-        .take_writes()
-        .into_iter()
-        .filter(|w| !w.is_event())
-        .collect();
+    let again = rig.api.take_object_writes();
     assert!(again.is_empty(), "the older copy wrote: {again:#?}");
     assert_ne!(held, Action::await_change(), "it is looked at again");
-    assert!(
-        metal_calls_to_allocate(&rig) == 0,
-        "nothing allocated from the older copy"
-    );
+    let allocations = || metal_calls_to(&rig, "/v1/machine/allocate");
+    assert_eq!(allocations(), 0, "nothing allocated from the older copy");
     // The watch's copy, with the finalizer, goes on to allocate.
     walk::<Machines>(&rig, &msm, 2, |m| m.spec.provider_id.is_some()).await;
-    assert_eq!(metal_calls_to_allocate(&rig), 1);
-}
-
-/// The machine allocations the simulator has answered.
-fn metal_calls_to_allocate(rig: &Rig) -> u64 {
-    let report = rig.sim.sim.stats().report();
-    report
-        .requests
-        .iter()
-        .filter(|r| r.route.contains("machine/allocate"))
-        .map(|r| r.count)
-        .sum()
+    assert_eq!(allocations(), 1);
 }
 
 /// Every metal-api request the simulator has answered.
 fn metal_calls(rig: &Rig) -> u64 {
+    metal_calls_to(rig, "")
+}
+
+/// The metal-api requests the simulator has answered on routes containing `route`.
+fn metal_calls_to(rig: &Rig, route: &str) -> u64 {
     let report = rig.sim.sim.stats().report();
-    report.requests.iter().map(|r| r.count).sum()
+    let calls = report.requests.iter().filter(|r| r.route.contains(route));
+    calls.map(|r| r.count).sum()
 }
 
 trait RackLabel {
