@@ -279,22 +279,29 @@ async fn machines_freed_behind_capms_back_are_reported_then_replaced_once_delete
             .await
             .expect("freed outside capms");
     }
-    let reported = eventually("both reported lost", Duration::from_secs(60), || async {
-        let worker = msms.get(&workers[0]).await.ok()?;
-        let firewall = firewalls.get("demo-firewall").await.ok()?;
-        let msc = demo.api::<MetalStackCluster>().get("demo").await.ok()?;
-        let worker_status = worker.status?;
-        let lost =
-            |c: Option<(String, String)>| c.is_some_and(|(reason, _)| reason == "MachineLost");
-        let firewall_ready = msc
-            .status?
-            .conditions
-            .into_iter()
-            .find(|c| c.type_ == "FirewallReady")?;
-        (lost(ready_condition(&worker_status.conditions))
-            && lost(ready_condition(&firewall.status?.conditions)))
-        .then_some((worker_status, firewall_ready))
-    })
+    let reported = eventually(
+        "both reported lost, the firewall's loss in the cluster too",
+        Duration::from_secs(60),
+        || async {
+            let worker = msms.get(&workers[0]).await.ok()?;
+            let firewall = firewalls.get("demo-firewall").await.ok()?;
+            let msc = demo.api::<MetalStackCluster>().get("demo").await.ok()?;
+            let worker_status = worker.status?;
+            let lost =
+                |c: Option<(String, String)>| c.is_some_and(|(reason, _)| reason == "MachineLost");
+            let firewall_ready = msc
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "FirewallReady")?;
+            // The cluster learns of its firewall's loss from the firewall's status, one watch event
+            // after it: wait for that too, not only for the first moment both machines say lost.
+            (lost(ready_condition(&worker_status.conditions))
+                && lost(ready_condition(&firewall.status?.conditions))
+                && firewall_ready.status == "False")
+                .then_some((worker_status, firewall_ready))
+        },
+    )
     .await;
     assert_eq!(reported.0.failure_reason.as_deref(), Some("UpdateError"));
     assert!(
