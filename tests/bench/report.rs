@@ -272,6 +272,8 @@ pub struct Report {
     pub admission: Admission,
     pub deletion: Deletion,
     pub capms: ProcessUsage,
+    /// Each target, judged against this run (filled in once the rest is measured).
+    pub targets: Vec<crate::targets::Target>,
 }
 
 impl Report {
@@ -281,6 +283,7 @@ impl Report {
         self.write_times(&mut t);
         self.write_costs(&mut t);
         self.write_admission_and_capms(&mut t);
+        crate::targets::write(&mut t, &self.targets);
         t
     }
 
@@ -388,7 +391,7 @@ impl Report {
             "  metal-api calls to provision by route: {:?}",
             p.metal_calls
         );
-        let _ = write!(
+        let _ = writeln!(
             t,
             "  apiserver requests to provision by resource: {:?}",
             p.apiserver_requests_by_resource
@@ -446,6 +449,6 @@ fn svg(p: &Provisioning) -> String {
 pub fn write(report: &Report, dir: &Path, table: &str) {
     let json = serde_json::to_string_pretty(report).expect("report is JSON");
     std::fs::write(dir.join("report.json"), json).expect("write report.json");
-    std::fs::write(dir.join("report.txt"), format!("{table}\n")).expect("write report.txt");
+    std::fs::write(dir.join("report.txt"), table).expect("write report.txt");
     std::fs::write(dir.join("ready.svg"), svg(&report.provisioning)).expect("write ready.svg");
 }

@@ -1,0 +1,281 @@
+//! The targets capms is held to, checked against one run: each with its limit, what the run
+//! measured and whether it met it. A target stated for one size (200 workers, 1,000 workers) or
+//! rate (500 AdmissionReviews per second) is not judged at another, as fixed costs (a cluster's
+//! network, IP and firewall) or load change what the number means there.
+
+use crate::report::Report;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// How a measured value must compare with the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    AtMost,
+    Below,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Met,
+    Missed,
+    /// The run's size or rate is not the one the target is stated for.
+    NotJudged,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Target {
+    pub what: &'static str,
+    pub bound: Bound,
+    pub limit: f64,
+    pub unit: &'static str,
+    #[serde(skip)]
+    decimals: usize,
+    pub measured: f64,
+    /// The runs the target is stated for.
+    pub stated_for: &'static str,
+    pub verdict: Verdict,
+}
+
+/// Which runs a target is judged in.
+#[derive(Clone, Copy)]
+enum Scope {
+    Every,
+    /// 200 workers with 1 s lifecycle steps: the run the provisioning targets are stated for.
+    Reference,
+    /// 200 workers or more: below, a cluster's own calls (network, IP, firewall) weigh on each
+    /// of its few machines.
+    ManyWorkers,
+    /// 1,000 workers: the size the memory and CPU targets are stated for.
+    Thousand,
+    /// 500 AdmissionReviews per second or more.
+    FullRate,
+}
+
+impl Scope {
+    fn describe(self) -> &'static str {
+        match self {
+            Scope::Every => "every run",
+            Scope::Reference => "200 workers, 1 s lifecycle steps",
+            Scope::ManyWorkers => "200 workers or more",
+            Scope::Thousand => "1,000 workers",
+            Scope::FullRate => "500 AdmissionReviews/s or more",
+        }
+    }
+
+    fn covers(self, report: &Report) -> bool {
+        let s = &report.size;
+        let workers = s.clusters * s.workers_per_cluster;
+        match self {
+            Scope::Every => true,
+            Scope::Reference => workers == 200 && s.lifecycle_step_seconds == 1.0,
+            Scope::ManyWorkers => workers >= 200,
+            Scope::Thousand => workers == 1000,
+            Scope::FullRate => report.admission.rate >= 500,
+        }
+    }
+}
+
+/// One target: what is measured, its limit, and the runs it is stated for.
+struct Spec {
+    what: &'static str,
+    bound: Bound,
+    limit: f64,
+    unit: &'static str,
+    /// Decimals shown: none for counts.
+    decimals: usize,
+    scope: Scope,
+    measure: fn(&Report) -> f64,
+}
+
+const SPECS: &[Spec] = &[
+    Spec {
+        what: "all ready, times the lower bound",
+        bound: Bound::AtMost,
+        limit: 1.3,
+        unit: "×",
+        decimals: 2,
+        scope: Scope::Reference,
+        measure: |r| r.provisioning.times_lower_bound,
+    },
+    Spec {
+        what: "created → ready p90",
+        bound: Bound::Below,
+        limit: 10.0,
+        unit: "s",
+        decimals: 1,
+        scope: Scope::Reference,
+        measure: |r| r.provisioning.worker_latency.created_to_ready_s.p90,
+    },
+    Spec {
+        what: "metal-api calls per machine to provision",
+        bound: Bound::AtMost,
+        limit: 4.0,
+        unit: "",
+        decimals: 2,
+        scope: Scope::ManyWorkers,
+        measure: |r| r.provisioning.metal_calls_per_machine,
+    },
+    Spec {
+        what: "metal-api calls per machine to delete",
+        bound: Bound::AtMost,
+        limit: 3.0,
+        unit: "",
+        decimals: 2,
+        scope: Scope::ManyWorkers,
+        measure: |r| r.deletion.metal_calls_per_machine,
+    },
+    Spec {
+        what: "metal-api calls while idle",
+        bound: Bound::AtMost,
+        limit: 0.1,
+        unit: "/s",
+        decimals: 3,
+        scope: Scope::Every,
+        measure: |r| r.idle.metal_calls_per_second,
+    },
+    Spec {
+        what: "apiserver requests per machine to provision",
+        bound: Bound::AtMost,
+        limit: 10.0,
+        unit: "",
+        decimals: 2,
+        scope: Scope::ManyWorkers,
+        measure: |r| r.provisioning.apiserver_requests_per_machine,
+    },
+    Spec {
+        what: "admission p99",
+        bound: Bound::AtMost,
+        limit: 2.0,
+        unit: "ms",
+        decimals: 2,
+        scope: Scope::FullRate,
+        measure: |r| r.admission.latency_ms.p99,
+    },
+    Spec {
+        what: "admission errors",
+        bound: Bound::AtMost,
+        limit: 0.0,
+        unit: "",
+        decimals: 0,
+        scope: Scope::Every,
+        measure: |r| r.admission.errors as f64,
+    },
+    Spec {
+        what: "metal-api calls while admitting",
+        bound: Bound::AtMost,
+        limit: 0.0,
+        unit: "",
+        decimals: 0,
+        scope: Scope::Every,
+        measure: |r| r.admission.metal_calls as f64,
+    },
+    Spec {
+        what: "capms peak RSS",
+        bound: Bound::AtMost,
+        limit: 64.0,
+        unit: "MiB",
+        decimals: 1,
+        scope: Scope::Thousand,
+        measure: |r| r.capms.peak_rss_mib,
+    },
+    Spec {
+        what: "capms CPU for the machines (every phase but admission)",
+        bound: Bound::AtMost,
+        limit: 15.0,
+        unit: "s",
+        decimals: 1,
+        scope: Scope::Thousand,
+        measure: |r| {
+            let admission = r.capms.cpu_seconds_by_phase.get("admission");
+            r.capms.cpu_seconds - admission.copied().unwrap_or(0.0)
+        },
+    },
+];
+
+/// Every target, judged against `report`.
+pub fn judge(report: &Report) -> Vec<Target> {
+    SPECS
+        .iter()
+        .map(|spec| {
+            let measured = (spec.measure)(report);
+            let within = match spec.bound {
+                Bound::AtMost => measured <= spec.limit,
+                Bound::Below => measured < spec.limit,
+            };
+            let verdict = match (spec.scope.covers(report), within) {
+                (false, _) => Verdict::NotJudged,
+                (true, true) => Verdict::Met,
+                (true, false) => Verdict::Missed,
+            };
+            Target {
+                what: spec.what,
+                bound: spec.bound,
+                limit: spec.limit,
+                unit: spec.unit,
+                decimals: spec.decimals,
+                measured,
+                stated_for: spec.scope.describe(),
+                verdict,
+            }
+        })
+        .collect()
+}
+
+/// The targets as table lines, the missed ones first.
+pub fn write(t: &mut String, targets: &[Target]) {
+    let count = |v: Verdict| targets.iter().filter(|t| t.verdict == v).count();
+    let _ = writeln!(
+        t,
+        "  targets                {:>8} met, {} missed, {} not judged at this size or rate",
+        count(Verdict::Met),
+        count(Verdict::Missed),
+        count(Verdict::NotJudged)
+    );
+    for verdict in [Verdict::Missed, Verdict::Met, Verdict::NotJudged] {
+        for target in targets.iter().filter(|t| t.verdict == verdict) {
+            let label = match verdict {
+                Verdict::Met => "met",
+                Verdict::Missed => "MISSED",
+                Verdict::NotJudged => "-",
+            };
+            let sign = match target.bound {
+                Bound::AtMost => "≤",
+                Bound::Below => "<",
+            };
+            let _ = writeln!(
+                t,
+                "    {label:<7}{}: {} {sign} {} ({})",
+                target.what,
+                shown(target),
+                with_unit(&target.limit.to_string(), target.unit),
+                target.stated_for
+            );
+        }
+    }
+}
+
+/// The measured value, with its unit.
+fn shown(target: &Target) -> String {
+    let digits = format!("{:.*}", target.decimals, target.measured);
+    with_unit(&digits, target.unit)
+}
+
+/// Units of measure stand apart from their number; "×" and "/s" follow it directly.
+fn with_unit(number: &str, unit: &str) -> String {
+    match unit {
+        "" => number.to_owned(),
+        "×" | "/s" => format!("{number}{unit}"),
+        _ => format!("{number} {unit}"),
+    }
+}
+
+/// The missed targets, one per line, for the run's exit.
+pub fn missed(targets: &[Target]) -> Vec<String> {
+    targets
+        .iter()
+        .filter(|t| t.verdict == Verdict::Missed)
+        .map(|t| format!("{} was {}", t.what, shown(t)))
+        .collect()
+}
