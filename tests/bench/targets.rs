@@ -46,7 +46,7 @@ enum Scope {
     Reference,
     /// 200 workers or more: below, a cluster's own calls (network, IP, firewall) weigh on each
     /// of its few machines.
-    ManyWorkers,
+    AtLeast200,
     /// 1,000 workers: the size the memory and CPU targets are stated for.
     Thousand,
     /// Up to 200 workers. Above, Cluster API's MachineSets keep creating and deleting a few
@@ -61,7 +61,7 @@ impl Scope {
         match self {
             Scope::Every => "every run",
             Scope::Reference => "200 workers, 1 s lifecycle steps",
-            Scope::ManyWorkers => "200 workers or more",
+            Scope::AtLeast200 => "200 workers or more",
             Scope::Thousand => "1,000 workers",
             Scope::UpTo200 => "up to 200 workers",
             Scope::FullRate => "500 AdmissionReviews/s or more for 60 s or longer",
@@ -74,7 +74,7 @@ impl Scope {
         match self {
             Scope::Every => true,
             Scope::Reference => workers == 200 && s.lifecycle_step_seconds == 1.0,
-            Scope::ManyWorkers => workers >= 200,
+            Scope::AtLeast200 => workers >= 200,
             Scope::Thousand => workers == 1000,
             Scope::UpTo200 => workers <= 200,
             Scope::FullRate => report.admission.rate >= 500 && report.admission.seconds >= 60.0,
@@ -119,7 +119,7 @@ const SPECS: &[Spec] = &[
         limit: 4.0,
         unit: "",
         decimals: 2,
-        scope: Scope::ManyWorkers,
+        scope: Scope::AtLeast200,
         measure: |r| r.provisioning.metal_calls_per_machine,
     },
     Spec {
@@ -128,7 +128,7 @@ const SPECS: &[Spec] = &[
         limit: 3.0,
         unit: "",
         decimals: 2,
-        scope: Scope::ManyWorkers,
+        scope: Scope::AtLeast200,
         measure: |r| r.deletion.metal_calls_per_machine,
     },
     Spec {
@@ -146,7 +146,7 @@ const SPECS: &[Spec] = &[
         limit: 10.0,
         unit: "",
         decimals: 2,
-        scope: Scope::ManyWorkers,
+        scope: Scope::AtLeast200,
         measure: |r| r.provisioning.apiserver_requests_per_machine,
     },
     Spec {
