@@ -24,23 +24,19 @@ pub enum Verdict {
     NotJudged,
 }
 
+/// A target as judged in one run: its spec (what, bound, limit, unit, the runs it is stated
+/// for), the run's value and the verdict.
 #[derive(Clone, Debug, Serialize)]
 pub struct Target {
-    pub what: &'static str,
-    pub bound: Bound,
-    pub limit: f64,
-    pub unit: &'static str,
-    #[serde(skip)]
-    decimals: usize,
+    #[serde(flatten)]
+    pub spec: &'static Spec,
     pub measured: f64,
-    /// The runs the target is stated for.
-    pub stated_for: &'static str,
     pub verdict: Verdict,
 }
 
 /// Which runs a target is judged in.
-#[derive(Clone, Copy)]
-enum Scope {
+#[derive(Clone, Copy, Debug)]
+pub enum Scope {
     Every,
     /// 200 workers with 1 s lifecycle steps: the run the provisioning targets are stated for.
     Reference,
@@ -83,15 +79,24 @@ impl Scope {
 }
 
 /// One target: what is measured, its limit, and the runs it is stated for.
-struct Spec {
-    what: &'static str,
-    bound: Bound,
-    limit: f64,
-    unit: &'static str,
+#[derive(Debug, Serialize)]
+pub struct Spec {
+    pub what: &'static str,
+    pub bound: Bound,
+    pub limit: f64,
+    pub unit: &'static str,
     /// Decimals shown: none for counts.
+    #[serde(skip)]
     decimals: usize,
+    #[serde(rename = "stated_for", serialize_with = "stated_for")]
     scope: Scope,
+    #[serde(skip)]
     measure: fn(&Report) -> f64,
+}
+
+/// A scope as the runs it is stated for, in words.
+fn stated_for<S: serde::Serializer>(scope: &Scope, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(scope.describe())
 }
 
 const SPECS: &[Spec] = &[
@@ -215,13 +220,8 @@ pub fn judge(report: &Report) -> Vec<Target> {
                 (true, false) => Verdict::Missed,
             };
             Target {
-                what: spec.what,
-                bound: spec.bound,
-                limit: spec.limit,
-                unit: spec.unit,
-                decimals: spec.decimals,
+                spec,
                 measured,
-                stated_for: spec.scope.describe(),
                 verdict,
             }
         })
@@ -245,17 +245,18 @@ pub fn write(t: &mut String, targets: &[Target]) {
                 Verdict::Missed => "MISSED",
                 Verdict::NotJudged => "-",
             };
-            let sign = match target.bound {
+            let spec = target.spec;
+            let sign = match spec.bound {
                 Bound::AtMost => "≤",
                 Bound::Below => "<",
             };
             let _ = writeln!(
                 t,
                 "    {label:<7}{}: {} {sign} {} ({})",
-                target.what,
+                spec.what,
                 shown(target),
-                with_unit(&target.limit.to_string(), target.unit),
-                target.stated_for
+                with_unit(&spec.limit.to_string(), spec.unit),
+                spec.scope.describe()
             );
         }
     }
@@ -263,8 +264,8 @@ pub fn write(t: &mut String, targets: &[Target]) {
 
 /// The measured value, with its unit.
 fn shown(target: &Target) -> String {
-    let digits = format!("{:.*}", target.decimals, target.measured);
-    with_unit(&digits, target.unit)
+    let digits = format!("{:.*}", target.spec.decimals, target.measured);
+    with_unit(&digits, target.spec.unit)
 }
 
 /// Units of measure stand apart from their number; "×" and "/s" follow it directly.
@@ -281,6 +282,6 @@ pub fn missed(targets: &[Target]) -> Vec<String> {
     targets
         .iter()
         .filter(|t| t.verdict == Verdict::Missed)
-        .map(|t| format!("{} was {}", t.what, shown(t)))
+        .map(|t| format!("{} was {}", t.spec.what, shown(t)))
         .collect()
 }
