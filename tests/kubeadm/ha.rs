@@ -7,7 +7,7 @@ fn inventory(count: usize) -> Inventory {
     let mut inventory = Inventory::default_lab();
     let template = inventory.machines[0].clone();
     inventory.machines = (0..count)
-        .map(|i| capms::sim::inventory::MachineSpec {
+        .map(|i| metal_sim::inventory::MachineSpec {
             id: format!("00000000-0000-0000-0002-{i:012}"),
             rack: format!("rack-{}", i % 3 + 1),
             ..template.clone()

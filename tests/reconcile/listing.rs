@@ -6,7 +6,7 @@
 
 use super::*;
 use capms::controllers::allocation;
-use capms::metal::types::{AllocationNetwork, MachineAllocateRequest, NetworkAllocateRequest};
+use metal_api::types::{AllocationNetwork, MachineAllocateRequest, NetworkAllocateRequest};
 
 const TAG: &str = "cluster.metal-stack.io/id=team-a.listed";
 
@@ -51,7 +51,7 @@ fn request(network: &str, size: &str) -> MachineAllocateRequest {
 }
 
 /// A private network for the listed machines.
-async fn private_network(ctx: &Context) -> capms::metal::types::Network {
+async fn private_network(ctx: &Context) -> metal_api::types::Network {
     ctx.metal
         .network_allocate(&NetworkAllocateRequest {
             projectid: PROJECT.into(),
@@ -109,11 +109,11 @@ async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate
 /// A rig whose machines take 1 s per lifecycle step: time enough to list them between steps.
 async fn slow_rig() -> Rig {
     let step = Duration::from_secs(1);
-    let timings = capms::sim::Timings {
+    let timings = metal_sim::Timings {
         installing: step,
         booting: step,
         phoned_home: step,
-        ..capms::sim::Timings::fast()
+        ..metal_sim::Timings::fast()
     };
     rig_timed(Settings::default(), timings).await
 }

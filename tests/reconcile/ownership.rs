@@ -145,7 +145,7 @@ async fn allocations(rig: &Rig) -> (usize, usize, usize) {
     let editor = rig.sim.editor();
     let networks = editor.networks().await.expect("networks");
     let ips = editor
-        .ip_find(&capms::metal::types::IpFindRequest::default())
+        .ip_find(&metal_api::types::IpFindRequest::default())
         .await
         .expect("ips");
     let machines = editor

@@ -100,7 +100,7 @@ async fn refused_status_writes_hold_up_nothing_and_allocate_nothing_twice() {
         "one network"
     );
     let ips = editor
-        .ip_find(&capms::metal::types::IpFindRequest::default())
+        .ip_find(&metal_api::types::IpFindRequest::default())
         .await
         .expect("ips");
     assert_eq!(

@@ -1,0 +1,475 @@
+//! The benchmark's report: JSON for machines, a short table for people, and the
+//! ready-over-time curve as SVG.
+
+use crate::Args;
+use crate::measure::{Counters, ProcessUsage};
+use crate::watch::Seen;
+use metal_sim::stats::StatsReport;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+use std::time::Duration;
+
+const KUBE_REQUESTS: &str = "rest_client_requests_total";
+const RECONCILES: &str = "controller_runtime_reconcile_total";
+const ADMISSIONS: &str = "capms_admission_requests_total";
+
+#[derive(Serialize)]
+pub struct Size {
+    pub clusters: usize,
+    pub workers_per_cluster: usize,
+    /// Workers plus one firewall per cluster: what "per machine" divides by.
+    pub machines: usize,
+    pub lifecycle_step_seconds: f64,
+    pub capms_args: Vec<String>,
+    /// Whether the clusters' kubeconfig Secrets point at an API server Cluster API can reach.
+    pub workload_api: bool,
+}
+
+impl Size {
+    pub fn of(args: &Args) -> Size {
+        Size {
+            clusters: args.clusters,
+            workers_per_cluster: args.workers,
+            machines: args.needed_machines(),
+            lifecycle_step_seconds: args.step,
+            capms_args: args.capms_args.clone(),
+            workload_api: !args.no_workload_api,
+        }
+    }
+}
+
+/// p50, p90, p99 and max of a sample, in the unit it was given.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Percentiles {
+    pub count: usize,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Percentiles {
+    fn of(values: &mut [f64]) -> Percentiles {
+        values.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            let i = ((values.len() as f64 * q).ceil() as usize).saturating_sub(1);
+            values.get(i).copied().unwrap_or(0.0)
+        };
+        Percentiles {
+            count: values.len(),
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            max: values.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// Latencies in milliseconds.
+pub fn percentiles(latencies: &mut [Duration]) -> Percentiles {
+    let mut ms: Vec<f64> = latencies.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    Percentiles::of(&mut ms)
+}
+
+/// metal-api calls by `METHOD route` (all statuses), from the simulator's counts.
+fn by_route(stats: &StatsReport) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for r in &stats.requests {
+        *out.entry(format!("{} {}", r.method, r.route)).or_insert(0) += r.count;
+    }
+    out
+}
+
+fn per(map: BTreeMap<String, f64>, n: usize) -> BTreeMap<String, f64> {
+    map.into_iter().map(|(k, v)| (k, v / n as f64)).collect()
+}
+
+#[derive(Serialize)]
+pub struct Latencies {
+    /// Cluster API's part: from the MetalStackMachine's creation to its Machine owning it.
+    pub created_to_owned_s: Percentiles,
+    /// capms's part: from the owner reference to the allocation.
+    pub owned_to_allocated_s: Percentiles,
+    pub created_to_allocated_s: Percentiles,
+    pub allocated_to_ready_s: Percentiles,
+    /// capms's whole part: from the owner reference to ready.
+    pub owned_to_ready_s: Percentiles,
+    pub created_to_ready_s: Percentiles,
+}
+
+#[derive(Serialize)]
+pub struct Provisioning {
+    pub seconds_to_all_ready: f64,
+    /// When Cluster API created the last MetalStackMachine, plus the simulator's lifecycle:
+    /// no provider can be faster.
+    pub lower_bound_seconds: f64,
+    pub last_machine_created_seconds: f64,
+    pub times_lower_bound: f64,
+    /// What Cluster API's own pace allowed: when the last Machine owned its MetalStackMachine
+    /// (the contract's signal to start), plus the lifecycle. A provider taking no time of its
+    /// own would be done then, so a ratio above this one's is Cluster API's, not capms's.
+    pub owned_bound_seconds: f64,
+    pub owned_bound_times_lower_bound: f64,
+    /// The p90 creation → ready of that provider: creation → owner reference plus the lifecycle.
+    pub owned_bound_created_to_ready_p90_s: f64,
+    pub worker_latency: Latencies,
+    pub metal_calls_per_machine: f64,
+    pub metal_calls: BTreeMap<String, u64>,
+    pub apiserver_requests_per_machine: f64,
+    pub apiserver_requests_per_machine_by_method: BTreeMap<String, f64>,
+    pub apiserver_requests_by_resource: BTreeMap<String, f64>,
+    pub reconciles: BTreeMap<String, f64>,
+    pub reconciles_per_worker: f64,
+    pub reconciles_per_cluster: f64,
+    /// Objects the watches put into each controller's work queue (merged while waiting).
+    pub queue_adds: BTreeMap<String, f64>,
+    /// How long an object waited in its controller's queue before its reconcile, on average.
+    pub queue_wait_mean_s: BTreeMap<String, f64>,
+    pub admission_calls: f64,
+    /// MetalStackMachines without a Machine that capms never wrote to (Cluster API's).
+    pub orphans_left_by_cluster_api: usize,
+    /// (seconds, MetalStackMachines ready) at each readiness.
+    pub ready_curve: Vec<(f64, usize)>,
+    /// (seconds, MetalStackMachines created) at each creation.
+    pub created_curve: Vec<(f64, usize)>,
+}
+
+fn curve(mut times: Vec<f64>) -> Vec<(f64, usize)> {
+    times.sort_by(f64::total_cmp);
+    times
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| (t, i + 1))
+        .collect()
+}
+
+impl Provisioning {
+    pub fn new(
+        args: &Args,
+        elapsed: Duration,
+        seen: &Seen,
+        metal: &StatsReport,
+        capms: &Counters,
+        lifecycle: Duration,
+    ) -> Provisioning {
+        let workers: Vec<_> = seen.machines.values().collect();
+        let created: Vec<f64> = workers.iter().map(|t| t.created).collect();
+        let last_created = created.iter().copied().fold(0.0, f64::max);
+        let lower_bound = last_created + lifecycle.as_secs_f64();
+        let span = |from: fn(&crate::watch::Timeline) -> Option<f64>,
+                    to: fn(&crate::watch::Timeline) -> Option<f64>| {
+            let mut v: Vec<f64> = workers
+                .iter()
+                .filter_map(|t| Some(to(t)? - from(t)?))
+                .collect();
+            Percentiles::of(&mut v)
+        };
+        let worker_latency = Latencies {
+            created_to_owned_s: span(|t| Some(t.created), |t| t.owned),
+            owned_to_allocated_s: span(|t| t.owned, |t| t.allocated),
+            created_to_allocated_s: span(|t| Some(t.created), |t| t.allocated),
+            allocated_to_ready_s: span(|t| t.allocated, |t| t.ready),
+            owned_to_ready_s: span(|t| t.owned, |t| t.ready),
+            created_to_ready_s: span(|t| Some(t.created), |t| t.ready),
+        };
+        let last_owned = workers.iter().filter_map(|t| t.owned).fold(0.0, f64::max);
+        let owned_bound = last_owned + lifecycle.as_secs_f64();
+        let machines = args.needed_machines();
+        let reconciles = capms.by(RECONCILES, "controller");
+        let of = |c: &str| reconciles.get(c).copied().unwrap_or(0.0);
+        Provisioning {
+            seconds_to_all_ready: elapsed.as_secs_f64(),
+            lower_bound_seconds: lower_bound,
+            last_machine_created_seconds: last_created,
+            times_lower_bound: elapsed.as_secs_f64() / lower_bound.max(0.001),
+            owned_bound_seconds: owned_bound,
+            owned_bound_times_lower_bound: owned_bound / lower_bound.max(0.001),
+            // A constant added to every sample adds the same to its p90.
+            owned_bound_created_to_ready_p90_s: worker_latency.created_to_owned_s.p90
+                + lifecycle.as_secs_f64(),
+            worker_latency,
+            metal_calls_per_machine: metal.total as f64 / machines as f64,
+            metal_calls: by_route(metal),
+            apiserver_requests_per_machine: capms.total(KUBE_REQUESTS) / machines as f64,
+            apiserver_requests_per_machine_by_method: per(
+                capms.by(KUBE_REQUESTS, "method"),
+                machines,
+            ),
+            apiserver_requests_by_resource: capms.by(KUBE_REQUESTS, "resource"),
+            reconciles_per_worker: of("metalstackmachine") / (args.clusters * args.workers) as f64,
+            reconciles_per_cluster: of("metalstackcluster") / args.clusters as f64,
+            reconciles,
+            queue_adds: capms.by("workqueue_adds_total", "name"),
+            queue_wait_mean_s: mean_queue_wait(capms),
+            admission_calls: capms.total(ADMISSIONS),
+            orphans_left_by_cluster_api: 0,
+            ready_curve: curve(workers.iter().filter_map(|t| t.ready).collect()),
+            created_curve: curve(created),
+        }
+    }
+}
+
+fn mean_queue_wait(capms: &Counters) -> BTreeMap<String, f64> {
+    let waited = capms.by("workqueue_queue_duration_seconds_sum", "name");
+    let counts = capms.by("workqueue_queue_duration_seconds_count", "name");
+    waited
+        .into_iter()
+        .map(|(queue, sum)| {
+            let n = counts.get(&queue).copied().unwrap_or(0.0);
+            (queue, if n > 0.0 { sum / n } else { 0.0 })
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
+pub struct Idle {
+    pub seconds: f64,
+    pub metal_calls_per_second: f64,
+    pub metal_calls: BTreeMap<String, u64>,
+    pub apiserver_requests_per_second: f64,
+    pub reconciles: BTreeMap<String, f64>,
+}
+
+impl Idle {
+    pub fn new(window: Duration, metal: &StatsReport, capms: &Counters) -> Idle {
+        let s = window.as_secs_f64();
+        Idle {
+            seconds: s,
+            metal_calls_per_second: metal.total as f64 / s,
+            metal_calls: by_route(metal),
+            // Watches are long requests, counted when they end; the rest are what idling costs.
+            // (+ 0.0: no "-0" when nothing was counted.)
+            apiserver_requests_per_second: capms.total(KUBE_REQUESTS) / s + 0.0,
+            reconciles: capms.by(RECONCILES, "controller"),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct Deletion {
+    pub seconds: f64,
+    pub metal_calls_per_machine: f64,
+    pub metal_calls: BTreeMap<String, u64>,
+    pub apiserver_requests_per_machine: f64,
+}
+
+impl Deletion {
+    pub fn new(args: &Args, elapsed: Duration, metal: &StatsReport, capms: &Counters) -> Deletion {
+        let machines = args.needed_machines() as f64;
+        Deletion {
+            seconds: elapsed.as_secs_f64(),
+            metal_calls_per_machine: metal.total as f64 / machines,
+            metal_calls: by_route(metal),
+            apiserver_requests_per_machine: capms.total(KUBE_REQUESTS) / machines,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct Admission {
+    pub rate: u32,
+    pub seconds: f64,
+    pub requests: u64,
+    pub achieved_rate: f64,
+    pub errors: u64,
+    pub latency_ms: Percentiles,
+    pub metal_calls: u64,
+}
+
+#[derive(Serialize)]
+pub struct Report {
+    pub size: Size,
+    pub provisioning: Provisioning,
+    pub idle: Idle,
+    pub admission: Admission,
+    pub deletion: Deletion,
+    pub capms: ProcessUsage,
+    /// Each target, judged against this run (filled in once the rest is measured).
+    pub targets: Vec<crate::targets::Target>,
+}
+
+impl Report {
+    /// The numbers a person looks at first.
+    pub fn table(&self) -> String {
+        let mut t = String::new();
+        self.write_times(&mut t);
+        self.write_costs(&mut t);
+        self.write_admission_and_capms(&mut t);
+        crate::targets::write(&mut t, &self.targets);
+        t
+    }
+
+    /// Size, time to all ready against the lower bound, and the latency percentiles.
+    fn write_times(&self, t: &mut String) {
+        let (s, p) = (&self.size, &self.provisioning);
+        let l = &p.worker_latency;
+        let _ = writeln!(
+            t,
+            "capms bench: {} clusters × {} workers ({} machines with firewalls), {} s lifecycle steps, capms {:?}, {}",
+            s.clusters,
+            s.workers_per_cluster,
+            s.machines,
+            s.lifecycle_step_seconds,
+            s.capms_args,
+            if s.workload_api {
+                "workload API reachable"
+            } else {
+                "no workload API"
+            }
+        );
+        let _ = writeln!(
+            t,
+            "  all ready after        {:>8.1} s   lower bound {:.1} s (last machine created {:.1} s + lifecycle): {:.2}×",
+            p.seconds_to_all_ready,
+            p.lower_bound_seconds,
+            p.last_machine_created_seconds,
+            p.times_lower_bound
+        );
+        let _ = writeln!(
+            t,
+            "  Cluster API's bound    {:>8.1} s   (last owner reference + lifecycle): {:.2}× the lower bound, created → ready p90 {:.1} s",
+            p.owned_bound_seconds,
+            p.owned_bound_times_lower_bound,
+            p.owned_bound_created_to_ready_p90_s
+        );
+        let spans = [
+            ("created → owned (CAPI)", &l.created_to_owned_s),
+            ("owned → allocated", &l.owned_to_allocated_s),
+            ("allocated → ready", &l.allocated_to_ready_s),
+            ("owned → ready (capms)", &l.owned_to_ready_s),
+            ("created → ready", &l.created_to_ready_s),
+        ];
+        for (label, p) in spans {
+            let _ = writeln!(
+                t,
+                "  {label:<22} p50 {:>6.1} s  p90 {:>6.1} s  max {:>6.1} s",
+                p.p50, p.p90, p.max
+            );
+        }
+    }
+
+    /// metal-api calls, apiserver requests, reconciles and queue waits, orphans, deletion.
+    fn write_costs(&self, t: &mut String) {
+        let (p, i, d) = (&self.provisioning, &self.idle, &self.deletion);
+        let _ = writeln!(
+            t,
+            "  metal-api calls        {:>8.2} per machine to provision, {:.2} to delete, {:.3}/s idle",
+            p.metal_calls_per_machine, d.metal_calls_per_machine, i.metal_calls_per_second
+        );
+        let _ = writeln!(
+            t,
+            "  apiserver requests     {:>8.2} per machine to provision, {:.2} to delete, {:.2}/s idle",
+            p.apiserver_requests_per_machine,
+            d.apiserver_requests_per_machine,
+            i.apiserver_requests_per_second
+        );
+        let _ = writeln!(
+            t,
+            "  reconciles             {:>8.2} per worker, {:.1} per cluster; {} admission calls",
+            p.reconciles_per_worker, p.reconciles_per_cluster, p.admission_calls
+        );
+        let wait = |q: &str| p.queue_wait_mean_s.get(q).copied().unwrap_or(0.0) * 1000.0;
+        let _ = writeln!(
+            t,
+            "  work-queue wait (mean) {:>8.1} ms MetalStackMachine, {:.1} ms MetalStackCluster",
+            wait("metalstackmachine"),
+            wait("metalstackcluster")
+        );
+        let _ = writeln!(
+            t,
+            "  orphans                {:>8} MetalStackMachines Cluster API left without a Machine (capms wrote to none)",
+            p.orphans_left_by_cluster_api
+        );
+        let _ = writeln!(t, "  deletion               {:>8.1} s", d.seconds);
+    }
+
+    /// Admission latency, capms's CPU and memory, and the calls by route and resource.
+    fn write_admission_and_capms(&self, t: &mut String) {
+        let (p, a) = (&self.provisioning, &self.admission);
+        let _ = writeln!(
+            t,
+            "  admission {:>4}/s × {:.0} s: p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms, {} errors, {} metal-api calls",
+            a.rate,
+            a.seconds,
+            a.latency_ms.p50,
+            a.latency_ms.p99,
+            a.latency_ms.max,
+            a.errors,
+            a.metal_calls
+        );
+        let _ = writeln!(
+            t,
+            "  capms                  {:>8.1} CPU s ({}), peak RSS {:.1} MiB (the peak so far at the end of {})",
+            self.capms.cpu_seconds,
+            by_phase(&self.capms.cpu_seconds_by_phase),
+            self.capms.peak_rss_mib,
+            by_phase(&self.capms.peak_rss_mib_by_phase)
+        );
+        let _ = writeln!(
+            t,
+            "  metal-api calls to provision by route: {:?}",
+            p.metal_calls
+        );
+        let _ = writeln!(
+            t,
+            "  apiserver requests to provision by resource: {:?}",
+            p.apiserver_requests_by_resource
+        );
+    }
+}
+
+/// "phase value, …", one decimal each.
+fn by_phase(values: &BTreeMap<String, f64>) -> String {
+    values
+        .iter()
+        .map(|(phase, value)| format!("{phase} {value:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The ready-over-time curve, the created curve and the lower bound, as a small SVG.
+fn svg(p: &Provisioning) -> String {
+    let (w, h, m) = (640.0, 360.0, 40.0);
+    let t_max = p.seconds_to_all_ready.max(p.lower_bound_seconds).max(1.0);
+    let n_max = p.created_curve.len().max(1) as f64;
+    let x = |t: f64| m + t / t_max * (w - 2.0 * m);
+    let y = |n: f64| h - m - n / n_max * (h - 2.0 * m);
+    let line = |points: &[(f64, usize)], color: &str| {
+        let mut d = format!("{:.1},{:.1}", x(0.0), y(0.0));
+        for (t, n) in points {
+            let _ = write!(d, " {:.1},{:.1}", x(*t), y(*n as f64));
+        }
+        format!(r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{d}"/>"#)
+    };
+    let bound = x(p.lower_bound_seconds);
+    format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<line x1="{m}" y1="{b}" x2="{r}" y2="{b}" stroke="black"/><line x1="{m}" y1="{m}" x2="{m}" y2="{b}" stroke="black"/>
+<text x="{m}" y="{ty}">0</text><text x="{r}" y="{ty}" text-anchor="end">{t_max:.0} s</text>
+<text x="4" y="{m}">{n_max:.0}</text>
+{created}
+{ready}
+<line x1="{bound:.1}" y1="{m}" x2="{bound:.1}" y2="{b}" stroke="gray" stroke-dasharray="4"/>
+<text x="{bound:.1}" y="{lt}" fill="gray">lower bound {lb:.1} s</text>
+<text x="{m}" y="20">MetalStackMachines created (blue) and ready (green) over time</text>
+</svg>
+"##,
+        b = h - m,
+        r = w - m,
+        ty = h - m + 16.0,
+        lt = m - 4.0,
+        lb = p.lower_bound_seconds,
+        created = line(&p.created_curve, "#1f77b4"),
+        ready = line(&p.ready_curve, "#2ca02c"),
+    )
+}
+
+pub fn write(report: &Report, dir: &Path, table: &str) {
+    let json = serde_json::to_string_pretty(report).expect("report is JSON");
+    std::fs::write(dir.join("report.json"), json).expect("write report.json");
+    std::fs::write(dir.join("report.txt"), table).expect("write report.txt");
+    std::fs::write(dir.join("ready.svg"), svg(&report.provisioning)).expect("write ready.svg");
+}

@@ -1,0 +1,310 @@
+//! One benchmark run: everything started, K clusters applied and provisioned, a quiet period,
+//! the admission load, then the clusters deleted; measured phase by phase.
+
+use crate::measure::{CpuClock, Scrape};
+use crate::report::{Deletion, Idle, Provisioning, Report, Size};
+use crate::support::{
+    CapiManager, CapmsManager, ControlPlane, ManagerOn, Managers, RunningSim, TestNamespace,
+    repo_root,
+};
+use crate::watch::Timelines;
+use crate::{Args, admission};
+use kube::ResourceExt;
+use metal_sim::inventory::{Inventory, MachineSpec};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Cluster networks the default inventory's private super network (a /16 cut into /22s) holds.
+pub const MAX_CLUSTERS: usize = 64;
+
+/// The simulator's default inventory with exactly `count` machines of its one size, spread over
+/// four racks.
+fn inventory(count: usize) -> Inventory {
+    let mut inventory = Inventory::default_lab();
+    let template = inventory.machines[0].clone();
+    inventory.machines = (0..count)
+        .map(|i| MachineSpec {
+            id: format!("00000000-0000-0000-0001-{i:012}"),
+            rack: format!("rack-{}", i % 4 + 1),
+            ..template.clone()
+        })
+        .collect();
+    inventory
+}
+
+fn timings(step: Duration) -> metal_sim::Timings {
+    metal_sim::Timings {
+        installing: step,
+        booting: step,
+        phoned_home: step,
+        ip_release: Duration::from_millis(200),
+        reclaim: Duration::from_millis(200),
+    }
+}
+
+/// The demo's cluster (firewall, MachineDeployment), `clusters` times in `namespace`, with
+/// `workers` replicas each; with `workload_api` (a kubeconfig), each cluster's kubeconfig Secret.
+fn clusters_manifest(
+    namespace: &str,
+    clusters: usize,
+    workers: usize,
+    workload_api: Option<&str>,
+) -> String {
+    let demo =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/infrastructure/cluster.yaml"))
+            .expect("demo cluster manifest");
+    let demo = demo
+        .replace("namespace: demo", "namespace: NAMESPACE")
+        .replace("replicas: 2", &format!("replicas: {workers}"));
+    (0..clusters)
+        .map(|i| {
+            let cluster = demo
+                .replace("demo", &format!("bench-{i}"))
+                .replace("NAMESPACE", namespace);
+            match workload_api {
+                Some(kubeconfig) => {
+                    let secret = kubeconfig_secret(namespace, &format!("bench-{i}"), kubeconfig);
+                    format!("{cluster}\n---\n{secret}")
+                }
+                None => cluster,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+/// Cluster `cluster`'s kubeconfig Secret, as a control-plane provider writes it, holding
+/// `kubeconfig`. The benchmark's clusters have no control plane; pointing their kubeconfig at
+/// the management cluster's own API server (on this machine) lets Cluster API connect to "the
+/// workload cluster" and wait for Nodes there, as it does when workers join a running cluster.
+/// Without it, Cluster API fails to connect for every provisioned Machine and retries about once
+/// a second, a reconcile error each time.
+fn kubeconfig_secret(namespace: &str, cluster: &str, kubeconfig: &str) -> String {
+    let secret = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "cluster.x-k8s.io/secret",
+        "metadata": {
+            "name": format!("{cluster}-kubeconfig"),
+            "namespace": namespace,
+            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+        },
+        "stringData": {"value": kubeconfig},
+    });
+    serde_json::to_string(&secret).expect("a Secret serializes")
+}
+
+/// What runs during the benchmark; stopped when dropped.
+struct Stack {
+    sim: RunningSim,
+    capms: CapmsManager,
+    _capi: CapiManager,
+    ns: TestNamespace,
+    /// Logs, certificates and manifests of the run (kept in the output directory).
+    work: std::path::PathBuf,
+}
+
+async fn start(args: &Args) -> Stack {
+    capms::tls::install_default_provider();
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("bench").await;
+    let machines = args.machines.unwrap_or_else(|| args.needed_machines());
+    let sim = RunningSim::start_with(
+        inventory(machines),
+        "/metal",
+        timings(args.lifecycle_step()),
+    )
+    .await;
+    let work = args.out.join("work");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).expect("work dir");
+    let on = ManagerOn {
+        cp,
+        namespace: &ns.name,
+        work: &work,
+    };
+    let Managers { capi, capms } =
+        Managers::start(&on, &sim.url, &args.capms_args, &args.log).await;
+    Stack {
+        sim,
+        capms,
+        _capi: capi,
+        ns,
+        work,
+    }
+}
+
+pub async fn run(args: &Args) -> Report {
+    let stack = start(args).await;
+    let scrape = Scrape::new(stack.capms.metrics_port);
+    let timelines = Timelines::start(stack.ns.client.clone(), &stack.ns.name);
+    let mut cpu = CpuClock::start(stack.capms.process.pid());
+    let provisioning = provision(args, &stack, &scrape, &timelines).await;
+    cpu.phase("provisioning");
+    let idle = idle(args, &stack, &scrape).await;
+    cpu.phase("idle");
+    let admission = admission::run(args, &stack.capms, &stack.sim).await;
+    cpu.phase("admission");
+    let deletion = delete(args, &stack, &scrape, &timelines).await;
+    cpu.phase("deletion");
+    let usage = cpu.usage();
+    let csv = timelines.snapshot().csv();
+    std::fs::write(stack.work.join("timelines.csv"), csv).expect("write timelines.csv");
+    let mut report = Report {
+        size: Size::of(args),
+        provisioning,
+        idle,
+        admission,
+        deletion,
+        capms: usage,
+        targets: Vec::new(),
+    };
+    report.targets = crate::targets::judge(&report);
+    report
+}
+
+fn timeout(args: &Args) -> Duration {
+    Duration::from_secs(args.timeout)
+}
+
+async fn provision(
+    args: &Args,
+    stack: &Stack,
+    scrape: &Scrape,
+    timelines: &Timelines,
+) -> Provisioning {
+    let manifest = stack.work.join("clusters.yaml");
+    let kubeconfig = (!args.no_workload_api).then(|| {
+        std::fs::read_to_string(&ControlPlane::shared().kubeconfig).expect("read kubeconfig")
+    });
+    let text = clusters_manifest(
+        &stack.ns.name,
+        args.clusters,
+        args.workers,
+        kubeconfig.as_deref(),
+    );
+    std::fs::write(&manifest, text).expect("write clusters");
+    stack.sim.sim.stats().reset();
+    let before = scrape.counters().await;
+    let started = Instant::now();
+    timelines.set_origin(started);
+    apply(&manifest);
+    let (workers, firewalls) = (args.clusters * args.workers, args.clusters);
+    timelines
+        .wait("every machine and firewall ready", timeout(args), |s| {
+            s.ready_machines() >= workers && s.ready_firewalls() >= firewalls
+        })
+        .await;
+    let elapsed = started.elapsed();
+    let counters = scrape.counters().await.minus(&before);
+    let metal = stack.sim.sim.stats().report();
+    let orphans = orphans(stack).await;
+    let mut provisioning = Provisioning::new(
+        args,
+        elapsed,
+        &timelines.snapshot(),
+        &metal,
+        &counters,
+        3 * args.lifecycle_step(),
+    );
+    provisioning.orphans_left_by_cluster_api = orphans;
+    provisioning
+}
+
+async fn idle(args: &Args, stack: &Stack, scrape: &Scrape) -> Idle {
+    stack.sim.sim.stats().reset();
+    let before = scrape.counters().await;
+    let window = Duration::from_secs(args.idle);
+    tokio::time::sleep(window).await;
+    let counters = scrape.counters().await.minus(&before);
+    Idle::new(window, &stack.sim.sim.stats().report(), &counters)
+}
+
+async fn delete(args: &Args, stack: &Stack, scrape: &Scrape, timelines: &Timelines) -> Deletion {
+    stack.sim.sim.stats().reset();
+    let before = scrape.counters().await;
+    let started = Instant::now();
+    ControlPlane::shared().kubectl(
+        &[
+            "delete",
+            "clusters.cluster.x-k8s.io",
+            "--all",
+            "-n",
+            &stack.ns.name,
+            "--wait=false",
+        ],
+        &[],
+    );
+    timelines
+        .wait("every machine and firewall gone", timeout(args), |s| {
+            s.present() == 0
+        })
+        .await;
+    let sim = stack.sim.sim.clone();
+    crate::support::eventually("metal-api to hold no allocation", timeout(args), || {
+        let sim = sim.clone();
+        async move {
+            let state = sim.state();
+            let networks = state
+                .networks
+                .values()
+                .filter(|n| n.parentnetworkid.is_some());
+            (state.machines.values().all(|m| m.allocation.is_none()) && networks.count() == 0)
+                .then_some(())
+        }
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let counters = scrape.counters().await.minus(&before);
+    Deletion::new(args, elapsed, &stack.sim.sim.stats().report(), &counters)
+}
+
+/// MetalStackMachines without a Machine once every worker is ready. capms must have written
+/// nothing to any of them: a write racing Cluster API's own is what orphans them (a correctness
+/// check, not a speed one). Ones capms never touched are Cluster API's leftovers (a Machine it
+/// failed to create under load); they are counted and named.
+async fn orphans(stack: &Stack) -> usize {
+    let api: kube::Api<capms::api::MetalStackMachine> =
+        kube::Api::namespaced(stack.ns.client.clone(), &stack.ns.name);
+    let all = api
+        .list(&Default::default())
+        .await
+        .expect("list MetalStackMachines");
+    let orphans: Vec<_> = all
+        .items
+        .iter()
+        .filter(|m| !m.owner_references().iter().any(|o| o.kind == "Machine"))
+        .collect();
+    let touched: Vec<String> = orphans
+        .iter()
+        .filter(|m| m.status.is_some() || !m.finalizers().is_empty())
+        .map(|m| m.name_any())
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "bench: capms wrote to MetalStackMachines that have no Machine: {touched:?}"
+    );
+    for m in &orphans {
+        let owners: Vec<&str> = m
+            .owner_references()
+            .iter()
+            .map(|o| o.kind.as_str())
+            .collect();
+        eprintln!(
+            "bench: Cluster API left {} without a Machine (owners {owners:?}), untouched by capms",
+            m.name_any()
+        );
+    }
+    orphans.len()
+}
+
+fn apply(manifest: &Path) {
+    ControlPlane::shared().kubectl(&["apply", "-f"], &[manifest.to_path_buf()]);
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // The namespace and the processes go with their guards; the logs stay.
+        eprintln!("bench: logs in {}", self.work.display());
+    }
+}

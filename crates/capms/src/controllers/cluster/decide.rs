@@ -1,0 +1,364 @@
+//! What a MetalStackCluster needs next, decided from what was observed, without I/O: its
+//! private network, its control-plane IP and endpoint, its firewall, and on deletion the
+//! teardown in reverse.
+
+use super::{FINALIZER, PURPOSE_CONTROL_PLANE, child};
+use crate::api::{
+    ApiEndpoint, Initialization, MetalStackCluster, MetalStackClusterStatus, MetalStackFirewall,
+};
+use crate::capi::Cluster;
+use crate::controllers::context::*;
+use crate::controllers::step::{Decision, Phase, Requeue};
+use kube::ResourceExt;
+use metal_api::types::{
+    IP_TYPE_EPHEMERAL, IP_TYPE_STATIC, IpAllocateRequest, NetworkAllocateRequest,
+};
+use std::time::Duration;
+
+/// How long to wait for a Cluster that does not exist (yet).
+const ABSENT: Duration = Duration::from_secs(10);
+
+/// What observe read. Deleting carries what is left to tear down.
+pub type Observed = crate::controllers::step::Observed<Live, Box<super::teardown::Left>>;
+
+/// What observe read, in the order decide looks at it; a later field is None when an earlier
+/// gate stopped the reading.
+#[derive(Debug, Default)]
+pub struct Live {
+    pub cluster: Option<Cluster>,
+    pub network: Option<NetworkSeen>,
+    pub endpoint: Option<EndpointSeen>,
+    pub firewall: Option<child::FirewallSeen>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum NetworkSeen {
+    /// spec.privateNetworkID exists in metal-api.
+    Given,
+    /// spec.privateNetworkID does not exist; the message's valid choices.
+    GivenMissing { choices: String },
+    /// The network capms allocated: recorded in status or found by its owner labels.
+    Allocated(String),
+    /// None allocated yet.
+    Unallocated,
+}
+
+/// The control-plane IP as metal-api has it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EndpointSeen {
+    /// No host given: the IP capms allocated (found by its owner tags), if any.
+    Allocated(Option<String>),
+    /// The given host is the IP capms reserved earlier (recorded in status).
+    Recorded,
+    /// The given host is a name, lies outside the public network or is someone else's IP:
+    /// used as given.
+    AsGiven,
+    /// The given host is an IP of the public network that capms holds.
+    Reserved(String),
+    /// The given host is a free IP of the public network: capms reserves it.
+    Free,
+    /// spec.publicNetworkID does not exist; the message's valid choices.
+    PublicNetworkMissing { choices: String },
+}
+
+#[derive(Debug)]
+pub enum Step {
+    Nothing,
+    AddFinalizer,
+    AllocateNetwork(Box<NetworkAllocateRequest>),
+    AllocateIp(Box<IpAllocateRequest>),
+    /// Reserve the given host as a static IP.
+    ReserveIp(String, Box<IpAllocateRequest>),
+    /// Write spec.controlPlaneEndpoint.
+    PatchEndpoint(ApiEndpoint),
+    /// Create the cluster's MetalStackFirewall (server-side apply).
+    CreateFirewall(Box<MetalStackFirewall>),
+    /// Bring the not yet allocated MetalStackFirewall up to date (server-side apply).
+    UpdateFirewall(Box<MetalStackFirewall>),
+    DeleteFirewall(String),
+    FreeIp(String),
+    FreeNetwork(String),
+    RemoveFinalizer,
+}
+
+pub type ClusterDecision = Decision<Step, MetalStackClusterStatus>;
+
+pub fn decide(msc: &MetalStackCluster, observed: &Observed) -> ClusterDecision {
+    let status = msc.status.clone().unwrap_or_default();
+    match observed.phase() {
+        Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
+        Phase::Teardown(left) => super::teardown::decide(msc, left, status),
+        Phase::Live(live) => decide_live(msc, live, status),
+    }
+}
+
+fn decide_live(
+    msc: &MetalStackCluster,
+    live: &Live,
+    mut status: MetalStackClusterStatus,
+) -> ClusterDecision {
+    let ns = msc.namespace().unwrap_or_default();
+    let mut conditions = Conditions::of(&mut status.conditions, msc.metadata.generation);
+    let Some(owner) = capi_owner(msc, "Cluster") else {
+        let message = "waiting for Cluster API to set the owning Cluster";
+        conditions.set_false(Type::Ready, Reason::WaitingForClusterOwnerRef, message);
+        return Decision::new(Step::Nothing, status, Requeue::AwaitChange);
+    };
+    let Some(cluster) = &live.cluster else {
+        let message = format!("Cluster {ns}/{owner} does not exist (yet)");
+        conditions.set_false(Type::Ready, Reason::WaitingForCluster, message);
+        return Decision::new(Step::Nothing, status, Requeue::After(ABSENT));
+    };
+    if record_pause(&mut conditions, msc, Some(cluster)) {
+        return Decision::new(Step::Nothing, status, Requeue::AwaitChange);
+    }
+    if !msc.finalizers().iter().any(|f| f == FINALIZER) {
+        return Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange);
+    }
+    let mut progress = Progress { msc, status };
+    let step = match progress.network(live.network.as_ref()) {
+        Ok(None) => match progress.endpoint(live.endpoint.as_ref()) {
+            Ok(None) => return progress.firewall(&owner, live.firewall.as_ref()),
+            other => other,
+        },
+        other => other,
+    };
+    progress.provisioning(step)
+}
+
+/// A step towards provisioning: Some(step) when one is to be taken, Err when the spec is
+/// unusable.
+type Towards = Result<Option<(Step, Requeue)>, Error>;
+
+struct Progress<'a> {
+    msc: &'a MetalStackCluster,
+    status: MetalStackClusterStatus,
+}
+
+impl Progress<'_> {
+    fn conditions(&mut self) -> Conditions<'_> {
+        Conditions::of(&mut self.status.conditions, self.msc.metadata.generation)
+    }
+
+    /// Ready=False while a step is under way (or the reason it cannot be).
+    fn provisioning(mut self, towards: Towards) -> ClusterDecision {
+        let sticky = self.status.ready;
+        if !sticky {
+            self.status.initialization = None;
+        }
+        match towards {
+            Ok(Some((step, next))) => {
+                let message = "provisioning; see the other conditions";
+                self.conditions()
+                    .set_false(Type::Ready, Reason::Provisioning, message);
+                Decision::new(step, self.status, next)
+            }
+            Ok(None) => Decision::new(Step::Nothing, self.status, Requeue::Poll),
+            Err(error) => {
+                let status = after_failure(self.msc, self.status, &error, None);
+                Decision::failed(Step::Nothing, status, error)
+            }
+        }
+    }
+
+    fn network(&mut self, seen: Option<&NetworkSeen>) -> Towards {
+        let spec = &self.msc.spec;
+        let (id, step) = match (seen, &spec.private_network_id) {
+            (None, _) => return Ok(Some((Step::Nothing, Requeue::Poll))),
+            (Some(NetworkSeen::GivenMissing { choices }), Some(id)) => {
+                let message = crate::networks::missing(id, choices);
+                let error = Error::Invalid(format!("spec.privateNetworkID: {message}"));
+                let reason = Reason::Failed(error.category());
+                self.conditions()
+                    .set_false(Type::NetworkReady, reason, error.to_string());
+                return Err(error);
+            }
+            (Some(NetworkSeen::Given), Some(id)) => (id.clone(), None),
+            (Some(NetworkSeen::Allocated(id)), _) => {
+                self.status.allocated_network_id = Some(id.clone());
+                (id.clone(), None)
+            }
+            (Some(_), _) => {
+                let request = network_request(self.msc);
+                let message = format!(
+                    "allocating a private network in partition {}",
+                    spec.partition
+                );
+                self.conditions()
+                    .set_false(Type::NetworkReady, Reason::Allocating, message);
+                let step = Step::AllocateNetwork(Box::new(request));
+                return Ok(Some((step, Requeue::Now)));
+            }
+        };
+        self.status.network_id = Some(id.clone());
+        let message = format!("private network {id}");
+        self.conditions()
+            .set_true(Type::NetworkReady, Reason::NetworkReady, message);
+        Ok(step)
+    }
+
+    fn endpoint(&mut self, seen: Option<&EndpointSeen>) -> Towards {
+        let spec = &self.msc.spec;
+        let endpoint = spec.control_plane_endpoint.clone().unwrap_or_default();
+        let port = endpoint
+            .port
+            .unwrap_or(crate::api::common::DEFAULT_API_PORT);
+        let given = endpoint.host.clone().filter(|h| !h.is_empty());
+        let host = match (seen, given) {
+            (None, _) => return Ok(Some((Step::Nothing, Requeue::Poll))),
+            (Some(EndpointSeen::PublicNetworkMissing { choices }), _) => {
+                let message = crate::networks::missing(&spec.public_network_id, choices);
+                let error = Error::Invalid(format!("spec.publicNetworkID: {message}"));
+                let reason = Reason::Failed(error.category());
+                self.conditions()
+                    .set_false(Type::ControlPlaneIpReady, reason, error.to_string());
+                return Err(error);
+            }
+            (Some(EndpointSeen::Allocated(None)), _) => {
+                let request = ip_request(self.msc, IP_TYPE_EPHEMERAL, "allocated");
+                return Ok(Some(self.allocating(Step::AllocateIp(Box::new(request)))));
+            }
+            (Some(EndpointSeen::Free), Some(host)) => {
+                let request = ip_request(self.msc, IP_TYPE_STATIC, "reserved");
+                return Ok(Some(
+                    self.allocating(Step::ReserveIp(host, Box::new(request))),
+                ));
+            }
+            (Some(EndpointSeen::Allocated(Some(ip)) | EndpointSeen::Reserved(ip)), _) => {
+                self.status.allocated_control_plane_ip = Some(ip.clone());
+                ip.clone()
+            }
+            (Some(_), Some(host)) => host,
+            (Some(_), None) => return Ok(Some((Step::Nothing, Requeue::Poll))),
+        };
+        let message = format!("control-plane endpoint {host}:{port}");
+        self.conditions().set_true(
+            Type::ControlPlaneIpReady,
+            Reason::ControlPlaneIpReady,
+            message,
+        );
+        if endpoint.host.as_deref() != Some(host.as_str()) || endpoint.port != Some(port) {
+            let patch = ApiEndpoint {
+                host: Some(host),
+                port: Some(port),
+            };
+            // The patch's watch event brings the cluster back.
+            return Ok(Some((Step::PatchEndpoint(patch), Requeue::AwaitChange)));
+        }
+        Ok(None)
+    }
+
+    fn allocating(&mut self, step: Step) -> (Step, Requeue) {
+        let message = format!(
+            "allocating the control-plane IP in network {}",
+            self.msc.spec.public_network_id
+        );
+        self.conditions()
+            .set_false(Type::ControlPlaneIpReady, Reason::Allocating, message);
+        (step, Requeue::Now)
+    }
+
+    fn firewall(
+        mut self,
+        cluster_name: &str,
+        seen: Option<&child::FirewallSeen>,
+    ) -> ClusterDecision {
+        let mut conditions =
+            Conditions::of(&mut self.status.conditions, self.msc.metadata.generation);
+        match child::decide(self.msc, cluster_name, seen, &mut conditions) {
+            child::Outcome::Ready => self.ready(),
+            child::Outcome::Step(step, next) => self.provisioning(Ok(Some((step, next)))),
+        }
+    }
+
+    fn ready(mut self) -> ClusterDecision {
+        self.status.ready = true;
+        self.status.initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
+        self.status.failure_reason = None;
+        self.status.failure_message = None;
+        let message = "network, control-plane IP and firewall are ready";
+        self.conditions()
+            .set_true(Type::Ready, Reason::Provisioned, message);
+        Decision::new(Step::Nothing, self.status, Requeue::Resync)
+    }
+}
+
+/// The status after a failed step or an unusable spec: Ready says why, and so does the
+/// condition of the step that failed.
+pub fn after_failure(
+    msc: &MetalStackCluster,
+    mut status: MetalStackClusterStatus,
+    error: &Error,
+    step: Option<&Step>,
+) -> MetalStackClusterStatus {
+    after_failed_step(msc, &mut status, error, step);
+    if !status.ready {
+        status.initialization = None;
+    }
+    status
+}
+
+/// Ready=False with the error's reason, and the condition of `step` too.
+fn after_failed_step(
+    msc: &MetalStackCluster,
+    status: &mut MetalStackClusterStatus,
+    error: &Error,
+    step: Option<&Step>,
+) {
+    let unfinished = |list: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], type_| {
+        crate::controllers::conditions::find(list, type_).is_none_or(|c| c.status != "True")
+    };
+    let failed = match step {
+        Some(Step::AllocateNetwork(_)) => Some(Type::NetworkReady),
+        Some(Step::AllocateIp(_) | Step::ReserveIp(..)) => Some(Type::ControlPlaneIpReady),
+        Some(_) => None,
+        // Met while observing: it concerns the first step not done yet.
+        None if unfinished(&status.conditions, Type::NetworkReady) => Some(Type::NetworkReady),
+        None if unfinished(&status.conditions, Type::ControlPlaneIpReady) => {
+            Some(Type::ControlPlaneIpReady)
+        }
+        None => None,
+    };
+    let mut conditions = Conditions::of(&mut status.conditions, msc.metadata.generation);
+    let reason = Reason::Failed(error.category());
+    if let Some(type_) = failed {
+        conditions.set_false(type_, reason, error.to_string());
+    }
+    conditions.set_false(Type::Ready, reason, error.to_string());
+}
+
+fn network_request(msc: &MetalStackCluster) -> NetworkAllocateRequest {
+    let ns = msc.namespace().unwrap_or_default();
+    let name = msc.name_any();
+    let mut labels = owner_marks_of(OwnerKind::Cluster, msc);
+    labels.insert(CLUSTER_ID_KEY.into(), cluster_id(&ns, &name));
+    NetworkAllocateRequest {
+        projectid: msc.spec.project_id.clone(),
+        partitionid: msc.spec.partition.clone(),
+        name: name.clone(),
+        description: format!("private network of cluster {ns}/{name}, allocated by capms"),
+        labels,
+        ..Default::default()
+    }
+}
+
+/// The control-plane IP: `type_` ephemeral when capms picks it, static when it reserves the
+/// given host; `how` is "allocated" or "reserved".
+fn ip_request(msc: &MetalStackCluster, type_: &str, how: &str) -> IpAllocateRequest {
+    let ns = msc.namespace().unwrap_or_default();
+    let name = msc.name_any();
+    let mut tags = owner_tags(&owner_marks_of(OwnerKind::Cluster, msc));
+    tags.push(PURPOSE_CONTROL_PLANE.into());
+    tags.push(format!("{CLUSTER_ID_KEY}={}", cluster_id(&ns, &name)));
+    IpAllocateRequest {
+        networkid: msc.spec.public_network_id.clone(),
+        projectid: msc.spec.project_id.clone(),
+        type_: type_.into(),
+        name: format!("{name}-control-plane"),
+        description: format!("control-plane IP of cluster {ns}/{name}, {how} by capms"),
+        tags,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,284 @@
+//! What a MetalStackCluster reconcile reads, in the order `decide` looks at it.
+
+use super::child::FirewallSeen;
+use super::decide::{EndpointSeen, Live, NetworkSeen, Observed};
+use super::teardown::Left;
+use super::{FINALIZER, firewall_name};
+use crate::api::{
+    MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
+};
+use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
+use crate::controllers::context::*;
+use crate::networks;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use metal_api::types::{IpFindRequest, NetworkFindRequest};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+fn identity(msc: &MetalStackCluster) -> BTreeMap<String, String> {
+    identity_of(OwnerKind::Cluster, msc)
+}
+
+fn has_finalizer(msc: &MetalStackCluster) -> bool {
+    msc.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+pub async fn observe(msc: &MetalStackCluster, ctx: &Context) -> Result<Observed> {
+    if is_externally_managed(msc) {
+        return Ok(Observed::Unmanaged);
+    }
+    if msc.metadata.deletion_timestamp.is_some() {
+        if !has_finalizer(msc) {
+            return Ok(Observed::Deleting(None));
+        }
+        let cluster = capi_owner(msc, "Cluster");
+        if deletion_hands_off(ctx, msc, cluster.as_deref()).await? {
+            return Ok(Observed::HandsOff);
+        }
+        return Ok(Observed::Deleting(Some(Box::new(left(msc, ctx).await?))));
+    }
+    let mut live = Live::default();
+    observe_live(msc, ctx, &mut live).await?;
+    Ok(Observed::Live(Box::new(live)))
+}
+
+async fn observe_live(msc: &MetalStackCluster, ctx: &Context, live: &mut Live) -> Result<()> {
+    let ns = msc.namespace().unwrap_or_default();
+    let Some(owner) = capi_owner(msc, "Cluster") else {
+        return Ok(());
+    };
+    live.cluster = ctx.get::<Cluster>(&ns, &owner).await?;
+    if paused_reason(msc, live.cluster.as_ref()).is_some() || !has_finalizer(msc) {
+        return Ok(());
+    }
+    let network = network(msc, ctx).await?;
+    let done = matches!(network, NetworkSeen::Given | NetworkSeen::Allocated(_));
+    live.network = Some(network);
+    if !done {
+        return Ok(());
+    }
+    let endpoint = endpoint(msc, ctx).await?;
+    let done = !matches!(
+        endpoint,
+        EndpointSeen::Allocated(None)
+            | EndpointSeen::Free
+            | EndpointSeen::PublicNetworkMissing { .. }
+    );
+    live.endpoint = Some(endpoint);
+    if done && (msc.spec.firewall_spec.is_some() || msc.spec.firewall_template_ref.is_some()) {
+        live.firewall = Some(firewall(msc, ctx).await?);
+    }
+    Ok(())
+}
+
+/// The private network: the one in spec.privateNetworkID, the one capms allocated before
+/// (recorded in status, or found by its owner labels when that record was lost), or none yet.
+async fn network(msc: &MetalStackCluster, ctx: &Context) -> Result<NetworkSeen> {
+    let spec = &msc.spec;
+    if let Some(id) = &spec.private_network_id {
+        return match ctx.metal.network(id).await {
+            Ok(_) => Ok(NetworkSeen::Given),
+            Err(e) if e.is_not_found() => {
+                let choices = match ctx.metal.networks().await {
+                    Ok(all) => networks::private_choices(&all, &spec.project_id, &spec.partition),
+                    Err(_) => "metal-api could not list the valid choices".into(),
+                };
+                Ok(NetworkSeen::GivenMissing { choices })
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
+    if let Some(id) = msc
+        .status
+        .as_ref()
+        .and_then(|s| s.allocated_network_id.clone())
+    {
+        return Ok(NetworkSeen::Allocated(id));
+    }
+    let find = NetworkFindRequest {
+        labels: Some(identity(msc)),
+        partitionid: Some(spec.partition.clone()),
+        projectid: Some(spec.project_id.clone()),
+        ..Default::default()
+    };
+    let existing = ctx.metal.network_find(&find).await?;
+    if existing.len() > 1 {
+        tracing::warn!(
+            count = existing.len(),
+            "several networks carry this cluster's owner labels; using the first"
+        );
+    }
+    Ok(existing
+        .into_iter()
+        .next()
+        .map_or(NetworkSeen::Unallocated, |n| NetworkSeen::Allocated(n.id)))
+}
+
+/// The control-plane IP: allocated by capms when no host is given; for a given host, whether
+/// it is an IP of the public network and who holds it.
+async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen> {
+    let spec = &msc.spec;
+    let host = spec
+        .control_plane_endpoint
+        .as_ref()
+        .and_then(|e| e.host.clone())
+        .filter(|h| !h.is_empty());
+    let marks = identity(msc);
+    let Some(host) = host else {
+        let find = IpFindRequest {
+            networkid: Some(spec.public_network_id.clone()),
+            tags: owner_tags(&marks),
+            ..Default::default()
+        };
+        let ip = ctx.metal.ip_find(&find).await?.into_iter().next();
+        return Ok(EndpointSeen::Allocated(ip.map(|ip| ip.ipaddress)));
+    };
+    let recorded = msc
+        .status
+        .as_ref()
+        .and_then(|s| s.allocated_control_plane_ip.as_deref());
+    if recorded == Some(host.as_str()) {
+        return Ok(EndpointSeen::Recorded);
+    }
+    let Ok(address) = host.parse::<IpAddr>() else {
+        return Ok(EndpointSeen::AsGiven);
+    };
+    let public = match ctx.metal.network(&spec.public_network_id).await {
+        Ok(n) => n,
+        Err(e) if e.is_not_found() => {
+            let choices = match ctx.metal.networks().await {
+                Ok(all) => networks::external_choices(&all),
+                Err(_) => "metal-api could not list the valid choices".into(),
+            };
+            return Ok(EndpointSeen::PublicNetworkMissing { choices });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !networks::contains(&public, address) {
+        return Ok(EndpointSeen::AsGiven);
+    }
+    match ctx.metal.ip(&host).await {
+        Ok(ip) if has_owner_tags(&ip.tags, &marks) => Ok(EndpointSeen::Reserved(ip.ipaddress)),
+        Ok(_) => Ok(EndpointSeen::AsGiven),
+        Err(e) if e.is_not_found() => Ok(EndpointSeen::Free),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The cluster's MetalStackFirewall and, when one is named, its template (or the names of the
+/// templates there are).
+async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen> {
+    let ns = msc.namespace().unwrap_or_default();
+    let current = ctx
+        .get::<MetalStackFirewall>(&ns, &firewall_name(&msc.name_any()))
+        .await?;
+    let template = match &msc.spec.firewall_template_ref {
+        Some(reference) if msc.spec.firewall_spec.is_none() => {
+            let template = ctx.get::<MetalStackFirewallTemplate>(&ns, &reference.name);
+            Some(match template.await? {
+                Some(t) => Ok(t),
+                None => {
+                    let templates = ctx.api::<MetalStackFirewallTemplate>(&ns);
+                    Err(crate::api::firewall_template_names(&templates).await?)
+                }
+            })
+        }
+        _ => None,
+    };
+    Ok(FirewallSeen { current, template })
+}
+
+/// What is left to tear down, stopping at the first thing that must go before the rest.
+async fn left(msc: &MetalStackCluster, ctx: &Context) -> Result<Left> {
+    let ns = msc.namespace().unwrap_or_default();
+    let mut left = Left::default();
+    if let Some(cluster_name) = msc.labels().get(CLUSTER_NAME_LABEL) {
+        let selector = format!("{CLUSTER_NAME_LABEL}={cluster_name}");
+        let machines = ctx
+            .api::<MetalStackMachine>(&ns)
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await?;
+        left.machines = machines.items.len();
+        if left.machines > 0 {
+            return Ok(left);
+        }
+    }
+    let fw_name = firewall_name(&msc.name_any());
+    if let Some(fw) = ctx.get::<MetalStackFirewall>(&ns, &fw_name).await? {
+        let ours = fw
+            .owner_references()
+            .iter()
+            .any(|o| Some(&o.uid) == msc.metadata.uid.as_ref());
+        if ours {
+            left.firewall = Some(fw.metadata.deletion_timestamp.is_some());
+            return Ok(left);
+        }
+    }
+    left.ips = owned_ips(msc, ctx).await?;
+    if left.ips.is_empty() {
+        left.networks = owned_networks(msc, ctx).await?;
+    }
+    Ok(left)
+}
+
+/// The control-plane IPs that still carry the cluster's owner tags: only those are ours.
+async fn owned_ips(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>> {
+    let marks = identity(msc);
+    let find = IpFindRequest {
+        networkid: Some(msc.spec.public_network_id.clone()),
+        tags: owner_tags(&marks),
+        ..Default::default()
+    };
+    let found = ctx.metal.ip_find(&find).await?;
+    let mut ips: Vec<String> = found
+        .into_iter()
+        .filter(|ip| has_owner_tags(&ip.tags, &marks))
+        .map(|ip| ip.ipaddress)
+        .collect();
+    let recorded = msc
+        .status
+        .as_ref()
+        .and_then(|s| s.allocated_control_plane_ip.clone());
+    if let Some(address) = recorded.filter(|a| !ips.contains(a)) {
+        match ctx.metal.ip(&address).await {
+            Ok(ip) if has_owner_tags(&ip.tags, &marks) => ips.push(address),
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    ips.sort();
+    Ok(ips)
+}
+
+/// The networks that still carry the cluster's owner labels: only those are ours.
+async fn owned_networks(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>> {
+    let marks = identity(msc);
+    let carries =
+        |labels: &BTreeMap<String, String>| marks.iter().all(|(k, v)| labels.get(k) == Some(v));
+    let find = NetworkFindRequest {
+        labels: Some(marks.clone()),
+        ..Default::default()
+    };
+    let found = ctx.metal.network_find(&find).await?;
+    let mut ids: Vec<String> = found
+        .into_iter()
+        .filter(|n| carries(&n.labels))
+        .map(|n| n.id)
+        .collect();
+    let recorded = msc
+        .status
+        .as_ref()
+        .and_then(|s| s.allocated_network_id.clone());
+    if let Some(id) = recorded.filter(|id| !ids.contains(id)) {
+        match ctx.metal.network(&id).await {
+            Ok(n) if carries(&n.labels) => ids.push(id),
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    ids.sort();
+    Ok(ids)
+}

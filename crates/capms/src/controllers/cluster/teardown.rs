@@ -1,0 +1,96 @@
+//! Deleting a MetalStackCluster: wait for its machines, delete its firewall and wait for it,
+//! then free the control-plane IP and the network capms allocated (never ones it did not).
+
+use super::decide::{ClusterDecision, Step};
+use super::firewall_name;
+use crate::api::{MetalStackCluster, MetalStackClusterStatus};
+use crate::controllers::context::{Conditions, Reason, Type};
+use crate::controllers::step::{Decision, Requeue};
+use kube::ResourceExt;
+use std::time::Duration;
+
+/// What observe found still standing.
+#[derive(Debug, Default, PartialEq)]
+pub struct Left {
+    /// MetalStackMachines of the cluster.
+    pub machines: usize,
+    /// The cluster's own firewall (by owner reference): whether it is being deleted already.
+    pub firewall: Option<bool>,
+    /// Control-plane IPs that carry the cluster's owner tags.
+    pub ips: Vec<String>,
+    /// Networks that carry the cluster's owner labels.
+    pub networks: Vec<String>,
+}
+
+pub fn decide(
+    msc: &MetalStackCluster,
+    left: &Left,
+    mut status: MetalStackClusterStatus,
+) -> ClusterDecision {
+    status.ready = false;
+    status.initialization = None;
+    if left.ips.is_empty() {
+        status.allocated_control_plane_ip = None;
+    }
+    let mut conditions = Conditions::of(&mut status.conditions, msc.metadata.generation);
+    let (step, reason, message, next) = if left.machines > 0 {
+        let message = format!(
+            "deleting: waiting for {} MetalStackMachine(s) of the cluster to go",
+            left.machines
+        );
+        let next = Requeue::After(Duration::from_secs(5));
+        (Step::Nothing, Reason::WaitingForMachines, message, next)
+    } else if let Some(deleting) = left.firewall {
+        let name = firewall_name(&msc.name_any());
+        let message = format!("deleting: waiting for MetalStackFirewall {name} to go");
+        let step = if deleting {
+            Step::Nothing
+        } else {
+            Step::DeleteFirewall(name)
+        };
+        let next = Requeue::After(Duration::from_secs(2));
+        (step, Reason::WaitingForFirewall, message, next)
+    } else if let Some(ip) = left.ips.first() {
+        let message = format!("deleting: freeing control-plane IP {ip}");
+        (
+            Step::FreeIp(ip.clone()),
+            Reason::Deleting,
+            message,
+            Requeue::Now,
+        )
+    } else if let Some(id) = left.networks.first() {
+        let message = format!("deleting: freeing private network {id}");
+        (
+            Step::FreeNetwork(id.clone()),
+            Reason::Deleting,
+            message,
+            Requeue::Now,
+        )
+    } else {
+        let message = "deleting: everything capms allocated is freed".to_owned();
+        (
+            Step::RemoveFinalizer,
+            Reason::Deleting,
+            message,
+            Requeue::AwaitChange,
+        )
+    };
+    conditions.set_false(Type::Ready, reason, message);
+    Decision::new(step, status, next)
+}
+
+/// metal-api refuses to free a network whose prefixes still hold IPs (422) while it releases
+/// the machines' IPs asynchronously: that is a wait, not a failure.
+pub fn network_still_busy(
+    msc: &MetalStackCluster,
+    mut status: MetalStackClusterStatus,
+    id: &str,
+    error: &metal_api::Error,
+) -> (MetalStackClusterStatus, Requeue) {
+    Conditions::of(&mut status.conditions, msc.metadata.generation).set_false(
+        Type::Ready,
+        Reason::WaitingForNetworkRelease,
+        format!("deleting: network {id} still holds IPs: {error}"),
+    );
+    (status, Requeue::After(Duration::from_secs(2)))
+}

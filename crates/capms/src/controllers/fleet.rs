@@ -1,0 +1,260 @@
+//! The machines of each cluster as metal-api last listed them: one `POST /v1/machine/find` by
+//! the cluster's tag answers every MetalStackMachine and the firewall of that cluster, instead of
+//! a `GET /v1/machine/{id}` per object and poll.
+//!
+//! A listing is used only while it is younger than the caller allows, and it always holds
+//! capms's own writes: a machine capms allocated is put into the cluster's listing as metal-api
+//! returned it (after any find in flight, which holds the listing), a machine capms freed leaves
+//! every listing, and an allocation or free whose outcome is unknown (an error) makes the
+//! listings from before unusable. So a reconcile never misses the machine it has just allocated
+//! (which would allocate a second one) nor frees one twice, and a cluster's machines coming up
+//! or going one after another do not each cost a new find.
+//!
+//! Every new listing is compared with the one before: an object whose machine changed stage
+//! (allocated or not, provisioning, phoned home, failing) or went away is woken at once, so a
+//! booting machine reports ready as soon as any reconcile of its cluster lists it, not at its
+//! own next poll.
+
+use super::allocation::Health;
+use crate::ownership::{OwnerKind, owner_of};
+use futures::channel::mpsc;
+use metal_api::types::{Machine, MachineFindRequest};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a cluster's listing is kept after its last use.
+const FORGET_AFTER: Duration = Duration::from_secs(600);
+
+#[derive(Default)]
+pub struct Fleet {
+    clusters: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Bumped by every change of unknown outcome or cluster: listings from before are stale.
+    unknown: AtomicU64,
+    /// The controllers following changed machines, each for the objects of one kind.
+    followers: Mutex<Vec<(OwnerKind, mpsc::UnboundedSender<Owner>)>>,
+}
+
+/// An object of capms's, by namespace and name.
+pub type Owner = (String, String);
+
+#[derive(Default)]
+struct Slot {
+    /// Bumped by every allocation in this cluster.
+    allocations: AtomicU64,
+    listing: tokio::sync::Mutex<Option<Listing>>,
+    used: Mutex<Option<Instant>>,
+}
+
+struct Listing {
+    requested: Instant,
+    /// (allocations, unknown changes) when it was requested.
+    epoch: (u64, u64),
+    /// Shared with the reconciles reading it; a change copies the list, never the machines.
+    machines: Arc<Vec<Arc<Machine>>>,
+}
+
+/// A cluster's machines as listed: each shared, not copied, by every reader.
+pub type Machines = Arc<Vec<Arc<Machine>>>;
+
+impl Fleet {
+    fn slot(&self, cluster_tag: &str) -> Arc<Slot> {
+        let mut clusters = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        clusters.retain(|_, s| {
+            let used = s.used.lock().unwrap_or_else(|p| p.into_inner());
+            used.is_none_or(|t| now.duration_since(t) < FORGET_AFTER)
+        });
+        let slot = clusters.entry(cluster_tag.to_owned()).or_default().clone();
+        *slot.used.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        slot
+    }
+
+    fn epoch(&self, slot: &Slot) -> (u64, u64) {
+        (
+            slot.allocations.load(Ordering::SeqCst),
+            self.unknown.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Every machine carrying `cluster_tag`, at most `max_age` old. Concurrent callers for one
+    /// cluster share one request.
+    pub async fn machines(
+        &self,
+        metal: &metal_api::Client,
+        cluster_tag: &str,
+        max_age: Duration,
+    ) -> Result<Machines, metal_api::Error> {
+        let slot = self.slot(cluster_tag);
+        let mut listing = slot.listing.lock().await;
+        if let Some(l) = listing.as_ref()
+            && l.epoch == self.epoch(&slot)
+            && l.requested.elapsed() <= max_age
+        {
+            return Ok(l.machines.clone());
+        }
+        let (requested, epoch) = (Instant::now(), self.epoch(&slot));
+        let find = MachineFindRequest {
+            tags: vec![cluster_tag.to_owned()],
+            ..Default::default()
+        };
+        let found = metal.machine_find(&find).await?;
+        let machines: Machines = Arc::new(found.into_iter().map(kept).collect());
+        if let Some(before) = listing.as_ref() {
+            self.wake(changed(&before.machines, &machines));
+        }
+        *listing = Some(Listing {
+            requested,
+            epoch,
+            machines: machines.clone(),
+        });
+        Ok(machines)
+    }
+
+    /// capms allocated `machine` in the cluster with `cluster_tag`: the listing holds it from now
+    /// on (a find in flight holds the listing until its answer is in, so that answer cannot
+    /// drop it again).
+    pub async fn record(&self, cluster_tag: &str, machine: &Machine) {
+        let slot = self.slot(cluster_tag);
+        let mut listing = slot.listing.lock().await;
+        if let Some(l) = listing.as_mut() {
+            let machines = Arc::make_mut(&mut l.machines);
+            machines.retain(|m| m.id != machine.id);
+            machines.push(kept(machine.clone()));
+        }
+    }
+
+    /// An allocation carrying `cluster_tag` may have happened without capms knowing the
+    /// machine (it failed, or its answer was lost): listings requested before are not used
+    /// again.
+    pub fn invalidate(&self, cluster_tag: &str) {
+        self.slot(cluster_tag)
+            .allocations
+            .fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// capms freed machine `id` (or metal-api no longer has it): it leaves every listing (a
+    /// find in flight holds its listing until its answer is in, which may still show it).
+    pub async fn freed(&self, id: &str) {
+        let slots: Vec<Arc<Slot>> = {
+            let clusters = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
+            clusters.values().cloned().collect()
+        };
+        for slot in slots {
+            let mut listing = slot.listing.lock().await;
+            if let Some(l) = listing.as_mut()
+                && l.machines.iter().any(|m| m.id == id)
+            {
+                Arc::make_mut(&mut l.machines).retain(|m| m.id != id);
+            }
+        }
+    }
+
+    /// The objects of `kind` whose machine changed between two listings, as they are found.
+    pub fn follow(&self, kind: OwnerKind) -> mpsc::UnboundedReceiver<Owner> {
+        let (tx, rx) = mpsc::unbounded();
+        let mut followers = self.followers.lock().unwrap_or_else(|p| p.into_inner());
+        followers.push((kind, tx));
+        rx
+    }
+
+    fn wake(&self, owners: Vec<(OwnerKind, Owner)>) {
+        if owners.is_empty() {
+            return;
+        }
+        let mut followers = self.followers.lock().unwrap_or_else(|p| p.into_inner());
+        followers.retain(|(_, tx)| !tx.is_closed());
+        for (kind, owner) in owners {
+            for (_, tx) in followers.iter().filter(|(k, _)| *k == kind) {
+                // A follower that stopped is dropped at the next wake.
+                let _ = tx.unbounded_send(owner.clone());
+            }
+        }
+    }
+
+    /// A machine of any cluster may have changed under capms's hands (a free that failed, an
+    /// allocation without a cluster tag): no listing from before is used again.
+    pub fn invalidate_all(&self) {
+        self.unknown.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A listed machine as a listing keeps it: without what no reconcile reads, its hardware and
+/// BIOS and every event but the newest (metal-api lists the newest first). On real machines
+/// these are most of the answer (every NIC with its neighbours, every disk, up to a hundred
+/// events), and a listing is kept for every cluster.
+fn kept(mut m: Machine) -> Arc<Machine> {
+    m.hardware = Default::default();
+    m.bios = Default::default();
+    m.events.log.truncate(1);
+    m.events.log.shrink_to_fit();
+    Arc::new(m)
+}
+
+/// What a reconcile reads of a machine to tell its object's stage: allocated or not, and its
+/// health (provisioning, phoned home, failing). A new lifecycle event while it provisions is no
+/// new stage: the object's own booting poll reports it.
+fn stage(m: &Machine) -> (bool, std::mem::Discriminant<Health>) {
+    (
+        m.allocation.is_some(),
+        std::mem::discriminant(&Health::of(m)),
+    )
+}
+
+/// The owners of the machines whose stage differs between `before` and `after`, or that are in
+/// only one of them.
+fn changed(before: &[Arc<Machine>], after: &[Arc<Machine>]) -> Vec<(OwnerKind, Owner)> {
+    let earlier: HashMap<&str, &Machine> = before.iter().map(|m| (m.id.as_str(), &**m)).collect();
+    let now: HashMap<&str, &Machine> = after.iter().map(|m| (m.id.as_str(), &**m)).collect();
+    let moved = after.iter().filter(|m| {
+        earlier
+            .get(m.id.as_str())
+            .is_none_or(|e| stage(e) != stage(m))
+    });
+    let gone = before.iter().filter(|m| !now.contains_key(m.id.as_str()));
+    moved
+        .chain(gone)
+        .filter_map(|m| owner_of(&m.tags))
+        .map(|(kind, namespace, name)| (kind, (namespace, name)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metal_api::types::{MachineAllocation, MachineEvent, MachineNic};
+
+    fn event(name: &str) -> MachineEvent {
+        MachineEvent {
+            event: name.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_listing_keeps_what_reconciles_read_and_drops_hardware_and_old_events() {
+        let mut m = Machine {
+            id: "m1".into(),
+            rackid: "rack-1".into(),
+            liveliness: "Alive".into(),
+            tags: vec!["cluster.metal-stack.io/id=ns.c".into()],
+            allocation: Some(MachineAllocation::default()),
+            ..Default::default()
+        };
+        m.hardware.nics = vec![MachineNic::default(); 4];
+        m.events.log = vec![event("Phoned Home"), event("Booting New Kernel")];
+        m.events.crash_loop = true;
+        let kept = kept(m.clone());
+        assert_eq!(kept.hardware, Default::default());
+        assert_eq!(kept.last_event(), Some("Phoned Home"));
+        assert_eq!(kept.events.log.len(), 1);
+        assert!(kept.events.crash_loop);
+        assert_eq!(
+            (&kept.id, &kept.rackid, &kept.liveliness, &kept.tags),
+            (&m.id, &m.rackid, &m.liveliness, &m.tags)
+        );
+        assert_eq!(kept.allocation, m.allocation);
+        assert_eq!(stage(&kept), stage(&m));
+    }
+}

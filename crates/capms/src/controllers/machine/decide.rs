@@ -1,0 +1,479 @@
+//! What a MetalStackMachine needs next, decided from what was observed, without I/O.
+
+use super::{ASN_LABEL, FINALIZER, PURPOSE, RACK_LABEL};
+use crate::api::{
+    Initialization, MachineAddress, MachineAddressType, MetalStackCluster, MetalStackMachine,
+    MetalStackMachineStatus,
+};
+use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine as CapiMachine};
+use crate::controllers::allocation::{Found, Health, Lost, Target};
+use crate::controllers::context::*;
+use crate::controllers::step::{Decision, Phase, Requeue};
+use kube::ResourceExt;
+use metal_api::ProviderId;
+use metal_api::types::{AllocationNetwork, Machine, MachineAllocateRequest, machine_network_type};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How long to wait for an object that sends no event here (the Machine, the Cluster).
+const ABSENT: Duration = Duration::from_secs(10);
+
+/// What observe read. Deleting carries the ids of the machines still allocated for it.
+pub type Observed = crate::controllers::step::Observed<Live, Vec<String>>;
+
+/// Read in the order decide looks at it: a later field is None when an earlier gate stopped
+/// the reading.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// The Machine named by the owner reference.
+    pub machine: Option<CapiMachine>,
+    pub cluster: Option<Cluster>,
+    /// The Cluster's MetalStackCluster.
+    pub infrastructure: Option<MetalStackCluster>,
+    /// The bootstrap Secret's `value`.
+    pub user_data: Option<String>,
+    pub found: Option<Found>,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    Nothing,
+    AddFinalizer,
+    Allocate(Box<MachineAllocateRequest>),
+    /// Merge patch naming the machine: spec.providerID and the rack and ASN labels.
+    Record(serde_json::Value),
+    Free(String),
+    RemoveFinalizer,
+}
+
+pub type MachineDecision = Decision<Step, MetalStackMachineStatus>;
+
+/// The partition a machine is allocated in: its own, else its cluster's.
+pub fn partition(msm: &MetalStackMachine, msc: &MetalStackCluster) -> String {
+    msm.spec
+        .partition
+        .clone()
+        .unwrap_or_else(|| msc.spec.partition.clone())
+}
+
+/// The private network of a provisioned MetalStackCluster.
+pub fn provisioned_network(msc: &MetalStackCluster) -> Option<&str> {
+    msc.status
+        .as_ref()
+        .filter(|s| s.initialization.as_ref().and_then(|i| i.provisioned) == Some(true))
+        .and_then(|s| s.network_id.as_deref())
+}
+
+/// The name of the Cluster the machine belongs to.
+pub fn cluster_name(msm: &MetalStackMachine, machine: &CapiMachine) -> String {
+    msm.labels()
+        .get(CLUSTER_NAME_LABEL)
+        .cloned()
+        .unwrap_or_else(|| machine.spec.cluster_name.clone())
+}
+
+pub fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
+    let mut status = msm.status.clone().unwrap_or_default();
+    match observed.phase() {
+        Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
+        Phase::Teardown(owned) => {
+            status.ready = false;
+            status.initialization = None;
+            Conditions::of(&mut status.conditions, msm.metadata.generation).set_false(
+                Type::Ready,
+                Reason::Deleting,
+                "freeing the machine",
+            );
+            match owned.first() {
+                Some(id) => Decision::new(Step::Free(id.clone()), status, Requeue::Now),
+                None => Decision::new(Step::RemoveFinalizer, status, Requeue::AwaitChange),
+            }
+        }
+        Phase::Live(live) => decide_live(msm, live, status),
+    }
+}
+
+fn decide_live(
+    msm: &MetalStackMachine,
+    live: &Live,
+    status: MetalStackMachineStatus,
+) -> MachineDecision {
+    let (open, mut status) = match gates(msm, live, status) {
+        Ok(open) => open,
+        Err(waiting) => return *waiting,
+    };
+    let partition = partition(msm, open.msc);
+    let Some(found) = &live.found else {
+        return Decision::new(Step::Nothing, status, Requeue::Poll);
+    };
+    let target = Target::of(msm.spec.provider_id.as_deref(), &partition, None);
+    let problem = target.as_ref().err().cloned();
+    if let Some(problem) = problem.or_else(|| found.preset_problem()) {
+        let error = Error::Invalid(problem);
+        return Decision::failed(Step::Nothing, after_failure(msm, status, &error), error);
+    }
+    match found {
+        Found::Ours(m) => return allocated(msm, m, &partition, status),
+        Found::Lost(lost) => return lost_machine(msm, lost, status),
+        _ => {}
+    }
+    let Some(user_data) = &live.user_data else {
+        return without_bootstrap_data(msm, open.machine, status);
+    };
+    let request = Order {
+        msm,
+        msc: open.msc,
+        partition: &partition,
+        network: open.network.to_owned(),
+        user_data,
+        control_plane: open.machine.labels().contains_key(CONTROL_PLANE_LABEL),
+        preset: target.ok().and_then(|t| t.preset),
+    }
+    .request();
+    let message = format!(
+        "allocating a machine of size {} in partition {partition}",
+        msm.spec.machine_type
+    );
+    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
+    conditions.set_false(Type::MachineAllocated, Reason::Allocating, message.clone());
+    conditions.set_false(Type::Ready, Reason::Allocating, message);
+    Decision::new(Step::Allocate(Box::new(request)), status, Requeue::Now)
+}
+
+/// Nothing to allocate with: the Machine's bootstrap Secret (read only to allocate) is missing
+/// or has no `value`.
+fn without_bootstrap_data(
+    msm: &MetalStackMachine,
+    machine: &CapiMachine,
+    mut status: MetalStackMachineStatus,
+) -> MachineDecision {
+    let ns = msm.namespace().unwrap_or_default();
+    let secret = machine
+        .spec
+        .bootstrap
+        .data_secret_name
+        .as_deref()
+        .unwrap_or_default();
+    let message = format!("bootstrap Secret {ns}/{secret} does not exist or has no key \"value\"");
+    Conditions::of(&mut status.conditions, msm.metadata.generation).set_false(
+        Type::Ready,
+        Reason::WaitingForBootstrapData,
+        message,
+    );
+    Decision::new(Step::Nothing, status, Requeue::Poll)
+}
+
+/// What the gates let through: the Machine, the provisioned cluster and its network.
+struct Open<'a> {
+    machine: &'a CapiMachine,
+    msc: &'a MetalStackCluster,
+    network: &'a str,
+}
+
+/// The gates before allocation, in order; the first closed one decides (Ready says why).
+fn gates<'a>(
+    msm: &MetalStackMachine,
+    live: &'a Live,
+    mut status: MetalStackMachineStatus,
+) -> Result<(Open<'a>, MetalStackMachineStatus), Box<MachineDecision>> {
+    let ns = msm.namespace().unwrap_or_default();
+    // Cluster API's contract: until the owning Machine is there, capms writes nothing to the
+    // object (a write racing Cluster API's first patch of a new object makes that patch fail,
+    // and its MachineSet gives the Machine up, leaving the object orphaned).
+    let Some(owner) = capi_owner(msm, "Machine") else {
+        return Err(Box::new(Decision::new(
+            Step::Nothing,
+            status,
+            Requeue::AwaitChange,
+        )));
+    };
+    let Some(machine) = &live.machine else {
+        return Err(Box::new(Decision::new(
+            Step::Nothing,
+            status,
+            Requeue::After(ABSENT),
+        )));
+    };
+    // Adding the finalizer writes no status: the finalizer's own event brings the next look.
+    let before = status.clone();
+    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
+    let (reason, message, next) = 'closed: {
+        let cluster_name = cluster_name(msm, machine);
+        let Some(cluster) = &live.cluster else {
+            let message = format!("Cluster {ns}/{cluster_name} does not exist (yet)");
+            break 'closed (Reason::WaitingForCluster, message, Requeue::After(ABSENT));
+        };
+        if record_pause(&mut conditions, msm, Some(cluster)) {
+            return Err(Box::new(Decision::new(
+                Step::Nothing,
+                status,
+                Requeue::AwaitChange,
+            )));
+        }
+        if !msm.finalizers().iter().any(|f| f == FINALIZER) {
+            let decision = Decision::new(Step::AddFinalizer, before, Requeue::AwaitChange);
+            return Err(Box::new(decision));
+        }
+        let infrastructure = live.infrastructure.as_ref();
+        let Some((msc, network)) =
+            infrastructure.and_then(|msc| Some((msc, provisioned_network(msc)?)))
+        else {
+            let message = format!(
+                "waiting for the MetalStackCluster of Cluster {cluster_name} to be provisioned"
+            );
+            break 'closed (
+                Reason::WaitingForClusterInfrastructure,
+                message,
+                Requeue::Poll,
+            );
+        };
+        if machine.spec.bootstrap.data_secret_name.is_none() {
+            let message =
+                format!("waiting for Machine {owner} to have spec.bootstrap.dataSecretName");
+            break 'closed (Reason::WaitingForBootstrapData, message, Requeue::Poll);
+        }
+        let open = Open {
+            machine,
+            msc,
+            network,
+        };
+        return Ok((open, status));
+    };
+    conditions.set_false(Type::Ready, reason, message);
+    Err(Box::new(Decision::new(Step::Nothing, status, next)))
+}
+
+/// The status of an allocated machine: its addresses, health and readiness, and the patch that
+/// names it in the object when that is not there yet.
+fn allocated(
+    msm: &MetalStackMachine,
+    m: &Machine,
+    partition: &str,
+    mut status: MetalStackMachineStatus,
+) -> MachineDecision {
+    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
+    let message = format!("machine {} in partition {partition}", m.id);
+    conditions.set_true(Type::MachineAllocated, Reason::Allocated, message);
+    let health = Health::of(m);
+    let (healthy, reason, message) = health.condition();
+    conditions.set_to(healthy, Type::MachineHealthy, reason, message.clone());
+    let next = if health == Health::Ready {
+        let message = format!("machine {} has phoned home", m.id);
+        conditions.set_true(Type::Ready, Reason::PhonedHome, message);
+        status.ready = true;
+        status.initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
+        Requeue::Resync
+    } else {
+        // Cluster API copies Ready into its Machine, one write of its own per change: while
+        // the machine provisions, Ready stays put and MachineHealthy names each new event.
+        let message = match &health {
+            Health::Provisioning(_) => format!("machine {} is provisioning", m.id),
+            _ => message,
+        };
+        conditions.set_false(Type::Ready, reason, message);
+        // Cluster API's contract: once provisioned, a machine stays provisioned; its health
+        // shows in the conditions (a firewall, by contrast, is ready only while healthy).
+        if !status.ready {
+            status.initialization = None;
+        }
+        health.requeue()
+    };
+    status.addresses = addresses_of(m);
+    let step = record_patch(msm, m, partition).map_or(Step::Nothing, Step::Record);
+    Decision::new(step, status, next)
+}
+
+/// A machine lost outside capms is reported, never replaced: the Node could not match a new
+/// machine, as spec.providerID is immutable. Deleting the Machine has Cluster API replace it.
+fn lost_machine(
+    msm: &MetalStackMachine,
+    lost: &Lost,
+    mut status: MetalStackMachineStatus,
+) -> MachineDecision {
+    let message = lost.message(
+        "delete its Machine, and Cluster API replaces it (through its MachineSet) with a newly allocated machine",
+    );
+    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
+    conditions.set_false(Type::MachineAllocated, Reason::MachineLost, message.clone());
+    conditions.set_false(Type::Ready, Reason::MachineLost, message.clone());
+    // v1beta1 consumers read these; v1beta2 reads the conditions.
+    status.failure_reason = Some(FAILURE_REASON_LOST.into());
+    status.failure_message = Some(message);
+    Decision::new(Step::Nothing, status, Requeue::Resync)
+}
+
+/// Cluster API's v1beta1 MachineStatusError for a machine that changed under its feet.
+pub const FAILURE_REASON_LOST: &str = "UpdateError";
+
+/// The status after a failed step or an unusable spec: the allocation condition and Ready
+/// carry the reason. A provisioned machine stays provisioned.
+pub fn after_failure(
+    msm: &MetalStackMachine,
+    mut status: MetalStackMachineStatus,
+    error: &Error,
+) -> MetalStackMachineStatus {
+    let reason = Reason::Failed(error.category());
+    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
+    conditions.set_false(Type::MachineAllocated, reason, error.to_string());
+    conditions.set_false(Type::Ready, reason, error.to_string());
+    if !status.ready {
+        status.initialization = None;
+    }
+    status
+}
+
+/// The merge patch writing spec.providerID (unless the user preset one, which is kept as
+/// written) and the rack and ASN labels; None when the object has them already.
+pub fn record_patch(
+    msm: &MetalStackMachine,
+    m: &Machine,
+    partition: &str,
+) -> Option<serde_json::Value> {
+    let mut labels = BTreeMap::new();
+    if !m.rackid.is_empty() {
+        labels.insert(RACK_LABEL.to_owned(), m.rackid.clone());
+    }
+    if let Some(asn) = m
+        .allocation
+        .as_ref()
+        .and_then(|a| a.networks.first())
+        .map(|n| n.asn)
+    {
+        labels.insert(ASN_LABEL.to_owned(), asn.to_string());
+    }
+    let labels_current = labels.iter().all(|(k, v)| msm.labels().get(k) == Some(v));
+    if labels_current && msm.spec.provider_id.is_some() {
+        return None;
+    }
+    let provider_id = msm
+        .spec
+        .provider_id
+        .clone()
+        .unwrap_or_else(|| ProviderId::format(partition, &m.id));
+    Some(serde_json::json!({"metadata": {"labels": labels}, "spec": {"providerID": provider_id}}))
+}
+
+/// Everything a machine allocation is made of.
+struct Order<'a> {
+    msm: &'a MetalStackMachine,
+    msc: &'a MetalStackCluster,
+    partition: &'a str,
+    network: String,
+    user_data: &'a str,
+    control_plane: bool,
+    /// The machine the user chose in spec.providerID, allocated by id.
+    preset: Option<String>,
+}
+
+impl Order<'_> {
+    fn request(&self) -> MachineAllocateRequest {
+        let msm = self.msm;
+        let ns = msm.namespace().unwrap_or_default();
+        let name = msm.name_any();
+        let cluster = self.msc.name_any();
+        let marks = owner_marks_of(OwnerKind::Machine, msm);
+        let cluster_tag = format!("{CLUSTER_ID_KEY}={}", cluster_id(&ns, &cluster));
+        let purpose = if self.control_plane {
+            "control-plane"
+        } else {
+            "worker"
+        };
+        let mut tags = owner_tags(&marks);
+        tags.push(cluster_tag.clone());
+        tags.push(format!("{PURPOSE}={purpose}"));
+        tags.extend(msm.spec.tags.iter().cloned());
+        MachineAllocateRequest {
+            uuid: self.preset.clone(),
+            name: name.clone(),
+            description: format!("{ns}/{name} of cluster {ns}/{cluster}, allocated by capms"),
+            hostname: cloud_config_hostname(self.user_data).unwrap_or_else(|| name.clone()),
+            projectid: self.msc.spec.project_id.clone(),
+            partitionid: self.partition.to_owned(),
+            sizeid: msm.spec.machine_type.clone(),
+            imageid: msm.spec.image.clone(),
+            networks: Some(vec![AllocationNetwork {
+                networkid: self.network.clone(),
+                autoacquire: Some(true),
+            }]),
+            ssh_pub_keys: msm.spec.ssh_keys.clone(),
+            user_data: self.user_data.to_owned(),
+            tags,
+            // Spread a cluster's control-plane machines over racks.
+            placement_tags: if self.control_plane {
+                vec![cluster_tag, format!("{PURPOSE}=control-plane")]
+            } else {
+                Vec::new()
+            },
+            ..Default::default()
+        }
+    }
+}
+
+/// Addresses as Cluster API shows them: InternalIP from the private networks, ExternalIP from
+/// external ones, the hostname as Hostname and InternalDNS.
+pub fn addresses_of(m: &Machine) -> Vec<MachineAddress> {
+    let Some(a) = &m.allocation else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut push = |type_, address: &str| {
+        out.push(MachineAddress {
+            type_,
+            address: address.to_owned(),
+        })
+    };
+    let mut private: Vec<_> = a
+        .networks
+        .iter()
+        .filter(|n| n.networktype.starts_with("private"))
+        .collect();
+    private.sort_by_key(|n| {
+        n.networktype != machine_network_type::PRIVATE_PRIMARY_UNSHARED
+            && n.networktype != machine_network_type::PRIVATE_PRIMARY_SHARED
+    });
+    for n in private {
+        n.ips
+            .iter()
+            .for_each(|ip| push(MachineAddressType::InternalIp, ip));
+    }
+    for n in a
+        .networks
+        .iter()
+        .filter(|n| n.networktype == machine_network_type::EXTERNAL)
+    {
+        n.ips
+            .iter()
+            .for_each(|ip| push(MachineAddressType::ExternalIp, ip));
+    }
+    if !a.hostname.is_empty() {
+        push(MachineAddressType::Hostname, &a.hostname);
+        push(MachineAddressType::InternalDns, &a.hostname);
+    }
+    out
+}
+
+/// The hostname a cloud-config bootstrap gives the machine (its top-level `hostname`), so that
+/// metal-api's allocation, and with it the Hostname address, names the machine as the node will
+/// call itself. None for other formats, templated values and names that are not a DNS label.
+pub fn cloud_config_hostname(user_data: &str) -> Option<String> {
+    let body = user_data.trim_start();
+    // cloud-init's Jinja header may precede the cloud-config marker.
+    let body = body
+        .strip_prefix("## template: jinja")
+        .map(str::trim_start)
+        .unwrap_or(body);
+    if !body.starts_with("#cloud-config") {
+        return None;
+    }
+    let config: serde_json::Value = serde_saphyr::from_str(body).ok()?;
+    let hostname = config.get("hostname")?.as_str()?;
+    let is_label = (1..=63).contains(&hostname.len())
+        && hostname
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !hostname.starts_with('-')
+        && !hostname.ends_with('-');
+    is_label.then(|| hostname.to_owned())
+}

@@ -1,0 +1,130 @@
+//! After allocation: readiness, health, the providerID and a machine lost outside capms.
+
+use super::*;
+
+#[test]
+fn a_machine_that_phoned_home_is_ready_and_named() {
+    let d = live_run(&msm(), live(ours(event::PHONED_HOME)));
+    assert!(d.status.ready);
+    assert_eq!(
+        d.status.initialization.as_ref().and_then(|i| i.provisioned),
+        Some(true)
+    );
+    assert_eq!(ready_reason(&d), ("True", "PhonedHome"));
+    assert_eq!(condition(&d, Type::MachineHealthy).1, "PhonedHome");
+    assert_eq!(requeue(&d), Requeue::Resync);
+    assert_eq!(d.status.addresses[0].type_, MachineAddressType::InternalIp);
+    let Step::Record(patch) = &d.step else {
+        panic!("expected the providerID patch, got {:?}", d.step)
+    };
+    assert_eq!(
+        patch["spec"]["providerID"],
+        format!("metal://fra-equ01/{ID}")
+    );
+    assert_eq!(patch["metadata"]["labels"][RACK_LABEL], "rack-1");
+    assert_eq!(patch["metadata"]["labels"][ASN_LABEL], "4200000001");
+
+    let mut named = msm();
+    named.spec.provider_id = Some(format!("metal://fra-equ01/{ID}"));
+    named.metadata.labels = Some(
+        [
+            (RACK_LABEL.to_owned(), "rack-1".to_owned()),
+            (ASN_LABEL.to_owned(), "4200000001".to_owned()),
+        ]
+        .into(),
+    );
+    let d = live_run(&named, live(ours(event::PHONED_HOME)));
+    assert_eq!(d.step, Step::Nothing, "already named: no write");
+}
+
+#[test]
+fn a_preset_provider_id_is_kept_as_written() {
+    let mut preset = msm();
+    preset.spec.provider_id = Some(format!("metalstack://{ID}"));
+    let d = live_run(&preset, live(ours(event::PHONED_HOME)));
+    let Step::Record(patch) = &d.step else {
+        panic!("expected the label patch, got {:?}", d.step)
+    };
+    assert_eq!(patch["spec"]["providerID"], format!("metalstack://{ID}"));
+}
+
+#[test]
+fn a_provisioning_machine_polls_and_a_provisioned_one_stays_provisioned() {
+    let d = live_run(&msm(), live(ours(event::INSTALLING)));
+    assert!(!d.status.ready && d.status.initialization.is_none());
+    assert_eq!(ready_reason(&d), ("False", "Provisioning"));
+    assert_eq!(requeue(&d), Requeue::Booting);
+
+    let (_, _, healthy) = condition(&d, Type::MachineHealthy);
+    assert!(healthy.contains("Installing"), "{healthy}");
+    let booting = live_run(&msm(), live(ours(event::BOOTING_NEW_KERNEL)));
+    let (_, _, healthier) = condition(&booting, Type::MachineHealthy);
+    assert_ne!(healthier, healthy, "MachineHealthy names each new event");
+    assert_eq!(
+        condition(&booting, Type::Ready),
+        condition(&d, Type::Ready),
+        "Ready, which Cluster API copies, stays put while provisioning"
+    );
+
+    let mut provisioned = msm();
+    provisioned.status = Some(MetalStackMachineStatus {
+        ready: true,
+        initialization: Some(Initialization {
+            provisioned: Some(true),
+        }),
+        ..Default::default()
+    });
+    let mut looping = metal_machine(event::PHONED_HOME);
+    looping.events.crash_loop = true;
+    let d = live_run(
+        &provisioned,
+        live(Found::Ours(std::sync::Arc::new(looping))),
+    );
+    assert!(d.status.ready, "Cluster API's provisioned flag is one-way");
+    assert_eq!(ready_reason(&d), ("False", "CrashLoop"));
+    assert_eq!(condition(&d, Type::MachineHealthy).0, "False");
+}
+
+#[test]
+fn a_failed_allocation_shows_in_the_conditions() {
+    let error = Error::Metal(metal_api::Error::Api {
+        endpoint: "machine allocate",
+        status: 422,
+        message: "no machine available".into(),
+    });
+    let status = after_failure(&msm(), MetalStackMachineStatus::default(), &error);
+    let allocated =
+        crate::controllers::conditions::find(&status.conditions, Type::MachineAllocated)
+            .expect("MachineAllocated");
+    assert_eq!(
+        (allocated.status.as_str(), allocated.reason.as_str()),
+        ("False", "NoMachineAvailable")
+    );
+    assert!(!status.ready);
+}
+
+#[test]
+fn a_lost_machine_is_reported_never_replaced() {
+    let mut named = msm();
+    named.spec.provider_id = Some(format!("metal://fra-equ01/{ID}"));
+    for lost in [
+        Lost::Freed(ID.into()),
+        Lost::Deleted(ID.into()),
+        Lost::Reassigned {
+            id: ID.into(),
+            name: "someone".into(),
+        },
+    ] {
+        let d = live_run(&named, live(Found::Lost(lost)));
+        assert_eq!(d.step, Step::Nothing, "nothing is allocated");
+        let (status, reason, message) = condition(&d, Type::Ready);
+        assert_eq!((status, reason), ("False", "MachineLost"));
+        assert!(
+            message.contains(ID) && message.contains("delete its Machine"),
+            "{message}"
+        );
+        assert_eq!(d.status.failure_reason.as_deref(), Some("UpdateError"));
+        assert_eq!(d.status.failure_message.as_deref(), Some(message));
+        assert_eq!(condition(&d, Type::MachineAllocated).1, "MachineLost");
+    }
+}

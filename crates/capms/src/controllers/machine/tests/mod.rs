@@ -1,0 +1,381 @@
+//! `decide` for MetalStackMachines: every gate, every step and every failure, without I/O.
+
+use super::decide::*;
+use super::*;
+use crate::api::{
+    Initialization, MachineAddressType, MetalStackClusterSpec, MetalStackClusterStatus,
+    MetalStackMachineSpec,
+};
+use crate::capi::{Bootstrap, ClusterSpec, MachineSpec};
+use crate::controllers::allocation::Lost;
+use crate::controllers::step::Requeue;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use metal_api::types::{
+    Machine, MachineAllocation, MachineEvent, MachineNetwork, event, liveliness,
+};
+
+const ID: &str = "e0ab02d2-27cd-5a5e-8efc-080ba80cf258";
+
+fn msm() -> MetalStackMachine {
+    let mut m = MetalStackMachine::new(
+        "worker-0",
+        MetalStackMachineSpec {
+            image: "ubuntu-24.04".into(),
+            machine_type: "v1-small-x86".into(),
+            ..Default::default()
+        },
+    );
+    m.metadata.namespace = Some("team-a".into());
+    m.metadata.uid = Some("uid-m".into());
+    m.metadata.generation = Some(3);
+    m.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    m.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "cluster.x-k8s.io/v1beta2".into(),
+        kind: "Machine".into(),
+        name: "m-0".into(),
+        uid: "uid-capi".into(),
+        ..Default::default()
+    }]);
+    m
+}
+
+fn capi_machine(secret: Option<&str>) -> CapiMachine {
+    CapiMachine::new(
+        "m-0",
+        MachineSpec {
+            cluster_name: "prod".into(),
+            bootstrap: Bootstrap {
+                data_secret_name: secret.map(str::to_owned),
+            },
+            ..Default::default()
+        },
+    )
+}
+
+fn cluster(paused: bool) -> Cluster {
+    Cluster::new(
+        "prod",
+        ClusterSpec {
+            paused: Some(paused),
+            ..Default::default()
+        },
+    )
+}
+
+fn infrastructure(provisioned: bool) -> MetalStackCluster {
+    let mut msc = MetalStackCluster::new(
+        "prod",
+        MetalStackClusterSpec {
+            partition: "fra-equ01".into(),
+            project_id: "0c1cdc4a-0000-4000-8000-000000000001".into(),
+            ..Default::default()
+        },
+    );
+    msc.metadata.namespace = Some("team-a".into());
+    msc.status = Some(MetalStackClusterStatus {
+        network_id: Some("net-1".into()),
+        initialization: Some(Initialization {
+            provisioned: Some(provisioned),
+        }),
+        ..Default::default()
+    });
+    msc
+}
+
+/// Everything observed up to allocation.
+fn live(found: Found) -> Live {
+    Live {
+        machine: Some(capi_machine(Some("bootstrap"))),
+        cluster: Some(cluster(false)),
+        infrastructure: Some(infrastructure(true)),
+        user_data: Some("#cloud-config\nhostname: node-1\n".into()),
+        found: Some(found),
+    }
+}
+
+fn metal_machine(last: &str) -> Machine {
+    let mut m = Machine {
+        id: ID.into(),
+        rackid: "rack-1".into(),
+        liveliness: liveliness::ALIVE.into(),
+        allocation: Some(MachineAllocation {
+            hostname: "node-1".into(),
+            networks: vec![MachineNetwork {
+                networktype: "privateprimaryunshared".into(),
+                ips: vec!["127.16.0.1".into()],
+                asn: 4200000001,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    m.events.log.push(MachineEvent {
+        event: last.into(),
+        ..Default::default()
+    });
+    m
+}
+
+fn ours(last: &str) -> Found {
+    Found::Ours(std::sync::Arc::new(metal_machine(last)))
+}
+
+fn run(msm: &MetalStackMachine, observed: Observed) -> MachineDecision {
+    decide(msm, &observed)
+}
+
+fn live_run(msm: &MetalStackMachine, live: Live) -> MachineDecision {
+    run(msm, Observed::Live(Box::new(live)))
+}
+
+fn ready_reason(d: &MachineDecision) -> (&str, &str) {
+    let c = crate::controllers::conditions::find(&d.status.conditions, Type::Ready)
+        .expect("a Ready condition");
+    (c.status.as_str(), c.reason.as_str())
+}
+
+fn condition(d: &MachineDecision, type_: Type) -> (&str, &str, &str) {
+    let c =
+        crate::controllers::conditions::find(&d.status.conditions, type_).expect("the condition");
+    (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+}
+
+fn requeue(d: &MachineDecision) -> Requeue {
+    *d.next.as_ref().expect("no error")
+}
+
+mod allocated;
+mod facts;
+
+#[test]
+fn an_externally_managed_machine_is_left_alone() {
+    let d = run(&msm(), Observed::Unmanaged);
+    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(requeue(&d), Requeue::AwaitChange);
+    assert!(d.status.conditions.is_empty());
+}
+
+#[test]
+fn deletion_frees_one_machine_at_a_time_then_lets_go() {
+    let mut m = msm();
+    m.status = Some(MetalStackMachineStatus {
+        ready: true,
+        initialization: Some(Initialization {
+            provisioned: Some(true),
+        }),
+        ..Default::default()
+    });
+    let d = run(
+        &m,
+        Observed::Deleting(Some(vec![ID.into(), "other".into()])),
+    );
+    assert_eq!(d.step, Step::Free(ID.into()));
+    assert_eq!(requeue(&d), Requeue::Now);
+    assert!(!d.status.ready && d.status.initialization.is_none());
+    assert_eq!(ready_reason(&d), ("False", "Deleting"));
+    let d = run(&m, Observed::Deleting(Some(vec![])));
+    assert_eq!(d.step, Step::RemoveFinalizer);
+    assert_eq!(requeue(&d), Requeue::AwaitChange);
+    let d = run(&m, Observed::Deleting(None));
+    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(
+        d.status,
+        m.status.clone().unwrap_or_default(),
+        "nothing to report"
+    );
+}
+
+#[test]
+fn nothing_is_written_before_the_owning_machine_exists() {
+    let mut orphan = msm();
+    orphan.metadata.owner_references = None;
+    let d = live_run(&orphan, Live::default());
+    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.status, MetalStackMachineStatus::default(), "no status");
+    assert_eq!(
+        requeue(&d),
+        Requeue::AwaitChange,
+        "the owner reference wakes it"
+    );
+
+    let d = live_run(&msm(), Live::default());
+    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.status, MetalStackMachineStatus::default(), "no status");
+    assert_eq!(
+        requeue(&d),
+        Requeue::After(std::time::Duration::from_secs(10))
+    );
+}
+
+#[test]
+fn every_gate_names_what_it_waits_for() {
+    let cases: Vec<(Live, &str, &str, Requeue)> = vec![
+        (
+            Live {
+                cluster: None,
+                ..live(Found::Nothing)
+            },
+            "WaitingForCluster",
+            "Cluster team-a/prod does not exist (yet)",
+            Requeue::After(std::time::Duration::from_secs(10)),
+        ),
+        (
+            Live {
+                infrastructure: None,
+                ..live(Found::Nothing)
+            },
+            "WaitingForClusterInfrastructure",
+            "MetalStackCluster of Cluster prod",
+            Requeue::Poll,
+        ),
+        (
+            Live {
+                infrastructure: Some(infrastructure(false)),
+                ..live(Found::Nothing)
+            },
+            "WaitingForClusterInfrastructure",
+            "to be provisioned",
+            Requeue::Poll,
+        ),
+        (
+            Live {
+                machine: Some(capi_machine(None)),
+                ..live(Found::Nothing)
+            },
+            "WaitingForBootstrapData",
+            "spec.bootstrap.dataSecretName",
+            Requeue::Poll,
+        ),
+        (
+            Live {
+                user_data: None,
+                ..live(Found::Nothing)
+            },
+            "WaitingForBootstrapData",
+            "bootstrap Secret team-a/bootstrap does not exist or has no key \"value\"",
+            Requeue::Poll,
+        ),
+    ];
+    for (observed, reason, message, wait) in cases {
+        let d = live_run(&msm(), observed);
+        assert_eq!(d.step, Step::Nothing, "{reason}");
+        assert_eq!(ready_reason(&d), ("False", reason));
+        let (_, _, said) = condition(&d, Type::Ready);
+        assert!(said.contains(message), "{said:?} should say {message:?}");
+        assert_eq!(requeue(&d), wait, "{reason}");
+        assert!(!d.status.ready);
+    }
+}
+
+#[test]
+fn a_pause_stops_before_any_write_and_is_reported() {
+    let d = live_run(
+        &msm(),
+        Live {
+            cluster: Some(cluster(true)),
+            ..live(Found::Nothing)
+        },
+    );
+    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(condition(&d, Type::Paused).0, "True");
+    assert_eq!(requeue(&d), Requeue::AwaitChange);
+    let mut annotated = msm();
+    annotated.metadata.annotations =
+        Some([(crate::capi::PAUSED_ANNOTATION.to_owned(), String::new())].into());
+    let d = live_run(&annotated, live(Found::Nothing));
+    assert_eq!(condition(&d, Type::Paused).1, "Paused");
+    let d = live_run(&msm(), live(ours(event::PHONED_HOME)));
+    assert_eq!(condition(&d, Type::Paused), ("False", "NotPaused", ""));
+}
+
+#[test]
+fn the_finalizer_comes_before_anything_is_allocated() {
+    let mut fresh = msm();
+    fresh.metadata.finalizers = None;
+    let d = live_run(&fresh, live(Found::Nothing));
+    assert_eq!(d.step, Step::AddFinalizer);
+    assert_eq!(requeue(&d), Requeue::AwaitChange);
+}
+
+#[test]
+fn a_free_slot_is_allocated_with_everything_the_machine_needs() {
+    let d = live_run(&msm(), live(Found::Nothing));
+    let Step::Allocate(request) = &d.step else {
+        panic!("expected an allocation, got {:?}", d.step)
+    };
+    assert_eq!(
+        requeue(&d),
+        Requeue::Now,
+        "the next reconcile observes the allocation"
+    );
+    assert_eq!(condition(&d, Type::MachineAllocated).1, "Allocating");
+    assert_eq!(ready_reason(&d), ("False", "Allocating"));
+    assert_eq!(request.hostname, "node-1", "from the cloud-config");
+    assert_eq!(request.partitionid, "fra-equ01", "the cluster's partition");
+    assert_eq!(request.uuid, None, "any free machine of the size");
+    assert_eq!(
+        request.networks.as_ref().map(|n| n[0].networkid.as_str()),
+        Some("net-1")
+    );
+    for tag in [
+        "metal-stack.infrastructure.cluster.x-k8s.io/machine-resource=team-a.worker-0",
+        "metal-stack.infrastructure.cluster.x-k8s.io/machine-uid=uid-m",
+        "cluster.metal-stack.io/id=team-a.prod",
+        "metal-stack.infrastructure.cluster.x-k8s.io/purpose=worker",
+    ] {
+        assert!(
+            request.tags.iter().any(|t| t == tag),
+            "{tag} in {:?}",
+            request.tags
+        );
+    }
+    assert!(request.placement_tags.is_empty(), "workers are not spread");
+
+    let mut control_plane = live(Found::Nothing);
+    if let Some(m) = control_plane.machine.as_mut() {
+        m.metadata.labels =
+            Some([(crate::capi::CONTROL_PLANE_LABEL.to_owned(), String::new())].into());
+    }
+    let mut own_partition = msm();
+    own_partition.spec.partition = Some("nbg-w8101".into());
+    own_partition.spec.provider_id = Some(format!("metalstack://{ID}"));
+    let d = live_run(&own_partition, control_plane);
+    let Step::Allocate(request) = &d.step else {
+        panic!("expected an allocation, got {:?}", d.step)
+    };
+    assert_eq!(request.partitionid, "nbg-w8101");
+    assert_eq!(request.uuid.as_deref(), Some(ID), "the preset machine");
+    assert_eq!(
+        request.placement_tags,
+        [
+            "cluster.metal-stack.io/id=team-a.prod",
+            "metal-stack.infrastructure.cluster.x-k8s.io/purpose=control-plane"
+        ]
+    );
+}
+
+#[test]
+fn an_unusable_provider_id_fails_naming_the_field() {
+    let mut malformed = msm();
+    malformed.spec.provider_id = Some("metal:/nothing".into());
+    let taken = Found::PresetTaken {
+        id: ID.into(),
+        name: "other".into(),
+        project: "p".into(),
+    };
+    for (m, found) in [
+        (malformed, Found::Nothing),
+        (msm(), Found::PresetMissing(ID.into())),
+        (msm(), taken),
+    ] {
+        let d = live_run(&m, live(found));
+        assert_eq!(d.step, Step::Nothing, "nothing is allocated");
+        let error = d.next.as_ref().expect_err("an error");
+        assert_eq!(error.category(), Category::InvalidSpec);
+        assert!(error.to_string().starts_with("spec.providerID"), "{error}");
+        let (status, reason, message) = condition(&d, Type::MachineAllocated);
+        assert_eq!((status, reason), ("False", "InvalidSpec"));
+        assert_eq!(message, error.to_string());
+    }
+}

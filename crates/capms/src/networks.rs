@@ -1,0 +1,94 @@
+//! metal-api's network rules as capms applies them, in one place for the webhooks and the
+//! controllers: which networks can serve as a cluster's public or private network, and the
+//! messages that name the valid choices.
+
+use metal_api::cidr::Cidr;
+use metal_api::types::Network;
+use std::net::IpAddr;
+
+/// An external network: no parent, neither a private super network nor an underlay.
+pub fn is_external(n: &Network) -> bool {
+    n.parentnetworkid.is_none() && !n.privatesuper && !n.underlay
+}
+
+/// A private network (a child of a private super network) of `project` in `partition`.
+pub fn is_private_of(n: &Network, project: &str, partition: &str) -> bool {
+    n.parentnetworkid.is_some() && n.projectid == project && n.partitionid == partition
+}
+
+/// Does one of the network's prefixes hold `address`?
+pub fn contains(n: &Network, address: IpAddr) -> bool {
+    n.prefixes
+        .iter()
+        .filter_map(|p| p.parse::<Cidr>().ok())
+        .any(|p| p.contains_addr(address))
+}
+
+/// "valid external networks: …"
+pub fn external_choices<'a>(all: impl IntoIterator<Item = &'a Network>) -> String {
+    let ids = all.into_iter().filter(|n| is_external(n)).map(|n| &n.id);
+    format!("valid external networks: {}", crate::choices(ids))
+}
+
+/// "valid private networks of the project: …"
+pub fn private_choices<'a>(
+    all: impl IntoIterator<Item = &'a Network>,
+    project: &str,
+    partition: &str,
+) -> String {
+    let ids = all
+        .into_iter()
+        .filter(|n| is_private_of(n, project, partition))
+        .map(|n| &n.id);
+    format!(
+        "valid private networks of the project: {}",
+        crate::choices(ids)
+    )
+}
+
+/// The message for a network id metal-api does not know, with the valid choices.
+pub fn missing(id: &str, choices: &str) -> String {
+    format!("network {id:?} does not exist in metal-api; {choices}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn network(id: &str, parent: Option<&str>, project: &str) -> Network {
+        Network {
+            id: id.into(),
+            parentnetworkid: parent.map(str::to_owned),
+            projectid: project.into(),
+            partitionid: "fra".into(),
+            prefixes: vec!["127.100.0.0/24".into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn choices_name_only_the_networks_that_fit() {
+        let all = [
+            network("internet", None, ""),
+            network("tenant-super", None, ""),
+            network("p1-net", Some("tenant-super"), "p1"),
+            network("p2-net", Some("tenant-super"), "p2"),
+        ];
+        let mut underlay = network("underlay", None, "");
+        underlay.underlay = true;
+        let mut all = all.to_vec();
+        all[1].privatesuper = true;
+        all.push(underlay);
+        assert_eq!(external_choices(&all), "valid external networks: internet");
+        assert_eq!(
+            private_choices(&all, "p1", "fra"),
+            "valid private networks of the project: p1-net"
+        );
+        assert_eq!(
+            missing("x", &private_choices(&all, "p3", "fra")),
+            "network \"x\" does not exist in metal-api; valid private networks of the project: none"
+        );
+        assert!(contains(&all[0], "127.100.0.9".parse().expect("ip")));
+        assert!(!contains(&all[0], "127.101.0.9".parse().expect("ip")));
+    }
+}

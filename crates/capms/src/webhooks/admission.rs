@@ -1,0 +1,332 @@
+//! What each webhook does: defaults (mutate) and checks against metal-api's catalog (validate),
+//! per kind.
+
+use super::rules::{self, Report};
+use super::{DRY_RUN_ANNOTATION, Decision, Kind, WebhookState};
+use crate::api::{
+    MetalStackCluster, MetalStackClusterTemplate, MetalStackFirewall, MetalStackFirewallTemplate,
+    MetalStackMachine, MetalStackMachineTemplate,
+};
+use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
+use crate::controllers::feeds::read_through;
+use crate::ownership::{OwnerKind, identity_of};
+use kube::ResourceExt;
+use kube::core::DynamicObject;
+use kube::core::admission::AdmissionRequest;
+use metal_api::Catalog;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+fn typed<T: DeserializeOwned>(object: &DynamicObject, what: &str) -> Result<(Value, T), String> {
+    let raw = serde_json::to_value(object).map_err(|e| format!("{what}: {e}"))?;
+    let typed = serde_json::from_value(raw.clone())
+        .map_err(|e| format!("{what} does not fit the schema: {e}"))?;
+    Ok((raw, typed))
+}
+
+/// A JSON patch that turns `raw`'s spec into `spec`, leaving everything else as it was.
+fn spec_patch<S: Serialize>(raw: &Value, spec: &S) -> Result<json_patch::Patch, String> {
+    let mut after = raw.clone();
+    after["spec"] = serde_json::to_value(spec).map_err(|e| e.to_string())?;
+    Ok(json_patch::diff(raw, &after))
+}
+
+/// The partition of a MetalStackMachine's cluster, through its cluster-name label.
+async fn cluster_partition(
+    state: &WebhookState,
+    client: &kube::Client,
+    object: &DynamicObject,
+) -> Option<String> {
+    let ns = object.namespace()?;
+    let cluster_name = object.labels().get(CLUSTER_NAME_LABEL)?.clone();
+    let cluster: Cluster = read_through(&state.caches, client, &ns, &cluster_name)
+        .await
+        .ok()??;
+    let infra = cluster.metal_stack_cluster()?;
+    let msc: MetalStackCluster = read_through(&state.caches, client, &ns, infra)
+        .await
+        .ok()??;
+    Some(msc.spec.partition)
+}
+
+/// A warning, not a denial, when a cluster's firewallTemplateRef names a template that does not
+/// exist: manifests may well create the template after the cluster, which then waits for it.
+async fn missing_template_warning(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Option<String> {
+    let templates = kube::Api::<MetalStackFirewallTemplate>::namespaced(client.clone(), namespace);
+    // Only a definite "not found" warns; when the apiserver cannot answer, say nothing.
+    if templates.get_opt(name).await.ok()?.is_some() {
+        return None;
+    }
+    let existing = crate::api::firewall_template_names(&templates).await.ok()?;
+    Some(crate::api::firewall_template_missing(
+        namespace, name, &existing,
+    ))
+}
+
+pub(super) async fn mutate(
+    state: &WebhookState,
+    kind: Kind,
+    object: &DynamicObject,
+) -> Result<Decision, String> {
+    let patch = match kind {
+        Kind::Cluster => {
+            let (raw, mut obj): (Value, MetalStackCluster) = typed(object, "MetalStackCluster")?;
+            rules::default_cluster(&mut obj.spec);
+            spec_patch(&raw, &obj.spec)?
+        }
+        Kind::ClusterTemplate => {
+            let (raw, mut obj): (Value, MetalStackClusterTemplate) =
+                typed(object, "MetalStackClusterTemplate")?;
+            rules::default_cluster(&mut obj.spec.template.spec);
+            spec_patch(&raw, &obj.spec)?
+        }
+        Kind::Firewall => {
+            let (raw, mut obj): (Value, MetalStackFirewall) = typed(object, "MetalStackFirewall")?;
+            rules::default_firewall(&mut obj.spec);
+            spec_patch(&raw, &obj.spec)?
+        }
+        Kind::FirewallTemplate => {
+            let (raw, mut obj): (Value, MetalStackFirewallTemplate) =
+                typed(object, "MetalStackFirewallTemplate")?;
+            rules::default_firewall(&mut obj.spec.template.spec);
+            spec_patch(&raw, &obj.spec)?
+        }
+        Kind::Machine => {
+            let (raw, mut obj): (Value, MetalStackMachine) = typed(object, "MetalStackMachine")?;
+            let partition = match (&obj.spec.partition, &state.client) {
+                (None, Some(client)) => cluster_partition(state, client, object).await,
+                _ => None,
+            };
+            rules::default_machine(&mut obj.spec, partition.as_deref());
+            spec_patch(&raw, &obj.spec)?
+        }
+        Kind::MachineTemplate => return Ok(Decision::default()),
+    };
+    Ok(Decision {
+        patch: Some(patch),
+        warnings: Vec::new(),
+    })
+}
+
+/// Runs `check` against the catalog; after a miss, once more against a fresher catalog.
+async fn with_catalog<F>(state: &WebhookState, check: F) -> Result<Decision, String>
+where
+    F: Fn(Option<&Catalog>) -> Report,
+{
+    let Some(cached) = state.catalog.get().await else {
+        let mut report = check(None);
+        if state.deny_when_metal_unreachable && report.errors.is_empty() {
+            return Err("metal-api cannot be reached, so partition, image, machine type and networks cannot be checked; try again".into());
+        }
+        report.warnings.push("metal-api cannot be reached: partition, image, machine type and networks were not checked".into());
+        return finish(report);
+    };
+    let report = check(Some(&cached));
+    if report.errors.is_empty() {
+        return finish(report);
+    }
+    let fresh = state.catalog.refreshed_after_miss(cached).await;
+    finish(check(Some(&fresh)))
+}
+
+fn finish(report: Report) -> Result<Decision, String> {
+    if report.errors.is_empty() {
+        Ok(Decision {
+            patch: None,
+            warnings: report.warnings,
+        })
+    } else {
+        Err(report.message())
+    }
+}
+
+fn old_typed<T: DeserializeOwned>(
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<Option<(Value, T)>, String> {
+    request
+        .old_object
+        .as_ref()
+        .map(|o| typed(o, "the old object"))
+        .transpose()
+}
+
+fn dry_run_exempt(request: &AdmissionRequest<DynamicObject>, object: &DynamicObject) -> bool {
+    request.dry_run && object.annotations().contains_key(DRY_RUN_ANNOTATION)
+}
+
+pub(super) async fn validate(
+    state: &WebhookState,
+    kind: Kind,
+    request: &AdmissionRequest<DynamicObject>,
+    object: &DynamicObject,
+) -> Result<Decision, String> {
+    match kind {
+        Kind::Cluster => validate_cluster(state, request, object).await,
+        Kind::Firewall => validate_firewall(state, request, object).await,
+        Kind::Machine => validate_machine(state, request, object).await,
+        Kind::ClusterTemplate => {
+            validate_template(
+                state,
+                request,
+                object,
+                kind,
+                |report, t: &MetalStackClusterTemplate, catalog| {
+                    rules::validate_cluster(
+                        report,
+                        "spec.template.spec",
+                        &t.spec.template.spec,
+                        None,
+                        catalog,
+                    )
+                },
+            )
+            .await
+        }
+        Kind::FirewallTemplate => {
+            validate_template(
+                state,
+                request,
+                object,
+                kind,
+                |report, t: &MetalStackFirewallTemplate, catalog| {
+                    rules::validate_firewall_template(
+                        report,
+                        "spec.template.spec",
+                        &t.spec.template.spec,
+                        catalog,
+                    )
+                },
+            )
+            .await
+        }
+        Kind::MachineTemplate => {
+            validate_template(
+                state,
+                request,
+                object,
+                kind,
+                |report, t: &MetalStackMachineTemplate, catalog| {
+                    rules::validate_machine(
+                        report,
+                        "spec.template.spec",
+                        &t.spec.template.spec,
+                        None,
+                        catalog,
+                        None,
+                    )
+                },
+            )
+            .await
+        }
+    }
+}
+
+/// A MetalStackCluster: its spec against the catalog, and a warning when its firewall
+/// template does not exist (yet).
+async fn validate_cluster(
+    state: &WebhookState,
+    request: &AdmissionRequest<DynamicObject>,
+    object: &DynamicObject,
+) -> Result<Decision, String> {
+    let (_, obj): (Value, MetalStackCluster) = typed(object, "MetalStackCluster")?;
+    let old: Option<(Value, MetalStackCluster)> = old_typed(request)?;
+    let old_spec = old.as_ref().map(|(_, o)| &o.spec);
+    let mut decision = with_catalog(state, |catalog| {
+        let mut report = Report::default();
+        rules::validate_cluster(&mut report, "spec", &obj.spec, old_spec, catalog);
+        report
+    })
+    .await?;
+    // Only a newly named template is looked up.
+    let reference = obj
+        .spec
+        .firewall_template_ref
+        .as_ref()
+        .filter(|r| old_spec.is_none_or(|o| o.firewall_template_ref.as_ref() != Some(*r)));
+    if let (Some(client), Some(reference)) = (&state.client, reference) {
+        let ns = object
+            .namespace()
+            .unwrap_or_else(|| request.namespace.clone().unwrap_or_default());
+        decision
+            .warnings
+            .extend(missing_template_warning(client, &ns, &reference.name).await);
+    }
+    Ok(decision)
+}
+
+async fn validate_firewall(
+    state: &WebhookState,
+    request: &AdmissionRequest<DynamicObject>,
+    object: &DynamicObject,
+) -> Result<Decision, String> {
+    let (_, obj): (Value, MetalStackFirewall) = typed(object, "MetalStackFirewall")?;
+    let old: Option<(Value, MetalStackFirewall)> = old_typed(request)?;
+    let ours = identity_of(OwnerKind::Firewall, &obj);
+    with_catalog(state, |catalog| {
+        let mut report = Report::default();
+        let old_spec = old.as_ref().map(|(_, o)| &o.spec);
+        rules::validate_firewall(
+            &mut report,
+            "spec",
+            &obj.spec,
+            old_spec,
+            None,
+            catalog,
+            Some(&ours),
+        );
+        report
+    })
+    .await
+}
+
+async fn validate_machine(
+    state: &WebhookState,
+    request: &AdmissionRequest<DynamicObject>,
+    object: &DynamicObject,
+) -> Result<Decision, String> {
+    let (_, obj): (Value, MetalStackMachine) = typed(object, "MetalStackMachine")?;
+    let old: Option<(Value, MetalStackMachine)> = old_typed(request)?;
+    let ours = identity_of(OwnerKind::Machine, &obj);
+    with_catalog(state, |catalog| {
+        let mut report = Report::default();
+        let old_spec = old.as_ref().map(|(_, o)| &o.spec);
+        rules::validate_machine(
+            &mut report,
+            "spec",
+            &obj.spec,
+            old_spec,
+            catalog,
+            Some(&ours),
+        );
+        report
+    })
+    .await
+}
+
+/// A template: immutable except in Cluster API's ClusterClass dry runs, and its
+/// `spec.template.spec` checked by `check` like the objects made from it.
+async fn validate_template<T: DeserializeOwned>(
+    state: &WebhookState,
+    request: &AdmissionRequest<DynamicObject>,
+    object: &DynamicObject,
+    kind: Kind,
+    check: impl Fn(&mut Report, &T, Option<&Catalog>),
+) -> Result<Decision, String> {
+    let (raw, obj): (Value, T) = typed(object, kind.name())?;
+    let old: Option<(Value, T)> = old_typed(request)?;
+    let exempt = dry_run_exempt(request, object);
+    with_catalog(state, |catalog| {
+        let mut report = Report::default();
+        if let Some((old_raw, _)) = &old {
+            rules::validate_template_update(&mut report, &old_raw["spec"], &raw["spec"], exempt);
+        }
+        check(&mut report, &obj, catalog);
+        report
+    })
+    .await
+}

@@ -1,0 +1,111 @@
+//! What admission checks against: a snapshot of metal-api's partitions, sizes, images, projects,
+//! networks and machines, refreshed in the background and on a miss, so that no admission
+//! request waits on a cold metal-api call.
+
+use metal_api::Catalog;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+struct Snapshot {
+    catalog: Arc<Catalog>,
+    fetched: Instant,
+}
+
+/// The shared, refreshed catalog.
+pub struct CatalogCache {
+    client: metal_api::Client,
+    snapshot: RwLock<Option<Snapshot>>,
+    /// One refresh at a time; others wait for it (bounded) instead of calling metal-api too.
+    refreshing: tokio::sync::Mutex<()>,
+    /// How long a request may wait for a refresh.
+    pub max_wait: Duration,
+}
+
+impl CatalogCache {
+    pub fn new(client: metal_api::Client) -> Arc<CatalogCache> {
+        Arc::new(CatalogCache {
+            client,
+            snapshot: RwLock::new(None),
+            refreshing: tokio::sync::Mutex::new(()),
+            max_wait: Duration::from_secs(3),
+        })
+    }
+
+    /// A cache that starts out with `catalog` (tests, and callers that fetched one already).
+    pub fn with_catalog(client: metal_api::Client, catalog: Catalog) -> Arc<CatalogCache> {
+        let cache = Self::new(client);
+        *cache.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
+            catalog: Arc::new(catalog),
+            fetched: Instant::now(),
+        });
+        cache
+    }
+
+    fn current(&self) -> Option<(Arc<Catalog>, Instant)> {
+        let s = self.snapshot.read().unwrap_or_else(|p| p.into_inner());
+        s.as_ref().map(|s| (s.catalog.clone(), s.fetched))
+    }
+
+    /// Fetches a new snapshot unless one newer than `newer_than` arrives while waiting.
+    pub async fn refresh(
+        &self,
+        newer_than: Option<Instant>,
+    ) -> Result<Arc<Catalog>, metal_api::Error> {
+        let _guard = self.refreshing.lock().await;
+        if let (Some((catalog, fetched)), Some(t)) = (self.current(), newer_than)
+            && fetched > t
+        {
+            return Ok(catalog);
+        }
+        let started = Instant::now();
+        let catalog = Arc::new(Catalog::fetch(&self.client).await?);
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
+            catalog: catalog.clone(),
+            fetched: started,
+        });
+        Ok(catalog)
+    }
+
+    /// The catalog to check against: the cached one, or a fresh one when there is none yet,
+    /// waiting at most `max_wait`. None when metal-api cannot be reached in time.
+    pub async fn get(&self) -> Option<Arc<Catalog>> {
+        if let Some((catalog, _)) = self.current() {
+            return Some(catalog);
+        }
+        match tokio::time::timeout(self.max_wait, self.refresh(None)).await {
+            Ok(Ok(c)) => Some(c),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "metal-api catalog unavailable for admission");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// After a miss (a name the cached catalog does not know), a fresher catalog if one can be
+    /// had within `max_wait`; the cached one otherwise.
+    pub async fn refreshed_after_miss(&self, cached: Arc<Catalog>) -> Arc<Catalog> {
+        let since = self.current().map(|(_, t)| t);
+        // A snapshot from the last second is fresh enough: do not hammer metal-api on typos.
+        if since.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return cached;
+        }
+        match tokio::time::timeout(self.max_wait, self.refresh(since)).await {
+            Ok(Ok(c)) => c,
+            _ => cached,
+        }
+    }
+
+    /// Refreshes every `period` until the process ends.
+    pub fn spawn_refresher(self: &Arc<Self>, period: Duration) {
+        let cache = self.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = cache.refresh(None).await {
+                    tracing::warn!(error = %e, category = e.category().label(), "refreshing the metal-api catalog failed");
+                }
+                tokio::time::sleep(period).await;
+            }
+        });
+    }
+}

@@ -1,0 +1,461 @@
+//! The admission handlers over HTTP: reviews in, responses out.
+
+use super::*;
+
+// ---- handlers -----------------------------------------------------------------------------
+
+pub(super) fn state_with(catalog: Option<Catalog>, deny: bool) -> WebhookState {
+    let client = metal_api::Client::new(metal_api::Config::new(
+        url::Url::parse("http://127.0.0.1:9/").expect("url"),
+        metal_api::Auth::None,
+    ))
+    .expect("client");
+    let cache = match catalog {
+        Some(c) => CatalogCache::with_catalog(client, c),
+        None => CatalogCache::new(client),
+    };
+    WebhookState {
+        caches: Default::default(),
+        client: None,
+        catalog: cache,
+        deny_when_metal_unreachable: deny,
+        metrics: Default::default(),
+    }
+}
+
+pub(super) fn review(
+    kind: &str,
+    operation: &str,
+    object: Value,
+    old: Option<Value>,
+    dry_run: bool,
+) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "3c5d7c1e-0000-4000-8000-000000000001",
+            "kind": {"group": GROUP, "version": "v1alpha4", "kind": kind},
+            "resource": {"group": GROUP, "version": "v1alpha4", "resource": format!("{}s", kind.to_lowercase())},
+            "name": object["metadata"]["name"], "namespace": "default",
+            "operation": operation, "userInfo": {"username": "tester"},
+            "object": object, "oldObject": old, "dryRun": dry_run
+        }
+    })
+}
+
+pub(super) async fn call(state: WebhookState, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
+    capms_tls();
+    let response = router(state)
+        .oneshot(
+            Request::post(path)
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(body))
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn capms_tls() {
+    crate::tls::install_default_provider();
+}
+
+pub(super) fn machine_object(spec: Value) -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",
+           "metadata": {"name": "m", "namespace": "default"}, "spec": spec})
+}
+
+#[tokio::test]
+async fn validation_denies_with_every_field_error() {
+    let state = state_with(Some(catalog()), false);
+    let body = review(
+        "MetalStackMachine",
+        "CREATE",
+        machine_object(json!({"image": "nope-1.0", "machineType": "huge"})),
+        None,
+        false,
+    );
+    let (status, out) = call(
+        state,
+        &Route {
+            kind: Kind::Machine,
+            step: Step::Validate,
+        }
+        .path(),
+        serde_json::to_vec(&body).expect("json"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(out["response"]["allowed"], false);
+    assert_eq!(
+        out["response"]["uid"],
+        "3c5d7c1e-0000-4000-8000-000000000001"
+    );
+    let message = out["response"]["status"]["message"]
+        .as_str()
+        .expect("message");
+    assert!(
+        message.contains("spec.image: image \"nope-1.0\"")
+            && message.contains("spec.machineType: machine type \"huge\""),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn defaulting_returns_a_patch_that_only_adds_defaults() {
+    let state = state_with(Some(catalog()), false);
+    let object = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha3", "kind": "MetalStackCluster",
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {"partition": "mini-lab", "projectID": PROJECT, "publicNetworkID": "internet-mini-lab",
+                 "controlPlaneEndpoint": {"host": "127.100.0.9"}}});
+    let body = review("MetalStackCluster", "CREATE", object.clone(), None, false);
+    let (_, out) = call(
+        state,
+        &Route {
+            kind: Kind::Cluster,
+            step: Step::Mutate,
+        }
+        .path(),
+        serde_json::to_vec(&body).expect("json"),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], true, "{out}");
+    assert_eq!(out["response"]["patchType"], "JSONPatch", "{out}");
+    use base64::Engine;
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(out["response"]["patch"].as_str().expect("patch"))
+        .expect("base64");
+    let patch: json_patch::Patch = serde_json::from_slice(&patch).expect("json patch");
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch).expect("applies");
+    assert_eq!(patched["spec"]["controlPlaneEndpoint"]["port"], 6443);
+    patched["spec"]["controlPlaneEndpoint"]
+        .as_object_mut()
+        .expect("endpoint")
+        .remove("port");
+    assert_eq!(
+        patched, object,
+        "nothing but the default changed (apiVersion v1alpha3 kept)"
+    );
+}
+
+#[tokio::test]
+async fn unreachable_metal_api_admits_with_a_warning_or_denies() {
+    let body = serde_json::to_vec(&review(
+        "MetalStackMachine",
+        "CREATE",
+        machine_object(json!({"image": "x-1.0", "machineType": "y"})),
+        None,
+        false,
+    ))
+    .expect("json");
+    let path = Route {
+        kind: Kind::Machine,
+        step: Step::Validate,
+    }
+    .path();
+    let (_, out) = call(state_with(None, false), &path, body.clone()).await;
+    assert_eq!(out["response"]["allowed"], true);
+    assert!(
+        out["response"]["warnings"][0]
+            .as_str()
+            .expect("warning")
+            .contains("metal-api cannot be reached")
+    );
+    let (_, out) = call(state_with(None, true), &path, body).await;
+    assert_eq!(out["response"]["allowed"], false);
+}
+
+#[tokio::test]
+async fn templates_are_immutable_except_for_clusterclass_dry_runs() {
+    let state = state_with(Some(catalog()), false);
+    let template = |image: &str, dry_run_annotation: bool| {
+        let mut t = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachineTemplate",
+            "metadata": {"name": "t", "namespace": "default"},
+            "spec": {"template": {"spec": {"image": image, "machineType": "v1-small-x86"}}}});
+        if dry_run_annotation {
+            t["metadata"]["annotations"] = json!({DRY_RUN_ANNOTATION: ""});
+        }
+        t
+    };
+    let path = Route {
+        kind: Kind::MachineTemplate,
+        step: Step::Validate,
+    }
+    .path();
+    let update = |dry_run: bool, annotated: bool| {
+        serde_json::to_vec(&review(
+            "MetalStackMachineTemplate",
+            "UPDATE",
+            template("debian-13.0", annotated),
+            Some(template("ubuntu-26.4", annotated)),
+            dry_run,
+        ))
+        .expect("json")
+    };
+    let (_, out) = call(state.clone(), &path, update(false, false)).await;
+    assert_eq!(out["response"]["allowed"], false);
+    assert!(
+        out["response"]["status"]["message"]
+            .as_str()
+            .expect("message")
+            .starts_with("spec.template: templates are immutable")
+    );
+    let (_, out) = call(state.clone(), &path, update(true, false)).await;
+    assert_eq!(
+        out["response"]["allowed"], false,
+        "a dry run without the annotation is still an update"
+    );
+    let (_, out) = call(state, &path, update(true, true)).await;
+    assert_eq!(out["response"]["allowed"], true, "ClusterClass dry run");
+}
+
+#[tokio::test]
+async fn firewall_templates_are_defaulted_checked_and_immutable() {
+    let state = state_with(Some(catalog()), false);
+    let template = |spec: Value| {
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackFirewallTemplate",
+            "metadata": {"name": "edge", "namespace": "default"}, "spec": {"template": {"spec": spec}}})
+    };
+    let spec = json!({"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86",
+        "rules": {"egress": [{"ports": [443], "to": ["0.0.0.0/0"]}]}});
+    let route = |step| Route {
+        kind: Kind::FirewallTemplate,
+        step,
+    };
+    let body = |op: &str, object: Value, old: Option<Value>| {
+        serde_json::to_vec(&review(
+            "MetalStackFirewallTemplate",
+            op,
+            object,
+            old,
+            false,
+        ))
+        .expect("json")
+    };
+
+    let (_, out) = call(
+        state.clone(),
+        &route(Step::Mutate).path(),
+        body("CREATE", template(spec.clone()), None),
+    )
+    .await;
+    let patch = out["response"]["patch"].as_str().expect("a patch");
+    use base64::Engine;
+    let patch: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(patch)
+            .expect("base64"),
+    )
+    .expect("JSON patch");
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec/template/spec/rules/egress/0/protocol", "value": "tcp"}])
+    );
+
+    let (_, out) = call(
+        state.clone(),
+        &route(Step::Validate).path(),
+        body("CREATE", template(spec.clone()), None),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], true, "{out}");
+
+    let mut pinned = spec.clone();
+    pinned["providerID"] = json!("metal://mini-lab/00000000-0000-0000-0000-0000000000f1");
+    let (_, out) = call(
+        state.clone(),
+        &route(Step::Validate).path(),
+        body("CREATE", template(pinned), None),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], false);
+
+    let mut changed = spec.clone();
+    changed["machineType"] = json!("c1-large-x86");
+    let (_, out) = call(
+        state,
+        &route(Step::Validate).path(),
+        body("UPDATE", template(changed), Some(template(spec))),
+    )
+    .await;
+    assert!(
+        out["response"]["status"]["message"]
+            .as_str()
+            .expect("message")
+            .starts_with("spec.template: templates are immutable")
+    );
+}
+
+#[tokio::test]
+async fn malformed_and_foreign_reviews_get_well_formed_denials() {
+    let state = state_with(Some(catalog()), false);
+    let path = Route {
+        kind: Kind::Cluster,
+        step: Step::Validate,
+    }
+    .path();
+    for body in [
+        b"".to_vec(),
+        b"not json".to_vec(),
+        b"{}".to_vec(),
+        br#"{"request": 1}"#.to_vec(),
+    ] {
+        let (status, out) = call(state.clone(), &path, body).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(out["response"]["allowed"], false, "{out}");
+    }
+    // A review of another kind sent to this route.
+    let body = review(
+        "MetalStackMachine",
+        "CREATE",
+        machine_object(json!({"image": "ubuntu-26.4", "machineType": "v1-small-x86"})),
+        None,
+        false,
+    );
+    let (_, out) = call(
+        state.clone(),
+        &path,
+        serde_json::to_vec(&body).expect("json"),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], false);
+    // A spec that does not fit the type at all.
+    let body = review(
+        "MetalStackCluster",
+        "CREATE",
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackCluster", "metadata": {"name": "c"}, "spec": {"partition": 5}}),
+        None,
+        false,
+    );
+    let (_, out) = call(
+        state.clone(),
+        &path,
+        serde_json::to_vec(&body).expect("json"),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], false);
+    // Deletion is never blocked.
+    let mut body = review(
+        "MetalStackCluster",
+        "DELETE",
+        Value::Null,
+        Some(json!({"metadata": {"name": "c"}})),
+        false,
+    );
+    body["request"]["name"] = json!("c");
+    let (_, out) = call(state, &path, serde_json::to_vec(&body).expect("json")).await;
+    assert_eq!(out["response"]["allowed"], true, "{out}");
+}
+
+fn random_json(rng: &mut rand::rngs::StdRng, depth: u32) -> Value {
+    match rng.random_range(0..if depth > 3 { 5 } else { 7 }) {
+        0 => Value::Null,
+        1 => json!(rng.random_bool(0.5)),
+        2 => json!(rng.random_range(-100_000i64..100_000)),
+        3 => json!(
+            [
+                "mini-lab",
+                "ubuntu-26.4",
+                "",
+                "metal://x/y",
+                "127.100.0.1",
+                "💥",
+                "v1-small-x86"
+            ][rng.random_range(0..7)]
+        ),
+        4 => json!(rng.random_range(0.0..1.0)),
+        5 => Value::Array(
+            (0..rng.random_range(0..4))
+                .map(|_| random_json(rng, depth + 1))
+                .collect(),
+        ),
+        _ => {
+            let keys = [
+                "spec",
+                "image",
+                "machineType",
+                "partition",
+                "providerID",
+                "template",
+                "controlPlaneEndpoint",
+                "host",
+                "port",
+                "firewallSpec",
+                "rules",
+                "egress",
+                "to",
+                "metadata",
+                "name",
+            ];
+            Value::Object(
+                (0..rng.random_range(0..5))
+                    .map(|_| {
+                        (
+                            keys[rng.random_range(0..keys.len())].to_owned(),
+                            random_json(rng, depth + 1),
+                        )
+                    })
+                    .collect(),
+            )
+        }
+    }
+}
+
+#[tokio::test]
+async fn arbitrary_bytes_and_objects_never_panic_or_fail_with_5xx() {
+    let state = state_with(Some(catalog()), false);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xCA9_5EED);
+    for route in routes() {
+        for i in 0..150 {
+            let body = match i % 3 {
+                0 => (0..rng.random_range(0..200))
+                    .map(|_| rng.random::<u8>())
+                    .collect(),
+                1 => serde_json::to_vec(&random_json(&mut rng, 0)).expect("json"),
+                _ => {
+                    let mut object = random_json(&mut rng, 0);
+                    if let Value::Object(o) = &mut object {
+                        o.insert(
+                            "apiVersion".into(),
+                            json!("infrastructure.cluster.x-k8s.io/v1alpha4"),
+                        );
+                        o.insert("kind".into(), json!(route.kind.name()));
+                        o.insert(
+                            "metadata".into(),
+                            json!({"name": "fuzz", "namespace": "default"}),
+                        );
+                    }
+                    let op = ["CREATE", "UPDATE", "DELETE", "CONNECT"][rng.random_range(0..4)];
+                    serde_json::to_vec(&review(
+                        route.kind.name(),
+                        op,
+                        object.clone(),
+                        Some(object),
+                        rng.random_bool(0.5),
+                    ))
+                    .expect("json")
+                }
+            };
+            let (status, out) = call(state.clone(), &route.path(), body).await;
+            assert!(
+                status.is_success(),
+                "{} answered {status} to input {i}",
+                route.path()
+            );
+            assert!(
+                out["response"]["allowed"].is_boolean(),
+                "{} gave no verdict: {out}",
+                route.path()
+            );
+        }
+    }
+}

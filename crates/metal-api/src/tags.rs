@@ -1,0 +1,7 @@
+//! Tag and label keys metal-stack's components agree on, so that what one allocates the others
+//! find: metal-ccm, metalctl filters, the firewall controller and the providers.
+
+/// metal-lib's cluster id key: on a cluster's network (label) and its machines and IPs (tags).
+pub const CLUSTER_ID: &str = "cluster.metal-stack.io/id";
+/// The machine an IP is bound to (metal-api sets it on IPs a machine acquired).
+pub const MACHINE_ID: &str = "machine.metal-stack.io/id";

@@ -1,0 +1,276 @@
+//! A metal-api simulator, faithful to the behaviour capms depends on: HMAC auth and roles,
+//! string-wrapped errors, allocation and network rules, IPAM, and the asynchronous machine
+//! lifecycle on timers. Run by `capms metal-sim`; the tests start it in-process.
+
+mod http;
+pub mod inventory;
+pub mod ipam;
+pub mod state;
+pub mod stats;
+pub mod workload;
+
+use inventory::Inventory;
+use metal_api::hmac::AuthType;
+use state::{BOOT_TO_WAITING, State};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+pub use http::{mounted_routes, router};
+
+/// Delays of the simulated machine lifecycle.
+#[derive(Clone, Debug)]
+pub struct Timings {
+    /// Allocation → `Installing`.
+    pub installing: Duration,
+    /// `Installing` → `Booting New Kernel`.
+    pub booting: Duration,
+    /// `Booting New Kernel` → `Phoned Home`.
+    pub phoned_home: Duration,
+    /// Free → its IPs are released (a network free fails until then).
+    pub ip_release: Duration,
+    /// IP release → the machine is back in `Waiting`.
+    pub reclaim: Duration,
+}
+
+impl Timings {
+    /// The pace of a real lab, shortened: seconds rather than minutes.
+    pub fn lab() -> Timings {
+        Timings {
+            installing: Duration::from_secs(2),
+            booting: Duration::from_secs(5),
+            phoned_home: Duration::from_secs(3),
+            ip_release: Duration::from_secs(2),
+            reclaim: Duration::from_secs(5),
+        }
+    }
+
+    /// Fast enough for tests, slow enough that every intermediate state can be observed.
+    pub fn fast() -> Timings {
+        Timings {
+            installing: Duration::from_millis(100),
+            booting: Duration::from_millis(100),
+            phoned_home: Duration::from_millis(100),
+            ip_release: Duration::from_millis(300),
+            reclaim: Duration::from_millis(200),
+        }
+    }
+}
+
+/// The HMAC keys the simulator accepts, one per identity, with their lifetimes.
+#[derive(Clone)]
+pub struct HmacKeys {
+    pub keys: BTreeMap<AuthType, String>,
+}
+
+impl HmacKeys {
+    /// The keys of mini-lab and capi-lab: `metal-view`, `metal-edit`, `metal-admin`.
+    pub fn lab() -> HmacKeys {
+        HmacKeys {
+            keys: [
+                (AuthType::View, "metal-view".to_owned()),
+                (AuthType::Edit, "metal-edit".to_owned()),
+                (AuthType::Admin, "metal-admin".to_owned()),
+            ]
+            .into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for HmacKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.keys.keys().map(|k| k.scheme()))
+            .finish()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Base path of every route, `/` or for example `/metal`.
+    pub base_path: String,
+    pub keys: HmacKeys,
+    pub timings: Timings,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            base_path: "/".into(),
+            keys: HmacKeys::lab(),
+            timings: Timings::lab(),
+        }
+    }
+}
+
+/// A running simulator's shared state.
+#[derive(Clone)]
+pub struct Sim {
+    state: Arc<Mutex<State>>,
+    stats: Arc<Mutex<stats::RequestStats>>,
+    pub config: Arc<SimConfig>,
+}
+
+impl Sim {
+    pub fn new(inventory: &Inventory, config: SimConfig) -> Result<Sim, String> {
+        Ok(Sim {
+            state: Arc::new(Mutex::new(State::from_inventory(inventory)?)),
+            stats: Arc::default(),
+            config: Arc::new(config),
+        })
+    }
+
+    /// The state; a poisoned lock (a panic while holding it) is taken over as is, since every
+    /// mutation leaves the state consistent before it could panic.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The request counts (`/sim/stats`); poisoning is taken over as for the state.
+    pub fn stats(&self) -> MutexGuard<'_, stats::RequestStats> {
+        self.stats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Drives an allocated machine through Installing → Booting New Kernel → Phoned Home,
+    /// honouring the crash-loop and never-phone-home faults while they are set.
+    pub fn spawn_install(&self, machine_id: String, allocation: String) {
+        let sim = self.clone();
+        tokio::spawn(async move {
+            let t = sim.config.timings.clone();
+            let current = |sim: &Sim| {
+                sim.state().allocation_uuid(&machine_id).as_deref() == Some(allocation.as_str())
+            };
+            tokio::time::sleep(t.installing).await;
+            if !current(&sim) {
+                return;
+            }
+            sim.state()
+                .push_event(&machine_id, state_event::INSTALLING, "start installation");
+            loop {
+                tokio::time::sleep(t.booting).await;
+                if !current(&sim) {
+                    return;
+                }
+                let mut state = sim.state();
+                if state.faults.crash_loop.contains(&machine_id) {
+                    state.push_event(
+                        &machine_id,
+                        state_event::PXE_BOOTING,
+                        "machine sent extended dhcp request",
+                    );
+                    continue;
+                }
+                state.push_event(
+                    &machine_id,
+                    state_event::BOOTING_NEW_KERNEL,
+                    "booting into distro kernel",
+                );
+                break;
+            }
+            loop {
+                tokio::time::sleep(t.phoned_home).await;
+                if !current(&sim) {
+                    return;
+                }
+                let mut state = sim.state();
+                if !state.faults.never_phone_home.contains(&machine_id) {
+                    state.push_event(&machine_id, state_event::PHONED_HOME, "phoned home");
+                    return;
+                }
+            }
+        });
+    }
+
+    /// After a free: Machine Reclaim at once, IPs released after a delay, then back to Waiting.
+    pub fn spawn_reclaim(&self, machine_id: String) {
+        let sim = self.clone();
+        tokio::spawn(async move {
+            let t = sim.config.timings.clone();
+            sim.state().push_event(
+                &machine_id,
+                state_event::MACHINE_RECLAIM,
+                "free machine called",
+            );
+            tokio::time::sleep(t.ip_release).await;
+            sim.state().release_machine_ips(&machine_id);
+            tokio::time::sleep(t.reclaim).await;
+            let mut state = sim.state();
+            for (event, message) in BOOT_TO_WAITING {
+                state.push_event(&machine_id, event, message);
+            }
+            state.set_waiting(&machine_id);
+        });
+    }
+}
+
+use metal_api::types::event as state_event;
+
+/// Binds `listen` and serves a simulator of `inventory` until `shutdown` resolves; with `agent`
+/// the machines' side runs too (see [`workload`]) and stops with it.
+pub async fn run(
+    listen: std::net::SocketAddr,
+    inventory: &Inventory,
+    config: SimConfig,
+    agent: Option<workload::AgentConfig>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let sim = Sim::new(inventory, config).map_err(std::io::Error::other)?;
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, base_path = %sim.config.base_path, machines = sim.state().machines.len(), "metal-api simulator listening");
+    let agent = agent.map(|config| workload::Agent::spawn(sim.clone(), config));
+    let served = serve(listener, sim, shutdown).await;
+    if let Some(agent) = agent {
+        // Dropping the agent's task stops every workload cluster's processes.
+        agent.abort();
+        let _ = agent.await;
+    }
+    served
+}
+
+/// Serves the simulator on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    sim: Sim,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(sim.clone());
+    let listener = http::FaultyListener {
+        inner: listener,
+        sim,
+    };
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tracing::info!("shutting down");
+}
+
+/// Logs on stderr; `RUST_LOG` filters (default `info`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

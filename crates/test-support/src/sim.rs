@@ -1,0 +1,66 @@
+//! The metal-api simulator inside a test's runtime.
+
+use std::time::Duration;
+
+/// A metal-api simulator running inside the test's runtime on a free loopback port.
+pub struct RunningSim {
+    pub sim: metal_sim::Sim,
+    pub url: String,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl RunningSim {
+    pub async fn start(inventory: metal_sim::inventory::Inventory, base_path: &str) -> RunningSim {
+        Self::start_with(inventory, base_path, metal_sim::Timings::fast()).await
+    }
+
+    /// A simulator whose machine lifecycle takes `timings`.
+    pub async fn start_with(
+        inventory: metal_sim::inventory::Inventory,
+        base_path: &str,
+        timings: metal_sim::Timings,
+    ) -> RunningSim {
+        capms::tls::install_default_provider();
+        let config = metal_sim::SimConfig {
+            base_path: base_path.to_owned(),
+            keys: metal_sim::HmacKeys::lab(),
+            timings,
+        };
+        let sim = metal_sim::Sim::new(&inventory, config).expect("inventory is valid");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(metal_sim::serve(listener, sim.clone(), async move {
+            let _ = rx.await;
+        }));
+        let url = format!("http://{addr}{}", base_path.trim_end_matches('/'));
+        RunningSim {
+            sim,
+            url,
+            shutdown: Some(tx),
+        }
+    }
+
+    /// A client authenticated with the lab key of `auth_type`.
+    pub fn client(&self, auth_type: metal_api::hmac::AuthType) -> metal_api::Client {
+        let key = metal_sim::HmacKeys::lab().keys[&auth_type].clone();
+        let auth = metal_api::Auth::Hmac { key, auth_type };
+        let mut config = metal_api::Config::new(url::Url::parse(&self.url).expect("url"), auth);
+        config.timeout = Duration::from_secs(5);
+        metal_api::Client::new(config).expect("client")
+    }
+
+    pub fn editor(&self) -> metal_api::Client {
+        self.client(metal_api::hmac::AuthType::Edit)
+    }
+}
+
+impl Drop for RunningSim {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! The API as files and types, without a cluster: the committed CRDs are what the Rust types
+//! generate and every schema is structural and documented (`crds`); seed 000's manifests
+//! deserialize without losing a field (`seed_manifests`).
+
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
+use capms_test_support as support;
+
+mod crds;
+mod seed_manifests;

@@ -1,0 +1,370 @@
+//! The reconcile loops end to end: the real kube-apiserver and Cluster API core manager, the
+//! `capms manager` binary, and the metal-api simulator with seed 000's inventory.
+
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
+use capms_test_support as support;
+
+use capms::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use metal_api::types::*;
+use metal_sim::inventory::Inventory;
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::{
+    ChildProcess, ControlPlane, ManagerOn, RunningSim, TestNamespace, eventually, free_port,
+    repo_root, spawn_core_manager,
+};
+
+const MSC: &str = "metal-stack-cluster";
+const MSM: &str = "metal-stack-machine";
+const FIREWALL_MACHINE: &str = "2294c949-88f6-5390-8154-fa53d93a3313";
+const WORKER_MACHINE: &str = "e0ab02d2-27cd-5a5e-8efc-080ba80cf258";
+
+/// Everything one test needs, torn down on drop (processes killed, namespace deleted).
+struct Env {
+    /// Who capms runs as; the admin kubeconfig when None.
+    kubeconfig: Option<std::path::PathBuf>,
+    ns: TestNamespace,
+    sim: RunningSim,
+    _capi: ChildProcess,
+    capms: Option<ChildProcess>,
+    work: tempfile::TempDir,
+}
+
+impl Env {
+    async fn start(prefix: &str) -> Env {
+        let mut env = Self::without_capms(prefix).await;
+        env.start_capms(&[]);
+        env
+    }
+
+    async fn without_capms(prefix: &str) -> Env {
+        Self::with_inventory(prefix, Inventory::seed000()).await
+    }
+
+    async fn with_inventory(prefix: &str, inventory: Inventory) -> Env {
+        let cp = ControlPlane::shared();
+        let ns = cp.namespace(prefix).await;
+        let sim = RunningSim::start(inventory, "/metal").await;
+        let work = tempfile::tempdir().expect("temp dir");
+        let capi = spawn_core_manager(&ManagerOn {
+            cp,
+            namespace: &ns.name,
+            work: work.path(),
+        });
+        Env {
+            kubeconfig: None,
+            ns,
+            sim,
+            _capi: capi,
+            capms: None,
+            work,
+        }
+    }
+
+    fn capms_args(&self, extra: &[&str], metrics_port: u16) -> Vec<String> {
+        let cp = ControlPlane::shared();
+        let kubeconfig = self
+            .kubeconfig
+            .clone()
+            .unwrap_or_else(|| cp.kubeconfig.clone());
+        let mut args = vec![
+            "manager".to_owned(),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--namespace={}", self.ns.name),
+            format!("--health-addr=127.0.0.1:{}", free_port()),
+            format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+            // These tests count reconciles on /metrics over plain HTTP.
+            "--metrics-secure=false".into(),
+            format!("--leader-election-namespace={}", self.ns.name),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    }
+
+    fn spawn_capms(&self, name: &str, extra: &[&str], metrics_port: u16) -> ChildProcess {
+        ChildProcess::spawn(
+            name,
+            &support::workspace_binary("capms"),
+            &self.capms_args(extra, metrics_port),
+            &[
+                ("METAL_API_URL", self.sim.url.as_str()),
+                ("METAL_API_HMAC", "metal-edit"),
+                ("METAL_API_HMAC_AUTH_TYPE", "Metal-Edit"),
+                ("RUST_LOG", "info,capms=debug"),
+            ],
+            self.work.path(),
+        )
+    }
+
+    fn start_capms(&mut self, extra: &[&str]) {
+        self.capms = Some(self.spawn_capms("capms", extra, free_port()));
+    }
+
+    fn capms_log(&self) -> String {
+        self.capms
+            .as_ref()
+            .map(|c| c.log_tail())
+            .unwrap_or_default()
+    }
+
+    fn client(&self) -> kube::Client {
+        self.ns.client.clone()
+    }
+
+    fn dynamic(&self, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        Api::namespaced_with(
+            self.client(),
+            &self.ns.name,
+            &kube::api::ApiResource::from_gvk_with_plural(&gvk, plural),
+        )
+    }
+
+    /// Server-side applies a manifest as given, only moved into the test's namespace.
+    async fn apply(&self, mut manifest: Value) {
+        manifest["metadata"]["namespace"] = json!(self.ns.name);
+        let api_version = manifest["apiVersion"]
+            .as_str()
+            .expect("apiVersion")
+            .to_owned();
+        let kind = manifest["kind"].as_str().expect("kind").to_owned();
+        let name = manifest["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_owned();
+        let plural = format!("{}s", kind.to_lowercase());
+        self.dynamic(&api_version, &kind, &plural)
+            .patch(
+                &name,
+                &PatchParams::apply("capms-test").force(),
+                &Patch::Apply(&manifest),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+    }
+
+    async fn apply_seed_cluster(&self, cluster_name: &str, msc: Value) {
+        self.apply(msc.clone()).await;
+        self.apply(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": cluster_name},
+            "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": msc["metadata"]["name"]}}
+        }))
+        .await;
+    }
+
+    async fn apply_seed_machine(&self, cluster_name: &str) {
+        self.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "test1-controlplane-0-user-data"},
+            "stringData": {"value": "#cloud-config\nhostname: node-1\n", "format": "cloud-config"}}))
+        .await;
+        self.apply(fixture("metalstackmachine-initial.yaml")).await;
+        self.apply(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": cluster_name, "labels": {"cluster.x-k8s.io/control-plane": ""}},
+            "spec": {
+                "clusterName": cluster_name,
+                "bootstrap": {"dataSecretName": "test1-controlplane-0-user-data"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackMachine", "name": MSM}
+            }
+        }))
+        .await;
+    }
+
+    async fn metal_state(&self) -> (Vec<Network>, Vec<Ip>, Vec<Machine>) {
+        let client = self.sim.editor();
+        let networks = client
+            .networks()
+            .await
+            .expect("networks")
+            .into_iter()
+            .filter(|n| n.parentnetworkid.is_some())
+            .collect();
+        let ips = client
+            .ip_find(&IpFindRequest::default())
+            .await
+            .expect("ips");
+        let machines = client
+            .machine_find(&MachineFindRequest::default())
+            .await
+            .expect("machines");
+        (networks, ips, machines)
+    }
+}
+
+/// A cluster in the default (mini-lab on loopback) inventory that lets capms allocate every
+/// resource itself: no endpoint host, no preset machines.
+fn lab_cluster() -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackCluster",
+        "metadata": {"name": MSC},
+        "spec": {
+            "partition": "mini-lab", "projectID": "00000000-0000-0000-0000-000000000001", "publicNetworkID": "internet-mini-lab",
+            "firewallSpec": {"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86",
+                "rules": {"egress": [{"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"], "comment": "allow https"}]}}
+        }
+    })
+}
+
+fn fixture(name: &str) -> Value {
+    let text = std::fs::read_to_string(repo_root().join("tests/fixtures/seed000").join(name))
+        .expect("fixture");
+    serde_saphyr::from_str(&text).expect("YAML")
+}
+
+async fn wait_ready<K>(env: &Env, api: &Api<K>, name: &str, ready: impl Fn(&K) -> bool) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let what = format!("{} {name} to become ready", std::any::type_name::<K>());
+    let log = env.capms_log();
+    let found = tokio::time::timeout(
+        Duration::from_secs(90),
+        eventually(&what, Duration::from_secs(90), || async {
+            api.get(name).await.ok().filter(|o| ready(o))
+        }),
+    )
+    .await;
+    match found {
+        Ok(o) => o,
+        Err(_) => panic!("timed out waiting for {what}; capms log:\n{log}"),
+    }
+}
+
+fn condition<'a>(
+    conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+async fn wait_condition<K, F>(api: &Api<K>, name: &str, what: &str, check: F) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    F: Fn(&K) -> bool,
+{
+    eventually(what, Duration::from_secs(60), || async {
+        api.get(name).await.ok().filter(|o| check(o))
+    })
+    .await
+}
+
+fn msm_condition(m: &MetalStackMachine, type_: &str, status: &str, reason: &str) -> bool {
+    m.status
+        .as_ref()
+        .and_then(|s| condition(&s.conditions, type_))
+        .is_some_and(|c| c.status == status && c.reason == reason)
+}
+
+impl Env {
+    async fn set_faults(&self, faults: Value) {
+        let url = format!("{}/sim/faults", self.sim.url.trim_end_matches("/metal"));
+        let response = reqwest::Client::new()
+            .put(url)
+            .json(&faults)
+            .send()
+            .await
+            .expect("faults");
+        assert!(response.status().is_success());
+    }
+
+    async fn add_lab_machine(&self, cluster_name: &str, name: &str, secret: &str) {
+        self.apply(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",
+            "metadata": {"name": name},
+            "spec": {"image": "ubuntu-26.4", "machineType": "v1-small-x86"}
+        }))
+        .await;
+        self.add_owning_machine(cluster_name, name, secret).await;
+    }
+
+    async fn add_owning_machine(&self, cluster_name: &str, name: &str, secret: &str) {
+        self.apply(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": name},
+            "spec": {"clusterName": cluster_name, "bootstrap": {"dataSecretName": secret},
+                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackMachine", "name": name}}
+        }))
+        .await;
+    }
+
+    async fn add_machine(&self, cluster_name: &str, name: &str, secret: &str, annotations: Value) {
+        let mut msm = fixture("metalstackmachine-initial.yaml");
+        msm["metadata"]["name"] = json!(name);
+        msm["metadata"]["annotations"] = annotations;
+        msm["spec"]
+            .as_object_mut()
+            .expect("spec")
+            .remove("providerID");
+        self.apply(msm).await;
+        self.apply(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": name},
+            "spec": {"clusterName": cluster_name, "bootstrap": {"dataSecretName": secret},
+                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackMachine", "name": name}}
+        }))
+        .await;
+    }
+}
+
+/// The shipped ClusterRole under a test-unique name, optionally without the `/status` rules.
+fn shipped_cluster_role(name: &str, with_status: bool) -> Value {
+    let text =
+        std::fs::read_to_string(repo_root().join("manifests/rbac/role.yaml")).expect("role.yaml");
+    let mut role: Value = serde_saphyr::from_str(&text).expect("YAML");
+    role["metadata"]["name"] = json!(name);
+    if !with_status {
+        let rules: Vec<Value> = role["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .filter(|r| {
+                !r["resources"].as_array().is_some_and(|rs| {
+                    rs.iter()
+                        .any(|x| x.as_str().is_some_and(|x| x.ends_with("/status")))
+                })
+            })
+            .cloned()
+            .collect();
+        role["rules"] = json!(rules);
+    }
+    role
+}
+
+async fn bind_user(env: &Env, user: &str, role: Value) {
+    let client = env.client();
+    let role_name = role["metadata"]["name"].as_str().expect("name").to_owned();
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    roles
+        .patch(
+            &role_name,
+            &PatchParams::apply("capms-test").force(),
+            &Patch::Apply(&role),
+        )
+        .await
+        .expect("cluster role");
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": user},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    });
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client);
+    bindings
+        .patch(
+            user,
+            &PatchParams::apply("capms-test").force(),
+            &Patch::Apply(&binding),
+        )
+        .await
+        .expect("binding");
+}
+
+mod conditions;
+mod moving;
+mod resilience;
+mod seed;
+mod templates;

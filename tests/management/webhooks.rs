@@ -1,0 +1,407 @@
+//! The admission webhooks as the real kube-apiserver and kubectl see them, and the TLS server's
+//! properties: TLS 1.2+, certificate rotation on disk, readiness, metrics.
+
+use crate::support;
+
+use metal_sim::inventory::Inventory;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::{CapmsManager, ControlPlane, RunningSim, eventually};
+
+fn write(dir: &Path, name: &str, manifest: Value) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).expect("json")).expect("write");
+    path
+}
+
+fn machine(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine", "metadata": {"name": name}, "spec": spec})
+}
+
+fn lab_cluster(name: &str, public_network: &str, endpoint: Value) -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha3", "kind": "MetalStackCluster", "metadata": {"name": name},
+           "spec": {"partition": "mini-lab", "projectID": "00000000-0000-0000-0000-000000000001",
+                    "publicNetworkID": public_network, "controlPlaneEndpoint": endpoint}})
+}
+
+/// kubectl against capms's webhooks registered on a real apiserver, in one namespace.
+struct Admission<'a> {
+    cp: &'a ControlPlane,
+    ns: &'a str,
+    dir: &'a Path,
+}
+
+impl Admission<'_> {
+    fn apply(&self, file: &Path) -> std::process::Output {
+        self.cp
+            .kubectl_output(&["apply", "-n", self.ns, "-f"], &[file.to_path_buf()])
+    }
+
+    /// `manifest` is refused, and kubectl's error contains every one of `expected`.
+    fn refused(&self, name: &str, manifest: Value, expected: &[&str]) {
+        let file = write(self.dir, name, manifest);
+        let out = self.apply(&file);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{} was admitted", file.display());
+        for e in expected {
+            assert!(
+                stderr.contains(e),
+                "kubectl's error for {} lacks {e:?}:\n{stderr}",
+                file.display()
+            );
+        }
+    }
+
+    /// `manifest` is admitted; returns kubectl's warnings.
+    fn admitted(&self, name: &str, manifest: Value) -> String {
+        let out = self.apply(&write(self.dir, name, manifest));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    }
+
+    /// `kubectl patch --type=merge` of MetalStackCluster `name`.
+    fn patch_cluster(&self, name: &str, patch: &str) -> std::process::Output {
+        let args = [
+            "patch",
+            "-n",
+            self.ns,
+            "metalstackcluster",
+            name,
+            "--type=merge",
+            "-p",
+            patch,
+        ];
+        self.cp.kubectl_output(&args, &[])
+    }
+
+    fn get(&self, kind: &str, name: &str) -> Value {
+        let got = self
+            .cp
+            .kubectl(&["get", "-n", self.ns, kind, name, "-o", "json"], &[]);
+        serde_json::from_str(&got).expect("json")
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
+    capms::tls::install_default_provider();
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("webhooks").await;
+    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let work = tempfile::tempdir().expect("temp dir");
+    let cert_dir = work.path().join("certs");
+    cp.issue_serving_cert(&cert_dir);
+    let mut manager = CapmsManager::start("capms", &ns.name, &sim.url, &cert_dir, work.path(), &[]);
+    eventually(
+        "the webhook server to be ready",
+        Duration::from_secs(30),
+        || async { (manager.readyz().await == Some(200)).then_some(()) },
+    )
+    .await;
+    cp.register_capms_webhooks(manager.webhook_port, &ns.name, work.path());
+    let admission = Admission {
+        cp,
+        ns: &ns.name,
+        dir: work.path(),
+    };
+    unknown_choices_are_refused_naming_the_field_and_the_valid_ones(&admission);
+    good_objects_are_admitted_and_defaulted(&admission);
+    metadata_only_updates_never_reach_the_webhooks(&admission, &manager).await;
+    immutable_fields_refuse_updates_and_deletion_is_never_blocked(&admission);
+    metrics_count_admissions(&manager).await;
+    assert!(manager.process.is_running());
+}
+
+fn unknown_choices_are_refused_naming_the_field_and_the_valid_ones(a: &Admission<'_>) {
+    a.refused(
+        "image.json",
+        machine(
+            "bad-image",
+            json!({"image": "ubuntu-99.04", "machineType": "v1-small-x86"}),
+        ),
+        &[
+            "denied the request",
+            "spec.image: image \"ubuntu-99.04\" does not resolve",
+            "valid machine images: capms-ubuntu-1.33.5, capms-ubuntu-1.34.1, debian-13.0, ubuntu-26.4",
+        ],
+    );
+    a.refused(
+        "size.json",
+        machine(
+            "bad-size",
+            json!({"image": "ubuntu-26.4", "machineType": "c1-xlarge-x86"}),
+        ),
+        &[
+            "spec.machineType: machine type \"c1-xlarge-x86\" is not a metal-stack size; valid: v1-small-x86",
+        ],
+    );
+    a.refused(
+        "fw-image.json",
+        machine(
+            "fw-image",
+            json!({"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86"}),
+        ),
+        &[
+            "spec.image: image \"firewall-ubuntu-3.0\" resolves to firewall-ubuntu-3.0 which has features [firewall], not machine",
+        ],
+    );
+    a.refused(
+        "partition.json",
+        machine(
+            "bad-partition",
+            json!({"image": "ubuntu-26.4", "machineType": "v1-small-x86", "partition": "vagrant"}),
+        ),
+        &["spec.partition: partition \"vagrant\" does not exist in metal-api; valid: mini-lab"],
+    );
+    a.refused(
+        "private.json",
+        lab_cluster(
+            "private-public",
+            "tenant-super-network-mini-lab",
+            json!({"host": "127.100.0.9"}),
+        ),
+        &[
+            "spec.publicNetworkID: network \"tenant-super-network-mini-lab\" is not an external network",
+            "valid external networks: internet-mini-lab",
+        ],
+    );
+}
+
+/// A good cluster comes back defaulted (port 6443); a firewall template that does not exist (yet)
+/// is a warning, not a denial; a machine with the cluster-name label gets its cluster's partition.
+fn good_objects_are_admitted_and_defaulted(a: &Admission<'_>) {
+    let good = lab_cluster("good", "internet-mini-lab", json!({"host": "127.100.0.9"}));
+    a.admitted("good.json", good);
+    assert_eq!(
+        a.get("metalstackcluster", "good")["spec"]["controlPlaneEndpoint"],
+        json!({"host": "127.100.0.9", "port": 6443})
+    );
+    let mut templated = lab_cluster("templated", "internet-mini-lab", json!({}));
+    templated["spec"]["firewallTemplateRef"] = json!({"name": "edge"});
+    let warnings = a.admitted("templated.json", templated);
+    assert!(
+        warnings.contains(&format!(
+            "Warning: spec.firewallTemplateRef: MetalStackFirewallTemplate {}/edge does not exist (yet)",
+            a.ns
+        )) && warnings.contains("templates in the namespace: none"),
+        "{warnings}"
+    );
+    let mut labelled = machine(
+        "good-machine",
+        json!({"image": "ubuntu-26.4", "machineType": "v1-small-x86"}),
+    );
+    labelled["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "good"});
+    a.cp.apply(&write(a.dir, "cluster.json", json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "good", "namespace": a.ns},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": "good"}}})));
+    a.admitted("good-machine.json", labelled);
+    assert_eq!(
+        a.get("metalstackmachine", "good-machine")["spec"]["partition"],
+        "mini-lab"
+    );
+}
+
+fn immutable_fields_refuse_updates_and_deletion_is_never_blocked(a: &Admission<'_>) {
+    let out = a.patch_cluster("good", r#"{"spec":{"publicNetworkID":"other"}}"#);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("spec.publicNetworkID: is immutable once set")
+    );
+    a.cp.kubectl(
+        &[
+            "delete",
+            "-n",
+            a.ns,
+            "metalstackmachine",
+            "good-machine",
+            "--wait=false",
+        ],
+        &[],
+    );
+}
+
+/// The apiserver skips both webhooks for an update that leaves the spec alone (their
+/// matchConditions), as Cluster API's and capms's metadata writes are.
+async fn metadata_only_updates_never_reach_the_webhooks(a: &Admission<'_>, manager: &CapmsManager) {
+    let updates = || async {
+        metrics_text(manager)
+            .await
+            .lines()
+            .filter(|l| {
+                l.starts_with("capms_admission_requests_total{")
+                    && l.contains("operation=\"UPDATE\"")
+            })
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = updates().await;
+    for patch in [
+        r#"{"metadata":{"labels":{"team":"a"},"finalizers":["example.com/hold"]}}"#,
+        r#"{"metadata":{"finalizers":null}}"#,
+    ] {
+        let out = a.patch_cluster("good", patch);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        updates().await,
+        before,
+        "metadata-only updates reached the webhooks"
+    );
+}
+
+/// capms's /metrics page.
+async fn metrics_text(manager: &CapmsManager) -> String {
+    reqwest::get(format!("http://127.0.0.1:{}/metrics", manager.metrics_port))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text")
+}
+
+/// /metrics is Prometheus text and counts admissions.
+async fn metrics_count_admissions(manager: &CapmsManager) {
+    let metrics = metrics_text(manager).await;
+    for line in metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("not a sample: {line}"));
+        assert!(value.parse::<f64>().is_ok(), "bad value in {line}");
+        let name = series.split('{').next().unwrap_or_default();
+        assert!(
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "bad metric name in {line}"
+        );
+        if series.contains('{') {
+            assert!(series.ends_with('}'), "bad labels in {line}");
+        }
+    }
+    assert!(metrics.contains("capms_admission_requests_total{kind=\"MetalStackMachine\",step=\"validate\",operation=\"CREATE\",result=\"denied\"}"), "{metrics}");
+    assert!(metrics.contains("capms_admission_duration_seconds_bucket{"));
+}
+
+fn openssl_connect(port: u16, version_flag: &str) -> String {
+    let out = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            version_flag,
+            "-servername",
+            "127.0.0.1",
+            "-cipher",
+            "DEFAULT:@SECLEVEL=0",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn served_serial(port: u16) -> String {
+    let script = format!(
+        "openssl s_client -connect 127.0.0.1:{port} -servername 127.0.0.1 </dev/null 2>/dev/null | openssl x509 -noout -serial"
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .expect("openssl");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn file_serial(cert: &Path) -> String {
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-serial", "-in"])
+        .arg(cert)
+        .output()
+        .expect("openssl");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn tls_server_needs_tls12_rotates_certificates_and_is_unready_without_them() {
+    capms::tls::install_default_provider();
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("tls").await;
+    let sim = RunningSim::start(Inventory::default_lab(), "/").await;
+    let work = tempfile::tempdir().expect("temp dir");
+    let cert_dir = work.path().join("certs");
+    std::fs::create_dir_all(&cert_dir).expect("dir");
+    let manager = CapmsManager::start("capms-tls", &ns.name, &sim.url, &cert_dir, work.path(), &[]);
+    let (health, port) = (manager.health_port, manager.webhook_port);
+
+    // No certificate yet: the pod must not take traffic.
+    eventually("/readyz to answer", Duration::from_secs(30), || async {
+        manager.readyz().await.map(|_| ())
+    })
+    .await;
+    let body = reqwest::get(format!("http://127.0.0.1:{health}/readyz"))
+        .await
+        .expect("readyz")
+        .text()
+        .await
+        .expect("body");
+    assert_eq!(
+        manager.readyz().await,
+        Some(503),
+        "unready until certificates load: {body}; files: {:?}; log:\n{}",
+        std::fs::read_dir(&cert_dir).map(|d| d.count()).ok(),
+        manager.process.log_tail()
+    );
+    cp.issue_serving_cert(&cert_dir);
+    eventually("/readyz to turn ready", Duration::from_secs(10), || async {
+        (manager.readyz().await == Some(200)).then_some(())
+    })
+    .await;
+
+    // TLS 1.2 and 1.3 are served; TLS 1.1 and plain HTTP are not.
+    for ok in ["-tls1_2", "-tls1_3"] {
+        let out = openssl_connect(port, ok);
+        assert!(
+            out.contains("-----BEGIN CERTIFICATE-----"),
+            "{ok} must work:\n{out}"
+        );
+    }
+    let old = openssl_connect(port, "-tls1_1");
+    assert!(
+        !old.contains("-----BEGIN CERTIFICATE-----")
+            && old.contains("no peer certificate available"),
+        "TLS 1.1 must fail:\n{old}"
+    );
+    let plain = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/"))
+        .send()
+        .await;
+    assert!(
+        plain.is_err() || !plain.as_ref().is_ok_and(|r| r.status().is_success()),
+        "plain HTTP is refused"
+    );
+
+    // A certificate swapped on disk is served to the next connection, without a restart.
+    let first = served_serial(port);
+    assert_eq!(first, file_serial(&cert_dir.join("tls.crt")));
+    let next_dir = work.path().join("next");
+    cp.issue_serving_cert(&next_dir);
+    // Swap both files the way a rename-based writer does.
+    for f in ["tls.key", "tls.crt"] {
+        std::fs::copy(next_dir.join(f), cert_dir.join(format!("{f}.new"))).expect("copy");
+        std::fs::rename(cert_dir.join(format!("{f}.new")), cert_dir.join(f)).expect("rename");
+    }
+    let second = served_serial(port);
+    assert_ne!(second, first, "a new certificate after the swap");
+    assert_eq!(second, file_serial(&next_dir.join("tls.crt")));
+}

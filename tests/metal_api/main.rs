@@ -1,0 +1,14 @@
+//! metal-api as capms and metal-stack's own clients see it, served by the simulator: its answers
+//! against metal-api's swagger spec (`spec`), request bodies as Go clients send them
+//! (`requests`), metal-stack's Go client driving it (`metal_go`), and capms's client through the
+//! whole life of every entity, every error path and every fault (`client`).
+
+// A test (and its helpers) fails loudly on what it does not expect.
+#![allow(clippy::expect_used)]
+
+use capms_test_support as support;
+
+mod client;
+mod metal_go;
+mod requests;
+mod spec;

@@ -1,0 +1,23 @@
+"""Prints N distinct free TCP ports on 127.0.0.1 (default 1), one per line.
+
+They are taken below the kernel's ephemeral range (32768 and up), which the kernel hands out
+for port 0 and for every outgoing connection: there, a port found free could be taken by
+another connection before the component bound it. See free_port in crates/test-support/src/lib.rs.
+"""
+import random
+import socket
+import sys
+
+wanted = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+found = []
+while len(found) < wanted:
+    port = random.randrange(20000, 32000)
+    if port in found:
+        continue
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+    found.append(port)
+print("\n".join(map(str, found)))
