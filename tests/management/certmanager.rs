@@ -26,7 +26,9 @@ const NS: &str = "capms-system";
 #[tokio::test(flavor = "current_thread")]
 async fn cert_manager_issues_and_injects_and_the_apiserver_calls_our_webhooks() {
     capms::tls::install_default_provider();
-    let cp = ControlPlane::shared();
+    // A control plane of its own: the components install cluster-wide webhook configurations,
+    // which would send the other tests' objects to this test's manager once it has stopped.
+    let cp = &ControlPlane::management("certmanager");
     let client = cp.client().await;
     let work = tempfile::tempdir().expect("dir");
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;

@@ -37,7 +37,7 @@ async fn the_manager_runs_in_process_and_stops_on_shutdown() {
             retry_period: Duration::from_secs(1),
         }),
         concurrency: 4,
-        sync_period: capms::controllers::step::DEFAULT_SYNC_PERIOD,
+        sync_period: capms::reconciler::DEFAULT_SYNC_PERIOD,
         health_addr,
         metrics_addr,
         metrics_secure: true,

@@ -5,6 +5,7 @@
 //! objects whose machine changed stage or went.
 
 use super::*;
+use capms::cache::listings::{Machines, Query};
 use capms::controllers::allocation;
 use metal_api::types::{AllocationNetwork, MachineAllocateRequest, NetworkAllocateRequest};
 
@@ -21,14 +22,18 @@ fn finds(rig: &Rig) -> u64 {
 }
 
 /// The cluster's listing, up to a minute old.
-async fn listed(ctx: &Context) -> capms::controllers::fleet::Machines {
+async fn listed(ctx: &Context) -> Machines {
     listed_within(ctx, Duration::from_secs(60)).await
 }
 
 /// The cluster's listing, at most `max_age` old.
-async fn listed_within(ctx: &Context, max_age: Duration) -> capms::controllers::fleet::Machines {
-    ctx.fleet
-        .machines(&ctx.metal, TAG, max_age)
+async fn listed_within(ctx: &Context, max_age: Duration) -> Machines {
+    let query = Query {
+        cluster_tag: TAG.into(),
+        max_age,
+    };
+    ctx.listings
+        .machines(&ctx.metal, &query)
         .await
         .expect("listing")
 }
@@ -124,8 +129,8 @@ async fn a_new_listing_wakes_the_objects_whose_machine_changed_stage_or_went() {
     let rig = slow_rig().await;
     let ctx = &rig.ctx;
     let network = private_network(ctx).await;
-    let mut machines = ctx.fleet.follow(OwnerKind::Machine);
-    let mut firewalls = ctx.fleet.follow(OwnerKind::Firewall);
+    let mut machines = ctx.listings.follow(OwnerKind::Machine);
+    let mut firewalls = ctx.listings.follow(OwnerKind::Firewall);
     let mut ok = request(&network.id, "v1-small-x86");
     ok.tags.extend(owner_tags(&owner_marks(
         OwnerKind::Machine,

@@ -18,8 +18,7 @@ use capms::capi::{Bootstrap, Cluster, ClusterSpec, ContractRef, Machine, Machine
 use capms::controllers::cluster::Clusters;
 use capms::controllers::firewall::Firewalls;
 use capms::controllers::machine::Machines;
-use capms::controllers::step::{Reconciler, reconcile};
-use capms::controllers::{Context, Settings};
+use capms::reconciler::{Context, Reconciler, Settings, reconcile};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};

@@ -1,11 +1,24 @@
 //! capms: a Cluster API infrastructure provider for metal-stack.
+//!
+//! The layers, each importing only from those above it:
+//! - the facts: [`api`] (our kinds), [`capi`] (what capms reads of Cluster API's), [`ownership`]
+//!   (the marks on everything capms allocates), [`networks`] (metal-api's network rules), and
+//!   the process's plumbing ([`metrics`], [`kube_client`], [`tls`], [`telemetry`]);
+//! - [`cache`]: the watch caches, each cluster's machine listings and metal-api's master data;
+//! - [`reconciler`]: the engine every controller runs on (observe → decide → act → status);
+//! - [`controllers`] and [`webhooks`], which share the layers above and never import each other;
+//! - [`server`], [`leader`] and [`runtime`], which start everything; `main` parses flags.
+
 pub mod api;
+pub mod cache;
 pub mod capi;
 pub mod controllers;
 pub mod kube_client;
+pub mod leader;
 pub mod metrics;
 pub mod networks;
 pub mod ownership;
+pub mod reconciler;
 pub mod runtime;
 pub mod server;
 pub mod telemetry;

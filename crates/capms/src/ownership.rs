@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// Prefix of capms' finalizers, labels and metal-api tags.
 pub const DOMAIN: &str = "metal-stack.infrastructure.cluster.x-k8s.io";
 /// metal-lib's cluster id tag/label key.
-pub const CLUSTER_ID_KEY: &str = "cluster.metal-stack.io/id";
+pub const CLUSTER_ID: &str = "cluster.metal-stack.io/id";
 
 /// The kind of object an allocation in metal-api belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,9 +2,12 @@
 //! controllers and an orderly shutdown, started from one [`ManagerConfig`]. `capms manager`
 //! parses its flags into one and calls [`run_manager`]; tests can start it in-process.
 
-use crate::controllers::{self, Context, Settings, leader};
+use crate::cache::catalog::CatalogCache;
+use crate::controllers;
+use crate::leader;
+use crate::reconciler::{Context, Settings};
 use crate::server::{self, Readiness, tls::ReloadingCert};
-use crate::webhooks::{self, catalog::CatalogCache};
+use crate::webhooks;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use std::net::SocketAddr;
@@ -138,7 +141,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
     let metrics_server = start_metrics(&config, metrics.clone(), &client, &shutdown);
     let webhook_state = webhooks::WebhookState {
         client: Some(client.clone()),
-        caches: ctx.stores.clone(),
+        caches: ctx.caches.clone(),
         catalog,
         deny_when_metal_unreachable: config.deny_when_metal_unreachable,
         metrics,

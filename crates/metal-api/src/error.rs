@@ -37,7 +37,8 @@ pub enum Error {
 
 /// What went wrong with a metal-api call, as a closed set: a metric label, a condition reason,
 /// and whether trying again later can help.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr)]
+#[strum(serialize_all = "PascalCase", prefix = "Metal")]
 pub enum Category {
     NotFound,
     Conflict,
@@ -45,6 +46,7 @@ pub enum Category {
     /// 400/422: metal-api refused the request as given.
     Rejected,
     /// No free machine of the size in the partition (metal-api's 422 "no machine available").
+    /// Its reason goes without the prefix: it says what to do.
     NoMachineAvailable,
     ServerError,
     Unreachable,
@@ -54,7 +56,7 @@ pub enum Category {
 }
 
 impl Category {
-    /// snake_case, for metrics and logs.
+    /// snake_case, for metrics and logs: `metal_server_error`.
     pub fn label(self) -> &'static str {
         match self {
             Category::NotFound => "metal_not_found",
@@ -70,19 +72,11 @@ impl Category {
         }
     }
 
-    /// PascalCase, for condition reasons.
+    /// PascalCase, for condition reasons: `MetalServerError`.
     pub fn reason(self) -> &'static str {
         match self {
-            Category::NotFound => "MetalNotFound",
-            Category::Conflict => "MetalConflict",
-            Category::Unauthorized => "MetalUnauthorized",
-            Category::Rejected => "MetalRejected",
             Category::NoMachineAvailable => "NoMachineAvailable",
-            Category::ServerError => "MetalServerError",
-            Category::Unreachable => "MetalUnreachable",
-            Category::Timeout => "MetalTimeout",
-            Category::BadResponse => "MetalBadResponse",
-            Category::Config => "MetalConfig",
+            other => other.into(),
         }
     }
 

@@ -5,7 +5,8 @@ use rand::Rng;
 use ring::hmac;
 
 /// The `Authorization` scheme words metal-api knows, one per HMAC identity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::IntoStaticStr)]
+#[strum(prefix = "Metal-")]
 pub enum AuthType {
     View,
     Edit,
@@ -15,12 +16,9 @@ pub enum AuthType {
 impl AuthType {
     pub const ALL: [AuthType; 3] = [AuthType::View, AuthType::Edit, AuthType::Admin];
 
+    /// `Metal-View`, `Metal-Edit` or `Metal-Admin`.
     pub fn scheme(self) -> &'static str {
-        match self {
-            AuthType::View => "Metal-View",
-            AuthType::Edit => "Metal-Edit",
-            AuthType::Admin => "Metal-Admin",
-        }
+        self.into()
     }
 
     pub fn from_scheme(scheme: &str) -> Option<Self> {

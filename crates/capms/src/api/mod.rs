@@ -27,7 +27,7 @@ pub use templates::{
     MetalStackClusterTemplate, MetalStackClusterTemplateResource, MetalStackClusterTemplateSpec,
     MetalStackFirewallTemplate, MetalStackFirewallTemplateResource, MetalStackFirewallTemplateSpec,
     MetalStackMachineTemplate, MetalStackMachineTemplateResource, MetalStackMachineTemplateSpec,
-    firewall_template_missing, firewall_template_names,
+    firewall_template_missing,
 };
 
 use common::{LEGACY_VERSION, PROVIDER_LABEL, STORAGE_VERSION};

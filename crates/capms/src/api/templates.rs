@@ -144,14 +144,3 @@ pub fn firewall_template_missing(namespace: &str, name: &str, existing: &[String
         crate::choices(existing)
     )
 }
-
-/// The names of the firewall templates `templates` can list.
-pub async fn firewall_template_names(
-    templates: &kube::Api<MetalStackFirewallTemplate>,
-) -> kube::Result<Vec<String>> {
-    use kube::ResourceExt;
-    let existing = templates
-        .list_metadata(&kube::api::ListParams::default())
-        .await?;
-    Ok(existing.items.iter().map(|t| t.name_any()).collect())
-}

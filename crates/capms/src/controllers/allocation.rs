@@ -2,11 +2,18 @@
 //! which machine an object means, finding the one already allocated for it, its health, and
 //! freeing exactly what carries the object's owner tags.
 
-use super::conditions::Reason;
-use super::context::*;
+use crate::api::MetalStackCluster;
+use crate::cache::listings::{BOOTING_MAX_AGE, Query, TEARDOWN_MAX_AGE};
+use crate::capi::Cluster;
+use crate::ownership::{cluster_id, has_owner_tags, owner_tags};
+use crate::reconciler::conditions::Reason;
+use crate::reconciler::{Context, Requeue, Result};
+use kube::ResourceExt;
 use metal_api::ProviderId;
-use metal_api::types::{Machine, MachineFindRequest, event, liveliness};
+use metal_api::tags::CLUSTER_ID;
+use metal_api::types::{Machine, MachineFindRequest, MachineHealth};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The field a preset machine is named in.
 pub const PROVIDER_ID_FIELD: &str = "spec.providerID";
@@ -53,7 +60,7 @@ impl Target {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Found {
     /// Allocated for this object: by the recorded id, the preset one or the owner tags.
-    Ours(std::sync::Arc<Machine>),
+    Ours(Arc<Machine>),
     /// Nothing allocated for it yet (a preset machine is free).
     Nothing,
     /// spec.providerID names a machine metal-api does not know.
@@ -106,61 +113,37 @@ impl Found {
     }
 }
 
-/// Where a lookup reads the cluster's machines: its tag, and how old a listing may be (short
-/// while a machine boots, half the sync period once it is ready).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Listing {
-    pub cluster_tag: String,
-    pub max_age: std::time::Duration,
+/// The query of `msc`'s cluster for one of its objects; `ready` objects accept older listings
+/// (half the sync period), booting ones [`BOOTING_MAX_AGE`].
+pub fn query(ctx: &Context, msc: &MetalStackCluster, ready: bool) -> Query {
+    let max_age = match ready {
+        true => ctx.settings.sync_period / 2,
+        false => BOOTING_MAX_AGE,
+    };
+    let id = cluster_id(&msc.namespace().unwrap_or_default(), &msc.name_any());
+    Query::of_cluster(&id, max_age)
 }
 
-/// How old a listing a booting machine accepts. Each new listing wakes the objects whose machine
-/// changed stage, so while a cluster's machines boot, their polls list the cluster about once
-/// per this interval and a machine that phoned home is seen within about as long.
-pub const BOOTING_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(1);
+/// The query for deleting an object of MetalStackCluster `name`'s cluster.
+pub fn teardown_query(namespace: &str, name: &str) -> Query {
+    Query::of_cluster(&cluster_id(namespace, name), TEARDOWN_MAX_AGE)
+}
 
-/// How old a listing a deleted object accepts to find what it must free. A listing holds
-/// capms's own frees, so a cluster's objects going together share one.
-pub const TEARDOWN_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(2);
-
-impl Listing {
-    /// For an object of `msc`'s cluster; `ready` objects accept older listings.
-    pub fn of(ctx: &Context, msc: &crate::api::MetalStackCluster, ready: bool) -> Listing {
-        use kube::ResourceExt;
-        let mut listing = Listing::teardown(&msc.namespace().unwrap_or_default(), &msc.name_any());
-        listing.max_age = if ready {
-            ctx.settings.sync_period / 2
-        } else {
-            BOOTING_MAX_AGE
-        };
-        listing
-    }
-
-    /// For deleting an object of MetalStackCluster `name`'s cluster: at most
-    /// [`TEARDOWN_MAX_AGE`] old.
-    pub fn teardown(namespace: &str, name: &str) -> Listing {
-        Listing {
-            cluster_tag: format!("{CLUSTER_ID_KEY}={}", cluster_id(namespace, name)),
-            max_age: TEARDOWN_MAX_AGE,
-        }
-    }
-
-    /// For deleting an object of Cluster `cluster` in `namespace`, while the Cluster and its
-    /// MetalStackCluster are there (they wait for their machines and firewall to go).
-    pub async fn of_deleted(
-        ctx: &Context,
-        namespace: &str,
-        cluster: Option<&str>,
-    ) -> Result<Option<Listing>> {
-        let Some(cluster) = cluster else {
-            return Ok(None);
-        };
-        let cluster = ctx.get::<crate::capi::Cluster>(namespace, cluster).await?;
-        Ok(cluster
-            .as_ref()
-            .and_then(|c| c.metal_stack_cluster())
-            .map(|msc| Listing::teardown(namespace, msc)))
-    }
+/// The query for deleting an object of Cluster `cluster` in `namespace`, while the Cluster and
+/// its MetalStackCluster are there (they wait for their machines and firewall to go).
+pub async fn teardown_query_of(
+    ctx: &Context,
+    namespace: &str,
+    cluster: Option<&str>,
+) -> Result<Option<Query>> {
+    let Some(cluster) = cluster else {
+        return Ok(None);
+    };
+    let cluster = ctx.get::<Cluster>(namespace, cluster).await?;
+    Ok(cluster
+        .as_ref()
+        .and_then(|c| c.metal_stack_cluster())
+        .map(|msc| teardown_query(namespace, msc)))
 }
 
 /// Observes the machine allocated for the object with `marks`: the recorded one, the preset
@@ -171,18 +154,15 @@ pub async fn lookup(
     marks: &BTreeMap<String, String>,
     target: &Target,
     role: &str,
-    listing: &Listing,
+    query: &Query,
 ) -> Result<Found> {
     if let Some(id) = &target.preset
         && target.recorded.is_none()
     {
         return preset(ctx, marks, id).await;
     }
-    let machines = ctx
-        .fleet
-        .machines(&ctx.metal, &listing.cluster_tag, listing.max_age)
-        .await?;
-    let ours = |m: &&std::sync::Arc<Machine>| {
+    let machines = ctx.listings.machines(&ctx.metal, query).await?;
+    let ours = |m: &&Arc<Machine>| {
         m.allocation.as_ref().is_some_and(|a| a.role == role) && has_owner_tags(&m.tags, marks)
     };
     let lost = match &target.recorded {
@@ -191,7 +171,7 @@ pub async fn lookup(
             // Not in the cluster's listing any more: ask for the machine itself, to say what
             // happened to it.
             None => match still_ours(ctx, id, marks).await? {
-                Ok(m) => return Ok(Found::Ours(std::sync::Arc::new(m))),
+                Ok(m) => return Ok(Found::Ours(Arc::new(m))),
                 Err(lost) => Some(lost),
             },
         },
@@ -215,7 +195,7 @@ async fn preset(ctx: &Context, marks: &BTreeMap<String, String>, id: &str) -> Re
         Err(e) => return Err(e.into()),
     };
     Ok(match &m.allocation {
-        Some(_) if has_owner_tags(&m.tags, marks) => Found::Ours(std::sync::Arc::new(m)),
+        Some(_) if has_owner_tags(&m.tags, marks) => Found::Ours(Arc::new(m)),
         Some(a) => Found::PresetTaken {
             id: m.id.clone(),
             name: a.name.clone(),
@@ -233,12 +213,12 @@ pub async fn allocated(
     tags: &[String],
     result: &std::result::Result<Machine, metal_api::Error>,
 ) {
-    let prefix = format!("{CLUSTER_ID_KEY}=");
+    let prefix = format!("{CLUSTER_ID}=");
     match (tags.iter().find(|t| t.starts_with(&prefix)), result) {
-        (Some(tag), Ok(machine)) => ctx.fleet.record(tag, machine).await,
-        (Some(tag), Err(_)) => ctx.fleet.invalidate(tag),
+        (Some(tag), Ok(machine)) => ctx.listings.record(tag, machine).await,
+        (Some(tag), Err(_)) => ctx.listings.invalidate(tag),
         // Without a cluster tag no listing can hold it; be safe anyway.
-        (None, _) => ctx.fleet.invalidate_all(),
+        (None, _) => ctx.listings.invalidate_all(),
     }
 }
 
@@ -270,21 +250,17 @@ async fn still_ours(
 pub async fn owned(
     ctx: &Context,
     marks: &BTreeMap<String, String>,
-    listing: Option<&Listing>,
+    query: Option<&Query>,
 ) -> Result<Vec<String>> {
-    let found = match listing {
-        Some(l) => {
-            ctx.fleet
-                .machines(&ctx.metal, &l.cluster_tag, l.max_age)
-                .await?
-        }
+    let found = match query {
+        Some(q) => ctx.listings.machines(&ctx.metal, q).await?,
         None => {
             let find = MachineFindRequest {
                 tags: owner_tags(marks),
                 ..Default::default()
             };
             let found = ctx.metal.machine_find(&find).await?;
-            std::sync::Arc::new(found.into_iter().map(std::sync::Arc::new).collect())
+            Arc::new(found.into_iter().map(Arc::new).collect())
         }
     };
     let mut ids: Vec<String> = found
@@ -304,19 +280,20 @@ pub async fn free<K: kube::Resource<DynamicType = ()>>(
     what: &str,
 ) -> Result<()> {
     match ctx.metal.machine_free(id).await {
-        Ok(_) => ctx.fleet.freed(id).await,
+        Ok(_) => ctx.listings.freed(id).await,
         Err(e) if e.is_not_found() => {
-            ctx.fleet.freed(id).await;
+            ctx.listings.freed(id).await;
             return Ok(());
         }
         Err(e) => {
             // metal-api may have freed it anyway: listings from before are not used again.
-            ctx.fleet.invalidate_all();
+            ctx.listings.invalidate_all();
             return Err(e.into());
         }
     }
     let note = format!("freed {} {id}", what.to_lowercase());
-    ctx.note(obj, &format!("{what}Freed"), &format!("Free{what}"), note);
+    ctx.events
+        .note(obj, &format!("{what}Freed"), &format!("Free{what}"), note);
     Ok(())
 }
 
@@ -332,69 +309,44 @@ pub fn announce<K: kube::Resource<DynamicType = ()>>(
     match result {
         Ok(m) => {
             let note = format!("allocated {} {}{detail}", what.to_lowercase(), m.id);
-            ctx.note(obj, &format!("{what}Allocated"), &action, note);
+            ctx.events
+                .note(obj, &format!("{what}Allocated"), &action, note);
             Ok(m)
         }
         Err(e) => {
             let reason = format!("{what}AllocationFailed");
-            ctx.warn(obj, &reason, &action, e.to_string());
+            ctx.events.warn(obj, &reason, &action, e.to_string());
             Err(e.into())
         }
     }
 }
 
-/// How far a metal-stack machine is, read from its event log and liveliness.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Health {
-    Ready,
-    Provisioning(String),
-    CrashLoop,
-    FailedReclaim,
-    NotAlive(String),
+/// When to look again at a machine that is not ready: a provisioning machine soon (it is about
+/// to progress), a failing one with the growing backoff (a person has to act).
+pub fn health_requeue(health: &MachineHealth) -> Requeue {
+    match health {
+        MachineHealth::Ready => Requeue::Resync,
+        MachineHealth::Provisioning(_) => Requeue::Booting,
+        MachineHealth::CrashLoop | MachineHealth::FailedReclaim | MachineHealth::NotAlive(_) => {
+            Requeue::Poll
+        }
+    }
 }
 
-impl Health {
-    /// When to look again while not ready: a provisioning machine soon (it is about to
-    /// progress), a failing one with the growing backoff (a person has to act).
-    pub fn requeue(&self) -> crate::controllers::step::Requeue {
-        use crate::controllers::step::Requeue;
-        match self {
-            Health::Ready => Requeue::Resync,
-            Health::Provisioning(_) => Requeue::Booting,
-            Health::CrashLoop | Health::FailedReclaim | Health::NotAlive(_) => Requeue::Poll,
-        }
-    }
-
-    pub fn of(m: &Machine) -> Health {
-        if m.events.crash_loop {
-            return Health::CrashLoop;
-        }
-        if m.events.failed_machine_reclaim {
-            return Health::FailedReclaim;
-        }
-        match m.last_event() {
-            Some(event::PHONED_HOME) if m.liveliness == liveliness::ALIVE => Health::Ready,
-            Some(event::PHONED_HOME) => Health::NotAlive(m.liveliness.clone()),
-            other => Health::Provisioning(other.unwrap_or("none").to_owned()),
-        }
-    }
-
-    /// (healthy, reason, message) of the health condition.
-    pub fn condition(&self) -> (bool, Reason, String) {
-        match self {
-            Health::Ready => (true, Reason::PhonedHome, "the machine has phoned home and is alive".into()),
-            Health::Provisioning(event) => (true, Reason::Provisioning, format!("provisioning; last event: {event}")),
-            Health::CrashLoop => (false, Reason::CrashLoop, "the machine is in a crash loop (it PXE-boots again instead of phoning home); check its console in metal-stack".into()),
-            Health::FailedReclaim => (false, Reason::FailedReclaim, "the machine phoned home after it was freed: its reclaim failed; an operator must reinstall it".into()),
-            Health::NotAlive(l) => (false, Reason::NotAlive, format!("the machine phoned home but its liveliness is {l}")),
-        }
+/// (healthy, reason, message) of the health condition.
+pub fn health_condition(health: &MachineHealth) -> (bool, Reason, String) {
+    match health {
+        MachineHealth::Ready => (true, Reason::PhonedHome, "the machine has phoned home and is alive".into()),
+        MachineHealth::Provisioning(event) => (true, Reason::Provisioning, format!("provisioning; last event: {event}")),
+        MachineHealth::CrashLoop => (false, Reason::CrashLoop, "the machine is in a crash loop (it PXE-boots again instead of phoning home); check its console in metal-stack".into()),
+        MachineHealth::FailedReclaim => (false, Reason::FailedReclaim, "the machine phoned home after it was freed: its reclaim failed; an operator must reinstall it".into()),
+        MachineHealth::NotAlive(l) => (false, Reason::NotAlive, format!("the machine phoned home but its liveliness is {l}")),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use metal_api::types::MachineEvent;
 
     const ID: &str = "e0ab02d2-27cd-5a5e-8efc-080ba80cf258";
 
@@ -441,39 +393,18 @@ mod tests {
         assert_eq!(Found::Nothing.preset_problem(), None);
     }
 
-    fn machine(last: &str, liveliness: &str) -> Machine {
-        let mut m = Machine {
-            liveliness: liveliness.into(),
-            ..Default::default()
-        };
-        m.events.log.push(MachineEvent {
-            event: last.into(),
-            ..Default::default()
-        });
-        m
-    }
-
     #[test]
-    fn health_follows_events_and_liveliness() {
-        assert_eq!(
-            Health::of(&machine(event::PHONED_HOME, "Alive")),
-            Health::Ready
-        );
-        assert_eq!(
-            Health::of(&machine(event::PHONED_HOME, "Unknown")),
-            Health::NotAlive("Unknown".into())
-        );
-        assert_eq!(
-            Health::of(&machine(event::INSTALLING, "Alive")),
-            Health::Provisioning("Installing".into())
-        );
-        let mut looping = machine(event::PHONED_HOME, "Alive");
-        looping.events.crash_loop = true;
-        assert_eq!(Health::of(&looping), Health::CrashLoop);
-        let mut reclaim = machine(event::PHONED_HOME, "Alive");
-        reclaim.events.failed_machine_reclaim = true;
-        assert_eq!(Health::of(&reclaim), Health::FailedReclaim);
-        let (healthy, reason, _) = Health::CrashLoop.condition();
+    fn health_reads_as_a_condition_and_a_requeue() {
+        let (healthy, reason, _) = health_condition(&MachineHealth::CrashLoop);
         assert_eq!((healthy, reason), (false, Reason::CrashLoop));
+        assert_eq!(
+            health_requeue(&MachineHealth::Provisioning("Installing".into())),
+            Requeue::Booting
+        );
+        assert_eq!(health_requeue(&MachineHealth::Ready), Requeue::Resync);
+        assert_eq!(
+            health_requeue(&MachineHealth::NotAlive("Dead".into())),
+            Requeue::Poll
+        );
     }
 }

@@ -7,8 +7,8 @@ use crate::api::{
     MetalStackCluster, MetalStackClusterTemplate, MetalStackFirewall, MetalStackFirewallTemplate,
     MetalStackMachine, MetalStackMachineTemplate,
 };
+use crate::cache::read_through;
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
-use crate::controllers::feeds::read_through;
 use crate::ownership::{OwnerKind, identity_of};
 use kube::ResourceExt;
 use kube::core::DynamicObject;
@@ -62,7 +62,9 @@ async fn missing_template_warning(
     if templates.get_opt(name).await.ok()?.is_some() {
         return None;
     }
-    let existing = crate::api::firewall_template_names(&templates).await.ok()?;
+    let existing = crate::cache::firewall_template_names(&templates)
+        .await
+        .ok()?;
     Some(crate::api::firewall_template_missing(
         namespace, name, &existing,
     ))

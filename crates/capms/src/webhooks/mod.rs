@@ -2,18 +2,18 @@
 //! route table mounts the handlers and generates the webhook configurations in `webhooks/`.
 
 mod admission;
-pub mod catalog;
+
 mod manifests;
 pub mod rules;
 
 pub use manifests::{ClientConfig, install_manifests_yaml, webhook_configurations};
 
+use crate::cache::catalog::CatalogCache;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use catalog::CatalogCache;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde_json::{Value, json};
@@ -125,7 +125,7 @@ pub struct WebhookState {
     /// unit tests.
     pub client: Option<kube::Client>,
     /// The controllers' caches, read instead of the apiserver once they are filled.
-    pub caches: crate::controllers::feeds::Caches,
+    pub caches: crate::cache::Caches,
     pub catalog: Arc<CatalogCache>,
     /// Deny instead of admitting with a warning when metal-api cannot be reached.
     pub deny_when_metal_unreachable: bool,

@@ -275,6 +275,36 @@ impl Machine {
     pub fn last_event(&self) -> Option<&str> {
         self.events.log.first().map(|e| e.event.as_str())
     }
+
+    /// How far the machine is, read from its event log and liveliness.
+    pub fn health(&self) -> MachineHealth {
+        if self.events.crash_loop {
+            return MachineHealth::CrashLoop;
+        }
+        if self.events.failed_machine_reclaim {
+            return MachineHealth::FailedReclaim;
+        }
+        match self.last_event() {
+            Some(event::PHONED_HOME) if self.liveliness == liveliness::ALIVE => {
+                MachineHealth::Ready
+            }
+            Some(event::PHONED_HOME) => MachineHealth::NotAlive(self.liveliness.clone()),
+            other => MachineHealth::Provisioning(other.unwrap_or("none").to_owned()),
+        }
+    }
+}
+
+/// How far a machine is: provisioning (with its last event), phoned home and alive, or failing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MachineHealth {
+    Ready,
+    Provisioning(String),
+    /// It PXE-boots again instead of phoning home.
+    CrashLoop,
+    /// It phoned home after it was freed: its reclaim failed.
+    FailedReclaim,
+    /// It phoned home, but its liveliness is not Alive.
+    NotAlive(String),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -391,4 +421,47 @@ pub struct MachineIssuesRequest {
 pub struct MachineIssueResponse {
     pub machineid: String,
     pub issues: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(last: &str, liveliness: &str) -> Machine {
+        let mut m = Machine {
+            liveliness: liveliness.into(),
+            ..Default::default()
+        };
+        m.events.log.push(MachineEvent {
+            event: last.into(),
+            ..Default::default()
+        });
+        m
+    }
+
+    #[test]
+    fn health_follows_events_and_liveliness() {
+        assert_eq!(
+            machine(event::PHONED_HOME, "Alive").health(),
+            MachineHealth::Ready
+        );
+        assert_eq!(
+            machine(event::PHONED_HOME, "Unknown").health(),
+            MachineHealth::NotAlive("Unknown".into())
+        );
+        assert_eq!(
+            machine(event::INSTALLING, "Alive").health(),
+            MachineHealth::Provisioning("Installing".into())
+        );
+        assert_eq!(
+            Machine::default().health(),
+            MachineHealth::Provisioning("none".into())
+        );
+        let mut looping = machine(event::PHONED_HOME, "Alive");
+        looping.events.crash_loop = true;
+        assert_eq!(looping.health(), MachineHealth::CrashLoop);
+        let mut reclaim = machine(event::PHONED_HOME, "Alive");
+        reclaim.events.failed_machine_reclaim = true;
+        assert_eq!(reclaim.health(), MachineHealth::FailedReclaim);
+    }
 }

@@ -1,93 +1,26 @@
 //! What a MetalStackCluster needs next, decided from what was observed, without I/O: its
-//! private network, its control-plane IP and endpoint, its firewall, and on deletion the
-//! teardown in reverse.
+//! private network, its control-plane IP and endpoint, its firewall (`firewall`), and on
+//! deletion the teardown in reverse (`teardown`).
 
-use super::{FINALIZER, PURPOSE_CONTROL_PLANE, child};
-use crate::api::{
-    ApiEndpoint, Initialization, MetalStackCluster, MetalStackClusterStatus, MetalStackFirewall,
-};
-use crate::capi::Cluster;
-use crate::controllers::context::*;
-use crate::controllers::step::{Decision, Phase, Requeue};
+use super::model::{ClusterDecision, EndpointSeen, Live, NetworkSeen, Observed, Step};
+use super::requests::{ip_request, network_request};
+use super::{FINALIZER, firewall, teardown};
+use crate::api::{ApiEndpoint, Initialization, MetalStackCluster, MetalStackClusterStatus};
+use crate::reconciler::conditions::{self, Conditions, Reason, Type};
+use crate::reconciler::gates::{capi_owner, record_pause};
+use crate::reconciler::{Decision, Error, Phase, Requeue};
 use kube::ResourceExt;
-use metal_api::types::{
-    IP_TYPE_EPHEMERAL, IP_TYPE_STATIC, IpAllocateRequest, NetworkAllocateRequest,
-};
+use metal_api::types::{IP_TYPE_EPHEMERAL, IP_TYPE_STATIC};
 use std::time::Duration;
 
 /// How long to wait for a Cluster that does not exist (yet).
 const ABSENT: Duration = Duration::from_secs(10);
 
-/// What observe read. Deleting carries what is left to tear down.
-pub type Observed = crate::controllers::step::Observed<Live, Box<super::teardown::Left>>;
-
-/// What observe read, in the order decide looks at it; a later field is None when an earlier
-/// gate stopped the reading.
-#[derive(Debug, Default)]
-pub struct Live {
-    pub cluster: Option<Cluster>,
-    pub network: Option<NetworkSeen>,
-    pub endpoint: Option<EndpointSeen>,
-    pub firewall: Option<child::FirewallSeen>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum NetworkSeen {
-    /// spec.privateNetworkID exists in metal-api.
-    Given,
-    /// spec.privateNetworkID does not exist; the message's valid choices.
-    GivenMissing { choices: String },
-    /// The network capms allocated: recorded in status or found by its owner labels.
-    Allocated(String),
-    /// None allocated yet.
-    Unallocated,
-}
-
-/// The control-plane IP as metal-api has it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum EndpointSeen {
-    /// No host given: the IP capms allocated (found by its owner tags), if any.
-    Allocated(Option<String>),
-    /// The given host is the IP capms reserved earlier (recorded in status).
-    Recorded,
-    /// The given host is a name, lies outside the public network or is someone else's IP:
-    /// used as given.
-    AsGiven,
-    /// The given host is an IP of the public network that capms holds.
-    Reserved(String),
-    /// The given host is a free IP of the public network: capms reserves it.
-    Free,
-    /// spec.publicNetworkID does not exist; the message's valid choices.
-    PublicNetworkMissing { choices: String },
-}
-
-#[derive(Debug)]
-pub enum Step {
-    Nothing,
-    AddFinalizer,
-    AllocateNetwork(Box<NetworkAllocateRequest>),
-    AllocateIp(Box<IpAllocateRequest>),
-    /// Reserve the given host as a static IP.
-    ReserveIp(String, Box<IpAllocateRequest>),
-    /// Write spec.controlPlaneEndpoint.
-    PatchEndpoint(ApiEndpoint),
-    /// Create the cluster's MetalStackFirewall (server-side apply).
-    CreateFirewall(Box<MetalStackFirewall>),
-    /// Bring the not yet allocated MetalStackFirewall up to date (server-side apply).
-    UpdateFirewall(Box<MetalStackFirewall>),
-    DeleteFirewall(String),
-    FreeIp(String),
-    FreeNetwork(String),
-    RemoveFinalizer,
-}
-
-pub type ClusterDecision = Decision<Step, MetalStackClusterStatus>;
-
 pub fn decide(msc: &MetalStackCluster, observed: &Observed) -> ClusterDecision {
     let status = msc.status.clone().unwrap_or_default();
     match observed.phase() {
         Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
-        Phase::Teardown(left) => super::teardown::decide(msc, left, status),
+        Phase::Teardown(left) => teardown::decide(msc, left, status),
         Phase::Live(live) => decide_live(msc, live, status),
     }
 }
@@ -261,13 +194,13 @@ impl Progress<'_> {
     fn firewall(
         mut self,
         cluster_name: &str,
-        seen: Option<&child::FirewallSeen>,
+        seen: Option<&super::model::FirewallSeen>,
     ) -> ClusterDecision {
         let mut conditions =
             Conditions::of(&mut self.status.conditions, self.msc.metadata.generation);
-        match child::decide(self.msc, cluster_name, seen, &mut conditions) {
-            child::Outcome::Ready => self.ready(),
-            child::Outcome::Step(step, next) => self.provisioning(Ok(Some((step, next)))),
+        match firewall::decide(self.msc, cluster_name, seen, &mut conditions) {
+            firewall::Outcome::Ready => self.ready(),
+            firewall::Outcome::Step(step, next) => self.provisioning(Ok(Some((step, next)))),
         }
     }
 
@@ -308,7 +241,7 @@ fn after_failed_step(
     step: Option<&Step>,
 ) {
     let unfinished = |list: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], type_| {
-        crate::controllers::conditions::find(list, type_).is_none_or(|c| c.status != "True")
+        conditions::find(list, type_).is_none_or(|c| c.status != "True")
     };
     let failed = match step {
         Some(Step::AllocateNetwork(_)) => Some(Type::NetworkReady),
@@ -327,38 +260,4 @@ fn after_failed_step(
         conditions.set_false(type_, reason, error.to_string());
     }
     conditions.set_false(Type::Ready, reason, error.to_string());
-}
-
-fn network_request(msc: &MetalStackCluster) -> NetworkAllocateRequest {
-    let ns = msc.namespace().unwrap_or_default();
-    let name = msc.name_any();
-    let mut labels = owner_marks_of(OwnerKind::Cluster, msc);
-    labels.insert(CLUSTER_ID_KEY.into(), cluster_id(&ns, &name));
-    NetworkAllocateRequest {
-        projectid: msc.spec.project_id.clone(),
-        partitionid: msc.spec.partition.clone(),
-        name: name.clone(),
-        description: format!("private network of cluster {ns}/{name}, allocated by capms"),
-        labels,
-        ..Default::default()
-    }
-}
-
-/// The control-plane IP: `type_` ephemeral when capms picks it, static when it reserves the
-/// given host; `how` is "allocated" or "reserved".
-fn ip_request(msc: &MetalStackCluster, type_: &str, how: &str) -> IpAllocateRequest {
-    let ns = msc.namespace().unwrap_or_default();
-    let name = msc.name_any();
-    let mut tags = owner_tags(&owner_marks_of(OwnerKind::Cluster, msc));
-    tags.push(PURPOSE_CONTROL_PLANE.into());
-    tags.push(format!("{CLUSTER_ID_KEY}={}", cluster_id(&ns, &name)));
-    IpAllocateRequest {
-        networkid: msc.spec.public_network_id.clone(),
-        projectid: msc.spec.project_id.clone(),
-        type_: type_.into(),
-        name: format!("{name}-control-plane"),
-        description: format!("control-plane IP of cluster {ns}/{name}, {how} by capms"),
-        tags,
-        ..Default::default()
-    }
 }

@@ -1,15 +1,17 @@
 //! What a MetalStackCluster reconcile reads, in the order `decide` looks at it.
 
-use super::child::FirewallSeen;
-use super::decide::{EndpointSeen, Live, NetworkSeen, Observed};
-use super::teardown::Left;
+use super::model::{EndpointSeen, FirewallSeen, Left, Live, NetworkSeen, Observed};
 use super::{FINALIZER, firewall_name};
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
-use crate::controllers::context::*;
 use crate::networks;
+use crate::ownership::{OwnerKind, has_owner_tags, identity_of, owner_tags};
+use crate::reconciler::gates::{
+    capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
+};
+use crate::reconciler::{Context, During, Result};
 use kube::ResourceExt;
 use kube::api::ListParams;
 use metal_api::types::{IpFindRequest, NetworkFindRequest};
@@ -180,7 +182,11 @@ async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen
                 Some(t) => Ok(t),
                 None => {
                     let templates = ctx.api::<MetalStackFirewallTemplate>(&ns);
-                    Err(crate::api::firewall_template_names(&templates).await?)
+                    Err(crate::cache::firewall_template_names(&templates)
+                        .await
+                        .during(|| {
+                            format!("listing the MetalStackFirewallTemplates of namespace {ns}")
+                        })?)
                 }
             })
         }
@@ -198,7 +204,8 @@ async fn left(msc: &MetalStackCluster, ctx: &Context) -> Result<Left> {
         let machines = ctx
             .api::<MetalStackMachine>(&ns)
             .list_metadata(&ListParams::default().labels(&selector))
-            .await?;
+            .await
+            .during(|| format!("listing the MetalStackMachines of Cluster {ns}/{cluster_name}"))?;
         left.machines = machines.items.len();
         if left.machines > 0 {
             return Ok(left);

@@ -1,26 +1,13 @@
 //! Deleting a MetalStackCluster: wait for its machines, delete its firewall and wait for it,
 //! then free the control-plane IP and the network capms allocated (never ones it did not).
 
-use super::decide::{ClusterDecision, Step};
 use super::firewall_name;
+use super::model::{ClusterDecision, Left, Step};
 use crate::api::{MetalStackCluster, MetalStackClusterStatus};
-use crate::controllers::context::{Conditions, Reason, Type};
-use crate::controllers::step::{Decision, Requeue};
+use crate::reconciler::conditions::{Conditions, Reason, Type};
+use crate::reconciler::{Decision, Requeue};
 use kube::ResourceExt;
 use std::time::Duration;
-
-/// What observe found still standing.
-#[derive(Debug, Default, PartialEq)]
-pub struct Left {
-    /// MetalStackMachines of the cluster.
-    pub machines: usize,
-    /// The cluster's own firewall (by owner reference): whether it is being deleted already.
-    pub firewall: Option<bool>,
-    /// Control-plane IPs that carry the cluster's owner tags.
-    pub ips: Vec<String>,
-    /// Networks that carry the cluster's owner labels.
-    pub networks: Vec<String>,
-}
 
 pub fn decide(
     msc: &MetalStackCluster,

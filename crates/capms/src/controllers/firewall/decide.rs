@@ -1,60 +1,20 @@
 //! What a MetalStackFirewall needs next, decided from what was observed, without I/O.
 
 use super::FINALIZER;
-use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus, Protocol};
-use crate::capi::Cluster;
-use crate::controllers::allocation::{Found, Health, Target};
-use crate::controllers::context::*;
-use crate::controllers::step::{Decision, Phase, Requeue};
+use super::model::{FirewallDecision, Live, Observed, Step, target};
+use super::request::request;
+use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus};
+use crate::controllers::allocation::{Found, health_condition, health_requeue};
+use crate::reconciler::conditions::{Conditions, Reason, Type};
+use crate::reconciler::gates::record_pause;
+use crate::reconciler::{Decision, Error, Phase, Requeue};
 use kube::ResourceExt;
 use metal_api::ProviderId;
-use metal_api::types::{
-    AllocationNetwork, FirewallCreateRequest, FirewallEgressRule, FirewallIngressRule,
-    FirewallRules, Machine, MachineAllocateRequest,
-};
+use metal_api::types::{Machine, MachineHealth};
 use std::time::Duration;
 
 /// How long to wait for a MetalStackCluster that does not exist (yet).
 const ABSENT: Duration = Duration::from_secs(10);
-
-/// What observe read. Deleting carries the ids of the machines still allocated for it.
-pub type Observed = crate::controllers::step::Observed<Live, Vec<String>>;
-
-/// Read in the order decide looks at it: a later field is None when an earlier gate stopped
-/// the reading.
-#[derive(Debug, Default)]
-pub struct Live {
-    /// The MetalStackCluster the firewall belongs to (owner reference or cluster-name label).
-    pub infrastructure: Option<MetalStackCluster>,
-    /// That MetalStackCluster's Cluster, for the pause.
-    pub cluster: Option<Cluster>,
-    /// The cluster's private network, as far as it exists.
-    pub network: Option<String>,
-    pub found: Option<Found>,
-}
-
-#[derive(Debug, PartialEq)]
-pub enum Step {
-    Nothing,
-    AddFinalizer,
-    Allocate(Box<FirewallCreateRequest>),
-    /// Merge patch naming the machine in spec.providerID.
-    Record(serde_json::Value),
-    Free(String),
-    RemoveFinalizer,
-}
-
-pub type FirewallDecision = Decision<Step, MetalStackFirewallStatus>;
-
-/// Which machine the firewall means: the one noted in status, else spec.providerID's.
-pub fn target(fw: &MetalStackFirewall, msc: &MetalStackCluster) -> Result<Target, String> {
-    let recorded = fw.status.as_ref().and_then(|s| s.machine_id.as_deref());
-    Target::of(
-        fw.spec.provider_id.as_deref(),
-        &msc.spec.partition,
-        recorded,
-    )
-}
 
 pub fn decide(fw: &MetalStackFirewall, observed: &Observed) -> FirewallDecision {
     let mut status = fw.status.clone().unwrap_or_default();
@@ -152,10 +112,10 @@ fn allocated(
     let mut conditions = Conditions::of(&mut status.conditions, fw.metadata.generation);
     let message = format!("firewall machine {}", m.id);
     conditions.set_true(Type::FirewallAllocated, Reason::Allocated, message);
-    let health = Health::of(m);
-    let (healthy, reason, message) = health.condition();
+    let health = m.health();
+    let (healthy, reason, message) = health_condition(&health);
     conditions.set_to(healthy, Type::FirewallHealthy, reason, message.clone());
-    let ready = health == Health::Ready;
+    let ready = health == MachineHealth::Ready;
     let next = if ready {
         let message = format!("firewall {} has phoned home", m.id);
         conditions.set_true(Type::Ready, Reason::PhonedHome, message);
@@ -163,7 +123,7 @@ fn allocated(
     } else {
         conditions.set_false(Type::Ready, reason, message);
         // The cluster's machines wait for this firewall: looked at sooner than a machine.
-        match health.requeue() {
+        match health_requeue(&health) {
             Requeue::Booting => Requeue::BootingGate,
             other => other,
         }
@@ -191,86 +151,4 @@ pub fn after_failure(
     conditions.set_false(Type::FirewallAllocated, reason, error.to_string());
     conditions.set_false(Type::Ready, reason, error.to_string());
     status
-}
-
-/// The firewall allocation: the cluster's private and public networks plus the spec's, the
-/// rules, and the tags that find it again.
-fn request(
-    fw: &MetalStackFirewall,
-    msc: &MetalStackCluster,
-    network: &str,
-    preset: Option<String>,
-) -> FirewallCreateRequest {
-    let ns = fw.namespace().unwrap_or_default();
-    let name = fw.name_any();
-    let mut tags = owner_tags(&owner_marks_of(OwnerKind::Firewall, fw));
-    tags.push(format!(
-        "{CLUSTER_ID_KEY}={}",
-        cluster_id(&ns, &msc.name_any())
-    ));
-    tags.push("firewall.metal-stack.io/managed-by=capms".into());
-    let mut ids = vec![network.to_owned(), msc.spec.public_network_id.clone()];
-    for extra in &fw.spec.networks {
-        if !ids.contains(extra) {
-            ids.push(extra.clone());
-        }
-    }
-    let networks = ids
-        .into_iter()
-        .map(|networkid| AllocationNetwork {
-            networkid,
-            autoacquire: Some(true),
-        })
-        .collect();
-    FirewallCreateRequest {
-        machine: MachineAllocateRequest {
-            uuid: preset,
-            name: name.clone(),
-            description: format!(
-                "firewall of cluster {ns}/{}, allocated by capms",
-                msc.name_any()
-            ),
-            hostname: name,
-            projectid: msc.spec.project_id.clone(),
-            partitionid: msc.spec.partition.clone(),
-            sizeid: fw.spec.machine_type.clone(),
-            imageid: fw.spec.image.clone(),
-            networks: Some(networks),
-            ssh_pub_keys: fw.spec.ssh_keys.clone(),
-            tags,
-            ..Default::default()
-        },
-        firewall_rules: fw.spec.rules.as_ref().map(rules),
-    }
-}
-
-/// The spec's rules as metal-api takes them.
-fn rules(r: &crate::api::FirewallRules) -> FirewallRules {
-    let proto = |p: Option<Protocol>| match p.unwrap_or_default() {
-        Protocol::Tcp => "tcp".to_owned(),
-        Protocol::Udp => "udp".to_owned(),
-    };
-    FirewallRules {
-        egress: r
-            .egress
-            .iter()
-            .map(|e| FirewallEgressRule {
-                protocol: proto(e.protocol),
-                ports: e.ports.clone(),
-                to: e.to.clone(),
-                comment: e.comment.clone().unwrap_or_default(),
-            })
-            .collect(),
-        ingress: r
-            .ingress
-            .iter()
-            .map(|i| FirewallIngressRule {
-                protocol: proto(i.protocol),
-                ports: i.ports.clone(),
-                from: i.from.clone(),
-                to: i.to.clone(),
-                comment: i.comment.clone().unwrap_or_default(),
-            })
-            .collect(),
-    }
 }

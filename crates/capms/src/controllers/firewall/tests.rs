@@ -1,14 +1,18 @@
 //! `decide` for MetalStackFirewalls: every gate, every step and every failure, without I/O.
 
 use super::decide::*;
+use super::model::*;
 use super::*;
 use crate::api::{
     EgressRule, FirewallRules, MetalStackClusterSpec, MetalStackClusterStatus,
     MetalStackFirewallSpec,
 };
+use crate::api::{MetalStackCluster, MetalStackFirewall};
 use crate::controllers::allocation::Found;
-use crate::controllers::conditions::find;
-use crate::controllers::step::Requeue;
+use crate::reconciler::Error;
+use crate::reconciler::Requeue;
+use crate::reconciler::conditions::Type;
+use crate::reconciler::conditions::find;
 use metal_api::types::{Machine, MachineAllocation, MachineEvent, event, liveliness};
 
 const ID: &str = "e0ab02d2-27cd-5a5e-8efc-080ba80cf258";
@@ -194,10 +198,10 @@ fn a_booting_firewall_is_looked_at_sooner_than_a_machine() {
     let d = run(&firewall(), live(ours(event::INSTALLING)));
     assert!(!d.status.ready);
     assert_eq!(d.next.as_ref().ok(), Some(&Requeue::BootingGate));
-    use crate::controllers::step::{BOOTING_POLL, GATE_POLL, JITTER};
+    use crate::reconciler::backoff::{BOOTING_POLL, GATE_POLL, JITTER};
     assert!(GATE_POLL < BOOTING_POLL);
     assert!(
-        GATE_POLL.mul_f64(1.0 - JITTER) > crate::controllers::allocation::BOOTING_MAX_AGE,
+        GATE_POLL.mul_f64(1.0 - JITTER) > crate::cache::listings::BOOTING_MAX_AGE,
         "every look of a lone firewall lists its cluster anew"
     );
 }
@@ -242,14 +246,16 @@ fn a_failed_step_is_reported_only_when_metal_api_answered() {
     });
     let fw = firewall();
     let allocate = Step::Allocate(Box::default());
-    let (status, next) = Firewalls::after_failure(&fw, Default::default(), error, Some(&allocate));
+    let (status, next) = Firewalls::failed(&fw, Default::default(), error, Some(&allocate));
     assert!(next.is_err());
     let allocated = find(&status.conditions, Type::FirewallAllocated).expect("reported");
     assert_eq!(allocated.reason, "NoMachineAvailable");
-    let (status, _) = Firewalls::after_failure(
+    let (status, _) = Firewalls::failed(
         &fw,
         Default::default(),
-        Error::Changed,
+        Error::Changed {
+            operation: "writing".into(),
+        },
         Some(&Step::AddFinalizer),
     );
     assert!(

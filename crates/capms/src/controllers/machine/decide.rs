@@ -1,76 +1,27 @@
 //! What a MetalStackMachine needs next, decided from what was observed, without I/O.
 
-use super::{ASN_LABEL, FINALIZER, PURPOSE, RACK_LABEL};
+use super::model::{
+    Live, MachineDecision, Observed, Step, cluster_name, partition, provisioned_network,
+};
+use super::order::Order;
+use super::{ASN_LABEL, FINALIZER, RACK_LABEL};
 use crate::api::{
     Initialization, MachineAddress, MachineAddressType, MetalStackCluster, MetalStackMachine,
     MetalStackMachineStatus,
 };
-use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine as CapiMachine};
-use crate::controllers::allocation::{Found, Health, Lost, Target};
-use crate::controllers::context::*;
-use crate::controllers::step::{Decision, Phase, Requeue};
+use crate::capi::{CONTROL_PLANE_LABEL, Machine as CapiMachine};
+use crate::controllers::allocation::{Found, Lost, Target, health_condition, health_requeue};
+use crate::reconciler::conditions::{Conditions, Reason, Type};
+use crate::reconciler::gates::{capi_owner, record_pause};
+use crate::reconciler::{Decision, Error, Phase, Requeue};
 use kube::ResourceExt;
 use metal_api::ProviderId;
-use metal_api::types::{AllocationNetwork, Machine, MachineAllocateRequest, machine_network_type};
+use metal_api::types::{Machine, MachineHealth, machine_network_type};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// How long to wait for an object that sends no event here (the Machine, the Cluster).
 const ABSENT: Duration = Duration::from_secs(10);
-
-/// What observe read. Deleting carries the ids of the machines still allocated for it.
-pub type Observed = crate::controllers::step::Observed<Live, Vec<String>>;
-
-/// Read in the order decide looks at it: a later field is None when an earlier gate stopped
-/// the reading.
-#[derive(Debug, Default)]
-pub struct Live {
-    /// The Machine named by the owner reference.
-    pub machine: Option<CapiMachine>,
-    pub cluster: Option<Cluster>,
-    /// The Cluster's MetalStackCluster.
-    pub infrastructure: Option<MetalStackCluster>,
-    /// The bootstrap Secret's `value`.
-    pub user_data: Option<String>,
-    pub found: Option<Found>,
-}
-
-#[derive(Debug, PartialEq)]
-pub enum Step {
-    Nothing,
-    AddFinalizer,
-    Allocate(Box<MachineAllocateRequest>),
-    /// Merge patch naming the machine: spec.providerID and the rack and ASN labels.
-    Record(serde_json::Value),
-    Free(String),
-    RemoveFinalizer,
-}
-
-pub type MachineDecision = Decision<Step, MetalStackMachineStatus>;
-
-/// The partition a machine is allocated in: its own, else its cluster's.
-pub fn partition(msm: &MetalStackMachine, msc: &MetalStackCluster) -> String {
-    msm.spec
-        .partition
-        .clone()
-        .unwrap_or_else(|| msc.spec.partition.clone())
-}
-
-/// The private network of a provisioned MetalStackCluster.
-pub fn provisioned_network(msc: &MetalStackCluster) -> Option<&str> {
-    msc.status
-        .as_ref()
-        .filter(|s| s.initialization.as_ref().and_then(|i| i.provisioned) == Some(true))
-        .and_then(|s| s.network_id.as_deref())
-}
-
-/// The name of the Cluster the machine belongs to.
-pub fn cluster_name(msm: &MetalStackMachine, machine: &CapiMachine) -> String {
-    msm.labels()
-        .get(CLUSTER_NAME_LABEL)
-        .cloned()
-        .unwrap_or_else(|| machine.spec.cluster_name.clone())
-}
 
 pub fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
     let mut status = msm.status.clone().unwrap_or_default();
@@ -254,10 +205,10 @@ fn allocated(
     let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
     let message = format!("machine {} in partition {partition}", m.id);
     conditions.set_true(Type::MachineAllocated, Reason::Allocated, message);
-    let health = Health::of(m);
-    let (healthy, reason, message) = health.condition();
+    let health = m.health();
+    let (healthy, reason, message) = health_condition(&health);
     conditions.set_to(healthy, Type::MachineHealthy, reason, message.clone());
-    let next = if health == Health::Ready {
+    let next = if health == MachineHealth::Ready {
         let message = format!("machine {} has phoned home", m.id);
         conditions.set_true(Type::Ready, Reason::PhonedHome, message);
         status.ready = true;
@@ -269,7 +220,7 @@ fn allocated(
         // Cluster API copies Ready into its Machine, one write of its own per change: while
         // the machine provisions, Ready stays put and MachineHealthy names each new event.
         let message = match &health {
-            Health::Provisioning(_) => format!("machine {} is provisioning", m.id),
+            MachineHealth::Provisioning(_) => format!("machine {} is provisioning", m.id),
             _ => message,
         };
         conditions.set_false(Type::Ready, reason, message);
@@ -278,7 +229,7 @@ fn allocated(
         if !status.ready {
             status.initialization = None;
         }
-        health.requeue()
+        health_requeue(&health)
     };
     status.addresses = addresses_of(m);
     let step = record_patch(msm, m, partition).map_or(Step::Nothing, Step::Record);
@@ -355,62 +306,6 @@ pub fn record_patch(
     Some(serde_json::json!({"metadata": {"labels": labels}, "spec": {"providerID": provider_id}}))
 }
 
-/// Everything a machine allocation is made of.
-struct Order<'a> {
-    msm: &'a MetalStackMachine,
-    msc: &'a MetalStackCluster,
-    partition: &'a str,
-    network: String,
-    user_data: &'a str,
-    control_plane: bool,
-    /// The machine the user chose in spec.providerID, allocated by id.
-    preset: Option<String>,
-}
-
-impl Order<'_> {
-    fn request(&self) -> MachineAllocateRequest {
-        let msm = self.msm;
-        let ns = msm.namespace().unwrap_or_default();
-        let name = msm.name_any();
-        let cluster = self.msc.name_any();
-        let marks = owner_marks_of(OwnerKind::Machine, msm);
-        let cluster_tag = format!("{CLUSTER_ID_KEY}={}", cluster_id(&ns, &cluster));
-        let purpose = if self.control_plane {
-            "control-plane"
-        } else {
-            "worker"
-        };
-        let mut tags = owner_tags(&marks);
-        tags.push(cluster_tag.clone());
-        tags.push(format!("{PURPOSE}={purpose}"));
-        tags.extend(msm.spec.tags.iter().cloned());
-        MachineAllocateRequest {
-            uuid: self.preset.clone(),
-            name: name.clone(),
-            description: format!("{ns}/{name} of cluster {ns}/{cluster}, allocated by capms"),
-            hostname: cloud_config_hostname(self.user_data).unwrap_or_else(|| name.clone()),
-            projectid: self.msc.spec.project_id.clone(),
-            partitionid: self.partition.to_owned(),
-            sizeid: msm.spec.machine_type.clone(),
-            imageid: msm.spec.image.clone(),
-            networks: Some(vec![AllocationNetwork {
-                networkid: self.network.clone(),
-                autoacquire: Some(true),
-            }]),
-            ssh_pub_keys: msm.spec.ssh_keys.clone(),
-            user_data: self.user_data.to_owned(),
-            tags,
-            // Spread a cluster's control-plane machines over racks.
-            placement_tags: if self.control_plane {
-                vec![cluster_tag, format!("{PURPOSE}=control-plane")]
-            } else {
-                Vec::new()
-            },
-            ..Default::default()
-        }
-    }
-}
-
 /// Addresses as Cluster API shows them: InternalIP from the private networks, ExternalIP from
 /// external ones, the hostname as Hostname and InternalDNS.
 pub fn addresses_of(m: &Machine) -> Vec<MachineAddress> {
@@ -452,28 +347,4 @@ pub fn addresses_of(m: &Machine) -> Vec<MachineAddress> {
         push(MachineAddressType::InternalDns, &a.hostname);
     }
     out
-}
-
-/// The hostname a cloud-config bootstrap gives the machine (its top-level `hostname`), so that
-/// metal-api's allocation, and with it the Hostname address, names the machine as the node will
-/// call itself. None for other formats, templated values and names that are not a DNS label.
-pub fn cloud_config_hostname(user_data: &str) -> Option<String> {
-    let body = user_data.trim_start();
-    // cloud-init's Jinja header may precede the cloud-config marker.
-    let body = body
-        .strip_prefix("## template: jinja")
-        .map(str::trim_start)
-        .unwrap_or(body);
-    if !body.starts_with("#cloud-config") {
-        return None;
-    }
-    let config: serde_json::Value = serde_saphyr::from_str(body).ok()?;
-    let hostname = config.get("hostname")?.as_str()?;
-    let is_label = (1..=63).contains(&hostname.len())
-        && hostname
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !hostname.starts_with('-')
-        && !hostname.ends_with('-');
-    is_label.then(|| hostname.to_owned())
 }

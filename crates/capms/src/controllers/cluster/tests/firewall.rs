@@ -1,6 +1,8 @@
 //! The cluster's firewall: created, followed until allocated, made from a template.
 
 use super::*;
+use crate::api::{MetalStackFirewall, MetalStackFirewallTemplate};
+use std::sync::Arc;
 
 fn with_firewall() -> MetalStackCluster {
     let mut c = with_endpoint();
@@ -150,7 +152,7 @@ fn a_template_maps_to_the_clusters_of_its_namespace_that_name_it() {
     ];
     let mut template = MetalStackFirewallTemplate::new("edge", Default::default());
     template.metadata.namespace = Some("team-a".into());
-    let names: Vec<_> = super::clusters_using_template(&template, &clusters)
+    let names: Vec<_> = super::watches::clusters_using_template(&template, &clusters)
         .into_iter()
         .map(|r| r.name)
         .collect();

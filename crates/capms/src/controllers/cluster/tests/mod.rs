@@ -1,17 +1,19 @@
 //! `decide` for MetalStackClusters: network, control-plane IP, firewall child and teardown,
 //! every gate and every failure, without I/O.
 
-use super::child::{CLONED_FROM_GROUPKIND, CLONED_FROM_NAME, FirewallSeen};
 use super::decide::*;
-use super::teardown::Left;
+use super::firewall::{CLONED_FROM_GROUPKIND, CLONED_FROM_NAME};
+use super::model::*;
 use super::*;
 use crate::api::{
     ApiEndpoint, MetalStackClusterSpec, MetalStackFirewallSpec, MetalStackFirewallStatus,
     TemplateMeta,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
-use crate::controllers::conditions::find;
-use crate::controllers::step::Requeue;
+use crate::reconciler::Error;
+use crate::reconciler::Requeue;
+use crate::reconciler::conditions::Type;
+use crate::reconciler::conditions::find;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::time::Duration;
 
@@ -338,7 +340,7 @@ fn a_busy_network_is_waited_for_and_other_failures_are_reported() {
         message: "prefixes still in use".into(),
     });
     let step = Step::FreeNetwork("net-1".into());
-    let (status, next) = Clusters::after_failure(&msc(), Default::default(), busy, Some(&step));
+    let (status, next) = Clusters::failed(&msc(), Default::default(), busy, Some(&step));
     assert_eq!(next.ok(), Some(Requeue::After(Duration::from_secs(2))));
     assert_eq!(
         find(&status.conditions, Type::Ready).map(|c| c.reason.as_str()),
@@ -350,7 +352,7 @@ fn a_busy_network_is_waited_for_and_other_failures_are_reported() {
         message: "taken".into(),
     });
     let step = Step::AllocateIp(Box::default());
-    let (status, next) = Clusters::after_failure(&msc(), Default::default(), refused, Some(&step));
+    let (status, next) = Clusters::failed(&msc(), Default::default(), refused, Some(&step));
     assert!(next.is_err());
     assert_eq!(
         find(&status.conditions, Type::ControlPlaneIpReady).map(|c| c.status.as_str()),

@@ -93,9 +93,8 @@ fn a_failed_allocation_shows_in_the_conditions() {
         message: "no machine available".into(),
     });
     let status = after_failure(&msm(), MetalStackMachineStatus::default(), &error);
-    let allocated =
-        crate::controllers::conditions::find(&status.conditions, Type::MachineAllocated)
-            .expect("MachineAllocated");
+    let allocated = crate::reconciler::conditions::find(&status.conditions, Type::MachineAllocated)
+        .expect("MachineAllocated");
     assert_eq!(
         (allocated.status.as_str(), allocated.reason.as_str()),
         ("False", "NoMachineAvailable")

@@ -1,14 +1,20 @@
 //! `decide` for MetalStackMachines: every gate, every step and every failure, without I/O.
 
 use super::decide::*;
+use super::model::*;
 use super::*;
 use crate::api::{
     Initialization, MachineAddressType, MetalStackClusterSpec, MetalStackClusterStatus,
     MetalStackMachineSpec,
 };
+use crate::api::{MetalStackCluster, MetalStackMachine};
 use crate::capi::{Bootstrap, ClusterSpec, MachineSpec};
+use crate::capi::{Cluster, Machine as CapiMachine};
+use crate::controllers::allocation::Found;
 use crate::controllers::allocation::Lost;
-use crate::controllers::step::Requeue;
+use crate::reconciler::Requeue;
+use crate::reconciler::conditions::Type;
+use crate::reconciler::{Category, Error};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use metal_api::types::{
     Machine, MachineAllocation, MachineEvent, MachineNetwork, event, liveliness,
@@ -130,14 +136,14 @@ fn live_run(msm: &MetalStackMachine, live: Live) -> MachineDecision {
 }
 
 fn ready_reason(d: &MachineDecision) -> (&str, &str) {
-    let c = crate::controllers::conditions::find(&d.status.conditions, Type::Ready)
+    let c = crate::reconciler::conditions::find(&d.status.conditions, Type::Ready)
         .expect("a Ready condition");
     (c.status.as_str(), c.reason.as_str())
 }
 
 fn condition(d: &MachineDecision, type_: Type) -> (&str, &str, &str) {
     let c =
-        crate::controllers::conditions::find(&d.status.conditions, type_).expect("the condition");
+        crate::reconciler::conditions::find(&d.status.conditions, type_).expect("the condition");
     (c.status.as_str(), c.reason.as_str(), c.message.as_str())
 }
 

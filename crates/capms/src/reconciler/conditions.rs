@@ -1,17 +1,18 @@
 //! The conditions capms reports, typed: each condition type is one step of provisioning and
 //! `Ready` summarises them; reasons are PascalCase, as Cluster API's are.
 
-use super::category::Category;
+use super::error::Category;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// The condition types capms sets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
 pub enum Type {
     /// Summary: the object is provisioned, or the reason it is not.
     Ready,
     /// Reconciliation is paused by the Cluster or the object's annotation.
     Paused,
     NetworkReady,
+    #[strum(serialize = "ControlPlaneIPReady")]
     ControlPlaneIpReady,
     FirewallReady,
     MachineAllocated,
@@ -22,22 +23,12 @@ pub enum Type {
 
 impl Type {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Type::Ready => "Ready",
-            Type::Paused => "Paused",
-            Type::NetworkReady => "NetworkReady",
-            Type::ControlPlaneIpReady => "ControlPlaneIPReady",
-            Type::FirewallReady => "FirewallReady",
-            Type::MachineAllocated => "MachineAllocated",
-            Type::MachineHealthy => "MachineHealthy",
-            Type::FirewallAllocated => "FirewallAllocated",
-            Type::FirewallHealthy => "FirewallHealthy",
-        }
+        self.into()
     }
 }
 
 /// Why a condition has its status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
 pub enum Reason {
     Paused,
     NotPaused,
@@ -53,6 +44,7 @@ pub enum Reason {
     Provisioning,
     Provisioned,
     NetworkReady,
+    #[strum(serialize = "ControlPlaneIPReady")]
     ControlPlaneIpReady,
     NoFirewall,
     FirewallCreated,
@@ -75,34 +67,8 @@ pub enum Reason {
 impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
-            Reason::Paused => "Paused",
-            Reason::NotPaused => "NotPaused",
-            Reason::Deleting => "Deleting",
-            Reason::WaitingForClusterOwnerRef => "WaitingForClusterOwnerRef",
-            Reason::WaitingForCluster => "WaitingForCluster",
-            Reason::WaitingForClusterInfrastructure => "WaitingForClusterInfrastructure",
-            Reason::WaitingForBootstrapData => "WaitingForBootstrapData",
-            Reason::WaitingForNetwork => "WaitingForNetwork",
-            Reason::WaitingForMachines => "WaitingForMachines",
-            Reason::WaitingForFirewall => "WaitingForFirewall",
-            Reason::WaitingForNetworkRelease => "WaitingForNetworkRelease",
-            Reason::Provisioning => "Provisioning",
-            Reason::Provisioned => "Provisioned",
-            Reason::NetworkReady => "NetworkReady",
-            Reason::ControlPlaneIpReady => "ControlPlaneIPReady",
-            Reason::NoFirewall => "NoFirewall",
-            Reason::FirewallCreated => "FirewallCreated",
-            Reason::FirewallReady => "FirewallReady",
-            Reason::FirewallTemplateNotFound => "FirewallTemplateNotFound",
-            Reason::FirewallSpecChanged => "FirewallSpecChanged",
-            Reason::Allocating => "Allocating",
-            Reason::Allocated => "Allocated",
-            Reason::MachineLost => "MachineLost",
-            Reason::PhonedHome => "PhonedHome",
-            Reason::CrashLoop => "CrashLoop",
-            Reason::FailedReclaim => "FailedReclaim",
-            Reason::NotAlive => "NotAlive",
             Reason::Failed(category) => category.reason(),
+            other => other.into(),
         }
     }
 }

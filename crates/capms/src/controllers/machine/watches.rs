@@ -1,55 +1,57 @@
-//! Which changes of Cluster API's objects wake capms's: only the facts capms's reconciles read.
-//! Cluster API writes Clusters' and Machines' status often; those writes wake nothing.
-//!
-//! A Cluster wakes its MetalStackCluster, firewall and MetalStackMachines when a gate changes
-//! (`spec.paused`, infrastructure provisioned, deletion). Without that wake a machine created while
-//! its Cluster was paused (clusterctl move creates everything on the target paused, then
-//! unpauses the Cluster) would wait for the next resync, as nothing about the machine or its
-//! Machine changes when the Cluster resumes. A Machine wakes its MetalStackMachine when what the
-//! machine reads of it changes: its bootstrap data, cluster, role or infrastructure reference (a
-//! Machine's deletion brings its MetalStackMachine's own). A MetalStackCluster wakes its
-//! machines when its network becomes usable to them. A MetalStackMachine already being
-//! deleted is not woken by its Cluster: its teardown reads nothing of it.
+//! What wakes a MetalStackMachine: its own changes (not its status), what it reads of its
+//! Machine, its Cluster's gates, its MetalStackCluster's network becoming usable, and its
+//! machine changing stage in metal-api. Cluster API writes Machines' status often; those writes
+//! wake nothing. A MetalStackMachine already being deleted is not woken by its Cluster: its
+//! teardown reads nothing of it.
 
-use super::feeds::fingerprint;
-use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
+use super::model::provisioned_network;
+use crate::api::{MetalStackCluster, MetalStackMachine};
+use crate::cache::watch::{fingerprint, own_change};
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine};
+use crate::controllers::Watches;
+use crate::controllers::watches::cluster_gates;
+use crate::ownership::OwnerKind;
+use crate::reconciler::Context;
+use crate::reconciler::queue::{counted, counted_own, counted_refs};
 use kube::ResourceExt;
+use kube::runtime::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
+use std::sync::Arc;
 
-/// The Cluster facts capms gates on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Gates {
-    paused: bool,
-    provisioned: bool,
-    deleting: bool,
+/// The MetalStackMachine controller, woken by everything above.
+pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStackMachine> {
+    let queues = &ctx.metrics.queues;
+    let own = watches.metal_stack_machines.follow_changes(own_change);
+    let machines = watches.metal_stack_machines.store();
+    let (clusters, of_cluster) = (watches.clusters.store(), machines.clone());
+    Controller::for_shared_stream(counted_own(queues, own), machines.clone())
+        .reconcile_on(counted_refs(
+            queues,
+            ctx.listings.follow(OwnerKind::Machine),
+        ))
+        .watches_shared_stream(
+            watches.metal_stack_clusters.follow_changes(infrastructure),
+            counted(queues, move |msc: Arc<MetalStackCluster>| {
+                machines_on(&msc, &clusters, &of_cluster)
+            }),
+        )
+        .watches_shared_stream(
+            watches.machines.follow_changes(machine_facts),
+            counted(queues, |m: Arc<Machine>| {
+                let ns = m.namespace().unwrap_or_default();
+                m.metal_stack_machine()
+                    .map(|name| ObjectRef::<MetalStackMachine>::new(name).within(&ns))
+            }),
+        )
+        .watches_shared_stream(
+            watches.clusters.follow_changes(cluster_gates),
+            counted(queues, move |c: Arc<Cluster>| machines_of(&c, &machines)),
+        )
 }
 
-impl Gates {
-    fn of(cluster: &Cluster) -> Gates {
-        Gates {
-            paused: cluster.is_paused(),
-            provisioned: cluster
-                .status
-                .as_ref()
-                .and_then(|s| s.initialization.as_ref())
-                .and_then(|i| i.infrastructure_provisioned)
-                .unwrap_or(false),
-            deleting: cluster.metadata.deletion_timestamp.is_some(),
-        }
-    }
-}
-
-/// The fingerprint of a Cluster's gates (and identity, so a re-created Cluster wakes too).
-pub fn cluster_gates(cluster: &Cluster) -> u64 {
-    fingerprint(&(
-        &cluster.metadata.uid,
-        Gates::of(cluster),
-        cluster.metal_stack_cluster(),
-    ))
-}
-
-/// The fingerprint of what a MetalStackMachine reads of its Machine.
+/// The fingerprint of what a MetalStackMachine reads of its Machine: its bootstrap data,
+/// cluster, role and infrastructure reference (a Machine's deletion brings its
+/// MetalStackMachine's own).
 pub fn machine_facts(machine: &Machine) -> u64 {
     fingerprint(&(
         &machine.metadata.uid,
@@ -64,10 +66,7 @@ pub fn machine_facts(machine: &Machine) -> u64 {
 /// allocates into, once the cluster is provisioned. A machine waiting for its cluster goes on
 /// as soon as it is, not only once Cluster API has copied that into the Cluster.
 pub fn infrastructure(msc: &MetalStackCluster) -> u64 {
-    fingerprint(&(
-        &msc.metadata.uid,
-        super::machine::decide::provisioned_network(msc),
-    ))
+    fingerprint(&(&msc.metadata.uid, provisioned_network(msc)))
 }
 
 /// The MetalStackMachines of the Clusters (in `clusters`) whose infrastructure is `msc`.
@@ -85,7 +84,8 @@ pub fn machines_on(
         .collect()
 }
 
-/// The MetalStackMachines of `cluster` in `store` (by Cluster API's cluster-name label).
+/// The MetalStackMachines of `cluster` in `store` (by Cluster API's cluster-name label) that
+/// are not being deleted.
 pub fn machines_of(
     cluster: &Cluster,
     store: &Store<MetalStackMachine>,
@@ -101,13 +101,6 @@ pub fn machines_of(
         .collect()
 }
 
-/// The MetalStackFirewall of `cluster`: the one its MetalStackCluster owns.
-pub fn firewall_of(cluster: &Cluster) -> Option<ObjectRef<MetalStackFirewall>> {
-    let ns = cluster.namespace().unwrap_or_default();
-    let msc = cluster.metal_stack_cluster()?;
-    Some(ObjectRef::new(&super::cluster::firewall_name(msc)).within(&ns))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,32 +113,6 @@ mod tests {
             "status": {"initialization": {"infrastructureProvisioned": provisioned}},
         }))
         .unwrap_or_else(|e| panic!("cluster: {e}"))
-    }
-
-    #[test]
-    fn only_the_gates_change_a_clusters_fingerprint() {
-        let paused = cluster_gates(&cluster(true, Some(true)));
-        let mut noisy = cluster(true, Some(true));
-        noisy.metadata.resource_version = Some("2".into());
-        noisy.metadata.labels = Some([("x".to_owned(), "y".to_owned())].into());
-        assert_eq!(cluster_gates(&noisy), paused, "status and metadata noise");
-        let unpaused = cluster_gates(&cluster(false, Some(true)));
-        assert_ne!(unpaused, paused, "unpaused");
-        assert_ne!(
-            cluster_gates(&cluster(false, None)),
-            unpaused,
-            "provisioned lost"
-        );
-        let mut deleting = cluster(false, None);
-        deleting.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-            ));
-        assert_ne!(
-            cluster_gates(&deleting),
-            cluster_gates(&cluster(false, None)),
-            "deletion"
-        );
     }
 
     #[test]
@@ -204,7 +171,6 @@ mod tests {
         );
     }
 
-    /// A store holding `objects`, as a watch would fill it.
     fn store<K>(objects: Vec<K>) -> Store<K>
     where
         K: kube::Resource<DynamicType = ()> + Clone + 'static,
@@ -248,21 +214,5 @@ mod tests {
         let woken = machines_on(&msc, &clusters, &machines);
         let names: Vec<&str> = woken.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["m1"], "only the machines of the Cluster it serves");
-    }
-
-    #[test]
-    fn a_clusters_firewall_is_named_after_its_metal_stack_cluster() {
-        let mut c = cluster(false, None);
-        c.spec.infrastructure_ref = Some(crate::capi::ContractRef {
-            kind: "MetalStackCluster".into(),
-            name: "msc".into(),
-            ..Default::default()
-        });
-        let fw = firewall_of(&c).unwrap_or_else(|| panic!("a firewall"));
-        assert_eq!(
-            (fw.name.as_str(), fw.namespace.as_deref()),
-            ("msc-firewall", Some("ns"))
-        );
-        assert!(firewall_of(&cluster(false, None)).is_none());
     }
 }

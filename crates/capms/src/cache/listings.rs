@@ -15,10 +15,9 @@
 //! booting machine reports ready as soon as any reconcile of its cluster lists it, not at its
 //! own next poll.
 
-use super::allocation::Health;
 use crate::ownership::{OwnerKind, owner_of};
 use futures::channel::mpsc;
-use metal_api::types::{Machine, MachineFindRequest};
+use metal_api::types::{Machine, MachineFindRequest, MachineHealth};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,8 +26,37 @@ use std::time::{Duration, Instant};
 /// How long a cluster's listing is kept after its last use.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
 
+/// How old a listing a booting machine accepts. Each new listing wakes the objects whose machine
+/// changed stage, so while a cluster's machines boot, their polls list the cluster about once
+/// per this interval and a machine that phoned home is seen within about as long.
+pub const BOOTING_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// How old a listing a deleted object accepts to find what it must free. A listing holds
+/// capms's own frees, so a cluster's objects going together share one.
+pub const TEARDOWN_MAX_AGE: Duration = Duration::from_secs(2);
+
+/// Which cluster's listing a reconcile reads (by the cluster's tag), and how old it may be
+/// (short while a machine boots, half the sync period once it is ready).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    pub cluster_tag: String,
+    pub max_age: Duration,
+}
+
+impl Query {
+    /// For an object of the cluster with id `cluster_id` (`<namespace>.<name>`), at most
+    /// `max_age` old.
+    pub fn of_cluster(cluster_id: &str, max_age: Duration) -> Query {
+        Query {
+            cluster_tag: format!("{}={cluster_id}", metal_api::tags::CLUSTER_ID),
+            max_age,
+        }
+    }
+}
+
+/// Every cluster's listing.
 #[derive(Default)]
-pub struct Fleet {
+pub struct Listings {
     clusters: Mutex<HashMap<String, Arc<Slot>>>,
     /// Bumped by every change of unknown outcome or cluster: listings from before are stale.
     unknown: AtomicU64,
@@ -43,11 +71,12 @@ pub type Owner = (String, String);
 struct Slot {
     /// Bumped by every allocation in this cluster.
     allocations: AtomicU64,
-    listing: tokio::sync::Mutex<Option<Listing>>,
+    listing: tokio::sync::Mutex<Option<Snapshot>>,
     used: Mutex<Option<Instant>>,
 }
 
-struct Listing {
+/// One answer of metal-api's find, as changed by capms's own writes since.
+struct Snapshot {
     requested: Instant,
     /// (allocations, unknown changes) when it was requested.
     epoch: (u64, u64),
@@ -58,7 +87,7 @@ struct Listing {
 /// A cluster's machines as listed: each shared, not copied, by every reader.
 pub type Machines = Arc<Vec<Arc<Machine>>>;
 
-impl Fleet {
+impl Listings {
     fn slot(&self, cluster_tag: &str) -> Arc<Slot> {
         let mut clusters = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
@@ -78,14 +107,14 @@ impl Fleet {
         )
     }
 
-    /// Every machine carrying `cluster_tag`, at most `max_age` old. Concurrent callers for one
-    /// cluster share one request.
+    /// Every machine carrying the query's cluster tag, at most its `max_age` old. Concurrent
+    /// callers for one cluster share one request.
     pub async fn machines(
         &self,
         metal: &metal_api::Client,
-        cluster_tag: &str,
-        max_age: Duration,
+        query: &Query,
     ) -> Result<Machines, metal_api::Error> {
+        let (cluster_tag, max_age) = (query.cluster_tag.as_str(), query.max_age);
         let slot = self.slot(cluster_tag);
         let mut listing = slot.listing.lock().await;
         if let Some(l) = listing.as_ref()
@@ -104,7 +133,7 @@ impl Fleet {
         if let Some(before) = listing.as_ref() {
             self.wake(changed(&before.machines, &machines));
         }
-        *listing = Some(Listing {
+        *listing = Some(Snapshot {
             requested,
             epoch,
             machines: machines.clone(),
@@ -195,11 +224,8 @@ fn kept(mut m: Machine) -> Arc<Machine> {
 /// What a reconcile reads of a machine to tell its object's stage: allocated or not, and its
 /// health (provisioning, phoned home, failing). A new lifecycle event while it provisions is no
 /// new stage: the object's own booting poll reports it.
-fn stage(m: &Machine) -> (bool, std::mem::Discriminant<Health>) {
-    (
-        m.allocation.is_some(),
-        std::mem::discriminant(&Health::of(m)),
-    )
+fn stage(m: &Machine) -> (bool, std::mem::Discriminant<MachineHealth>) {
+    (m.allocation.is_some(), std::mem::discriminant(&m.health()))
 }
 
 /// The owners of the machines whose stage differs between `before` and `after`, or that are in

@@ -1,8 +1,26 @@
-//! The shape every reconcile has: observe (reads only) → decide (a pure function of what was
-//! observed: the next step, the status and when to look again) → act (at most one external
-//! write) → one status write, skipped when nothing changed.
+//! The reconciler engine: the shape every reconcile has, and what it needs around it.
+//!
+//! observe (reads only) → decide (a pure function of what was observed: the next step, the
+//! status and when to look again) → act (at most one external write) → one status write,
+//! skipped when nothing changed. A kind supplies the parts ([`Reconciler`]); [`reconcile`] puts
+//! them together the same way for every kind.
 
-use super::context::{Context, Error, Result, apply_status};
+pub mod backoff;
+pub mod conditions;
+mod context;
+mod driver;
+mod error;
+pub mod events;
+pub mod gates;
+mod own_writes;
+pub mod queue;
+pub mod writes;
+
+pub use context::{Context, DEFAULT_SYNC_PERIOD, Settings};
+pub use driver::drive;
+pub use error::{Category, During, Error, Result};
+
+use backoff::{BOOTING_POLL, GATE_POLL, jittered};
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -12,35 +30,6 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How long a provisioned object waits before it is looked at again without an event, unless
-/// `--sync-period` says otherwise.
-pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(300);
-
-/// How often a booting machine is looked at. Each look reads its cluster's shared listing (at
-/// most about one metal-api find per cluster per second while machines boot), and each new
-/// listing wakes the objects whose machine changed stage, so a machine reports ready when any
-/// look of its cluster sees it phone home, not only at its own next poll.
-pub const BOOTING_POLL: Duration = Duration::from_secs(2);
-
-/// How often a booting object that others wait for is looked at: a cluster's firewall, whose
-/// readiness provisions the cluster and so lets its machines allocate. Just over the age a
-/// booting look accepts ([`super::allocation::BOOTING_MAX_AGE`]), even its lowest jitter, so each
-/// look of a lone firewall lists its cluster anew and it is seen phoning home within about a
-/// second (at [`BOOTING_POLL`], about two), for one find per cluster per look.
-pub const GATE_POLL: Duration = Duration::from_millis(1300);
-
-/// How far a booting poll strays from its interval, as a fraction of it.
-pub const JITTER: f64 = 0.2;
-
-/// `base` ± [`JITTER`], varied by the clock so that a cluster's machines do not poll in step.
-fn jittered(base: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let fraction = f64::from(nanos % 1000) / 1000.0; // 0 ≤ fraction < 1
-    base.mul_f64(1.0 - JITTER + 2.0 * JITTER * fraction)
-}
 
 /// When to reconcile again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +81,21 @@ impl<Step, Status> Decision<Step, Status> {
     }
 }
 
-/// One controller's parts; `reconcile` puts them together the same way for every kind.
+/// What taking a step writes, which tells the engine what follows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing, or other objects only (their watches bring the news).
+    Elsewhere,
+    /// The object's own metadata or spec: the watch cache's copy is outdated until the watch
+    /// brings the write back.
+    OwnObject,
+    /// metal-api, which sends no watch event: the next reconcile comes at once to observe it.
+    MetalApi,
+    /// capms's finalizer goes: the object is let go, and no status is written any more.
+    LetsGo,
+}
+
+/// One controller's parts; [`reconcile`] puts them together the same way for every kind.
 pub trait Reconciler {
     type Object: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -122,55 +125,28 @@ pub trait Reconciler {
         step: &Self::Step,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Does taking `step` write to metal-api?
-    fn writes_metal(step: &Self::Step) -> bool;
+    /// Pure: what taking `step` writes.
+    fn effect(step: &Self::Step) -> Effect;
 
-    /// Does taking `step` remove capms's finalizer (the object is let go)?
-    fn lets_go(step: &Self::Step) -> bool;
-
-    /// Does taking `step` write to the object itself (its metadata or spec), so that the watch
-    /// cache's copy is outdated until the watch brings the write back?
-    fn rewrites(step: &Self::Step) -> bool;
-
-    /// Pure: the status with `error` in its conditions, met while observing (`step` None) or
-    /// taking `step`.
-    fn report(
-        obj: &Self::Object,
-        status: Self::Status,
-        error: &Error,
-        step: Option<&Self::Step>,
-    ) -> Self::Status;
-
-    /// Pure: the status after `error` and how the reconcile ends; by default `failed`.
-    fn after_failure(
+    /// Pure: the status after `error`, met while observing (`step` None) or taking `step`, and
+    /// how the reconcile ends. Most kinds report what [`shows_in_status`] says shows and end
+    /// with the error.
+    fn failed(
         obj: &Self::Object,
         status: Self::Status,
         error: Error,
         step: Option<&Self::Step>,
-    ) -> (Self::Status, Result<Requeue>) {
-        failed::<Self>(obj, status, error, step)
-    }
+    ) -> (Self::Status, Result<Requeue>);
 }
 
-/// A failure ends the reconcile with the error. metal-api's answers show in the conditions, met
-/// while observing or in a step that writes to metal-api; a failed Kubernetes read or write
-/// does not (it is retried and logged).
-pub fn failed<R: Reconciler + ?Sized>(
-    obj: &R::Object,
-    status: R::Status,
-    error: Error,
-    step: Option<&R::Step>,
-) -> (R::Status, Result<Requeue>) {
-    let reported = match step {
-        Some(step) => R::writes_metal(step),
+/// Does a failure belong in the object's conditions? metal-api's answers do, met while
+/// observing or in a step that writes to metal-api; a failed Kubernetes read or write does not
+/// (it is retried and logged).
+pub fn shows_in_status<R: Reconciler + ?Sized>(error: &Error, step: Option<&R::Step>) -> bool {
+    match step {
+        Some(step) => R::effect(step) == Effect::MetalApi,
         None => matches!(error, Error::Metal(_)),
-    };
-    let status = if reported {
-        R::report(obj, status, &error, step)
-    } else {
-        status
-    };
-    (status, Err(error))
+    }
 }
 
 /// What observe found, by phase: left alone, being deleted (what is left to tear down, None
@@ -219,31 +195,33 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
     let api = ctx.api::<R::Object>(&obj.namespace().unwrap_or_default());
     let current = R::status(&obj);
     let (status, next) = match R::observe(&obj, &ctx).await {
-        Err(e) => R::after_failure(&obj, current.cloned().unwrap_or_default(), e, None),
+        Err(e) => R::failed(&obj, current.cloned().unwrap_or_default(), e, None),
         Ok(observed) => {
             let decision = R::decide(&obj, &observed);
+            let effect = R::effect(&decision.step);
             match R::act(&obj, &ctx, &decision.step).await {
-                Ok(()) if moot::<R>(&decision.step, &decision.next) => {
+                Ok(()) if moot(effect, &decision.next) => {
                     (current.cloned().unwrap_or_default(), decision.next)
                 }
                 Ok(()) => {
-                    if R::rewrites(&decision.step) {
+                    if effect == Effect::OwnObject {
                         ctx.own_writes.wrote(obj.as_ref());
                     }
                     (decision.status, decision.next)
                 }
-                Err(e) => R::after_failure(&obj, decision.status, e, Some(&decision.step)),
+                Err(e) => R::failed(&obj, decision.status, e, Some(&decision.step)),
             }
         }
     };
     conclude(&ctx, &api, obj.as_ref(), current, &status, next).await
 }
 
-/// Is the status after taking `step` not worth a write? Not when the very next reconcile, at
-/// once, replaces it (it follows a metal-api write), nor once capms let go of the object. Every
-/// status write wakes Cluster API's controllers too, which read the object and patch theirs.
-fn moot<R: Reconciler>(step: &R::Step, next: &Result<Requeue>) -> bool {
-    R::lets_go(step) || (R::writes_metal(step) && matches!(next, Ok(Requeue::Now)))
+/// Is the status after a step with `effect` not worth a write? Not when the very next
+/// reconcile, at once, replaces it (it follows a metal-api write), nor once capms let go of the
+/// object. Every status write wakes Cluster API's controllers too, which read the object and
+/// patch theirs.
+fn moot(effect: Effect, next: &Result<Requeue>) -> bool {
+    effect == Effect::LetsGo || (effect == Effect::MetalApi && matches!(next, Ok(Requeue::Now)))
 }
 
 /// The one status write (only when the status changed), then the requeue as an Action.
@@ -259,12 +237,11 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq + Default,
 {
-    let key = obj.uid().unwrap_or_default();
     // No status yet and nothing to say: nothing to write (objects capms leaves alone stay
     // untouched).
     let unchanged = current.map_or(*status == S::default(), |c| c == status);
     if !unchanged {
-        match apply_status(api, obj, status).await {
+        match writes::apply_status(api, obj, status).await {
             Ok(()) => ctx.own_writes.wrote(obj),
             // A step that wrote to metal-api was taken: the next reconcile observes it (and
             // tries the status again) at once, so a refused status write never holds up
@@ -276,26 +253,31 @@ where
             Err(e) => return Err(e),
         }
     }
-    Ok(match next? {
+    Ok(action(ctx, &obj.uid().unwrap_or_default(), next?))
+}
+
+/// The Action of `next` for the object with uid `key`, restarting its backoff on progress.
+fn action(ctx: &Context, key: &str, next: Requeue) -> Action {
+    match next {
         Requeue::AwaitChange => Action::await_change(),
         Requeue::After(wait) => Action::requeue(wait),
-        Requeue::Poll => Action::requeue(ctx.next_poll(&key)),
+        Requeue::Poll => Action::requeue(ctx.backoff.next_poll(key)),
         Requeue::Booting => {
-            ctx.reset_poll(&key);
+            ctx.backoff.reset(key);
             Action::requeue(jittered(BOOTING_POLL))
         }
         Requeue::BootingGate => {
-            ctx.reset_poll(&key);
+            ctx.backoff.reset(key);
             Action::requeue(jittered(GATE_POLL))
         }
         Requeue::Resync => {
-            ctx.reset_poll(&key);
+            ctx.backoff.reset(key);
             Action::requeue(ctx.settings.sync_period)
         }
         Requeue::Now => {
             // A metal-api write is progress: whatever is waited for next waits from the start.
-            ctx.reset_poll(&key);
+            ctx.backoff.reset(key);
             Action::requeue(Duration::ZERO)
         }
-    })
+    }
 }

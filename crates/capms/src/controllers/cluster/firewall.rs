@@ -2,15 +2,12 @@
 //! named template. It is applied whenever it differs, until the firewall is allocated; after
 //! that metal-api keeps the firewall as allocated, and the condition says the change waits.
 
-use super::decide::Step;
 use super::firewall_name;
-use crate::api::{
-    MetalStackCluster, MetalStackFirewall, MetalStackFirewallSpec, MetalStackFirewallTemplate,
-    TemplateMeta,
-};
+use super::model::{FirewallSeen, Step};
+use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallSpec, TemplateMeta};
 use crate::capi::CLUSTER_NAME_LABEL;
-use crate::controllers::context::{Conditions, Reason, Type};
-use crate::controllers::step::Requeue;
+use crate::reconciler::Requeue;
+use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use std::collections::BTreeMap;
@@ -18,22 +15,14 @@ use std::time::Duration;
 
 /// Cluster API's annotations naming the template an object was cloned from.
 pub const CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name";
+
 pub const CLONED_FROM_GROUPKIND: &str = "cluster.x-k8s.io/cloned-from-groupkind";
 
 /// The firewall's status changes bring the cluster back; this is only a safety net.
 const FIREWALL_SAFETY_NET: Duration = Duration::from_secs(60);
+
 /// A template's creation brings the cluster back (the template watch); a safety net too.
 const TEMPLATE_SAFETY_NET: Duration = Duration::from_secs(300);
-
-/// What observe read about the firewall.
-#[derive(Debug, Default)]
-pub struct FirewallSeen {
-    /// The MetalStackFirewall named after the cluster, if it exists.
-    pub current: Option<MetalStackFirewall>,
-    /// When spec.firewallTemplateRef is set: the template, or the names of the templates the
-    /// namespace has.
-    pub template: Option<Result<MetalStackFirewallTemplate, Vec<String>>>,
-}
 
 pub enum Outcome {
     Ready,
@@ -187,7 +176,7 @@ pub fn decide(
         let said = current
             .status
             .as_ref()
-            .and_then(|s| crate::controllers::conditions::find(&s.conditions, Type::Ready))
+            .and_then(|s| conditions::find(&s.conditions, Type::Ready))
             .filter(|c| !c.message.is_empty())
             .map(|c| format!("{waiting}: {}", c.message));
         let message = said.unwrap_or(waiting);

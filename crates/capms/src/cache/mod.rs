@@ -1,0 +1,151 @@
+//! What capms reads without asking again: one watch cache per kind (filled by [`watch`]), each
+//! cluster's machines as metal-api last listed them ([`listings`]), and metal-api's master data
+//! for admission ([`catalog`]). Controllers and webhooks both read here; neither imports the
+//! other.
+
+pub mod catalog;
+pub mod listings;
+mod slim;
+pub mod watch;
+
+use crate::api::{
+    MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
+};
+use crate::capi::{Cluster, Machine as CapiMachine};
+use kube::api::{Api, ListParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use std::fmt::Debug;
+use std::hash::Hash;
+
+pub use slim::Slim;
+
+/// The stores of every kind capms reads, filled by the watches.
+#[derive(Clone)]
+pub struct Stores {
+    pub clusters: Store<Cluster>,
+    pub machines: Store<CapiMachine>,
+    pub metal_stack_clusters: Store<MetalStackCluster>,
+    pub firewalls: Store<MetalStackFirewall>,
+    pub metal_stack_machines: Store<MetalStackMachine>,
+    pub firewall_templates: Store<MetalStackFirewallTemplate>,
+}
+
+/// A kind whose objects reconciles read from [`Stores`].
+pub trait Stored: Resource<DynamicType = ()> + Clone + 'static {
+    fn store(stores: &Stores) -> &Store<Self>;
+}
+
+macro_rules! stored {
+    ($kind:ty, $field:ident) => {
+        impl Stored for $kind {
+            fn store(stores: &Stores) -> &Store<Self> {
+                &stores.$field
+            }
+        }
+    };
+}
+stored!(Cluster, clusters);
+stored!(CapiMachine, machines);
+stored!(MetalStackCluster, metal_stack_clusters);
+stored!(MetalStackFirewall, firewalls);
+stored!(MetalStackMachine, metal_stack_machines);
+stored!(MetalStackFirewallTemplate, firewall_templates);
+
+impl Stores {
+    /// The stored `K` named `name` in `namespace`.
+    pub fn get<K: Stored>(&self, namespace: &str, name: &str) -> Option<K> {
+        let key = ObjectRef::new(name).within(namespace);
+        K::store(self).get(&key).map(|o| o.as_ref().clone())
+    }
+
+    /// Resolves once every store has its first full listing. kube-runtime's readiness signal
+    /// wakes only the most recent of several waiters (a controller's runner waits on it too), so
+    /// this polls again every 250 ms.
+    pub async fn synced(&self) {
+        tokio::join!(
+            synced(&self.clusters),
+            synced(&self.machines),
+            synced(&self.metal_stack_clusters),
+            synced(&self.firewalls),
+            synced(&self.metal_stack_machines),
+            synced(&self.firewall_templates),
+        );
+    }
+}
+
+async fn synced<K>(store: &Store<K>)
+where
+    K: reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    while tokio::time::timeout(
+        std::time::Duration::from_millis(250),
+        store.wait_until_ready(),
+    )
+    .await
+    .is_err()
+    {}
+}
+
+/// Shared by the controllers and the webhooks: the caches, once the controllers run (on the
+/// leader). Without them (a standby replica, a reconcile under test) reads go to the apiserver.
+pub type Caches = std::sync::Arc<std::sync::OnceLock<Stores>>;
+
+/// The `K` named `name` in `namespace`, from `caches` when the controllers fill them, else from
+/// the apiserver.
+pub async fn read<K>(
+    caches: &Caches,
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Stored
+        + Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + serde::de::DeserializeOwned
+        + Debug,
+{
+    match caches.get() {
+        Some(stores) => Ok(stores.get::<K>(namespace, name)),
+        None => {
+            Api::<K>::namespaced(client.clone(), namespace)
+                .get_opt(name)
+                .await
+        }
+    }
+}
+
+/// Like [`read`], but a cache miss asks the apiserver too. For the webhooks: the caches of
+/// capms's own kinds follow `--watch-filter`, while admission sees every object, so a miss
+/// there does not mean the object is absent.
+pub async fn read_through<K>(
+    caches: &Caches,
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Stored
+        + Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + serde::de::DeserializeOwned
+        + Debug,
+{
+    match read(caches, client, namespace, name).await? {
+        Some(found) => Ok(Some(found)),
+        None => {
+            Api::<K>::namespaced(client.clone(), namespace)
+                .get_opt(name)
+                .await
+        }
+    }
+}
+
+/// The names of the MetalStackFirewallTemplates in `templates`' namespace, for the message that
+/// a named one is missing (asked of the apiserver: only then is it needed).
+pub async fn firewall_template_names(
+    templates: &Api<MetalStackFirewallTemplate>,
+) -> Result<Vec<String>, kube::Error> {
+    let list = templates.list_metadata(&ListParams::default()).await?;
+    Ok(list.items.iter().map(ResourceExt::name_any).collect())
+}

@@ -1,0 +1,114 @@
+//! The one step `decide` chose for a MetalStackCluster, taken.
+
+use super::FINALIZER;
+use super::model::Step;
+use crate::api::{MetalStackCluster, MetalStackFirewall};
+use crate::reconciler::writes::{FIELD_MANAGER, describe, ensure_finalizer, remove_finalizer};
+use crate::reconciler::{Context, During, Result};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+
+/// Takes the one step `decide` chose.
+pub async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<()> {
+    let ns = msc.namespace().unwrap_or_default();
+    let api = ctx.api::<MetalStackCluster>(&ns);
+    match step {
+        Step::Nothing => {}
+        Step::AddFinalizer => {
+            ensure_finalizer(&api, msc, FINALIZER).await?;
+        }
+        Step::PatchEndpoint(endpoint) => {
+            let patch = serde_json::json!({"spec": {"controlPlaneEndpoint": endpoint}});
+            let params = PatchParams::default();
+            api.patch(&msc.name_any(), &params, &Patch::Merge(&patch))
+                .await
+                .during(|| format!("writing spec.controlPlaneEndpoint of {}", describe(msc)))?;
+        }
+        Step::CreateFirewall(fw) => {
+            apply_firewall(ctx, &ns, fw).await?;
+            let note = format!("created MetalStackFirewall {}", fw.name_any());
+            ctx.events
+                .note(msc, "FirewallCreated", "CreateFirewall", note);
+        }
+        Step::UpdateFirewall(fw) => {
+            apply_firewall(ctx, &ns, fw).await?;
+            let note = format!(
+                "updated MetalStackFirewall {} to the cluster's firewall spec",
+                fw.name_any()
+            );
+            ctx.events
+                .note(msc, "FirewallUpdated", "UpdateFirewall", note);
+        }
+        Step::DeleteFirewall(name) => {
+            let firewalls = ctx.api::<MetalStackFirewall>(&ns);
+            firewalls
+                .delete(name, &Default::default())
+                .await
+                .during(|| format!("deleting MetalStackFirewall {ns}/{name}"))?;
+            let note = format!("deleting MetalStackFirewall {name}");
+            ctx.events
+                .note(msc, "FirewallDeleting", "DeleteFirewall", note);
+        }
+        Step::RemoveFinalizer => remove_finalizer(&api, msc, FINALIZER).await?,
+        metal => act_in_metal_api(msc, ctx, metal).await?,
+    }
+    Ok(())
+}
+
+/// The steps that write to metal-api, each reported by an event.
+async fn act_in_metal_api(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<()> {
+    let (reason, action, note) = match step {
+        Step::AllocateNetwork(request) => {
+            let n = ctx.metal.network_allocate(request).await?;
+            let note = format!(
+                "allocated private network {} ({})",
+                n.id,
+                n.prefixes.join(", ")
+            );
+            ("NetworkAllocated", "AllocateNetwork", note)
+        }
+        Step::AllocateIp(request) => {
+            let ip = ctx.metal.ip_allocate(request).await?;
+            let note = format!("allocated control-plane IP {}", ip.ipaddress);
+            ("ControlPlaneIPAllocated", "AllocateIP", note)
+        }
+        Step::ReserveIp(host, request) => {
+            ctx.metal.ip_allocate_specific(host, request).await?;
+            let note = format!("reserved {host} as static control-plane IP");
+            ("ControlPlaneIPReserved", "AllocateIP", note)
+        }
+        Step::FreeIp(address) => match ctx.metal.ip_free(address).await {
+            Ok(_) => {
+                let note = format!("freed control-plane IP {address}");
+                ("ControlPlaneIPFreed", "FreeIP", note)
+            }
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e.into()),
+        },
+        Step::FreeNetwork(id) => match ctx.metal.network_free(id).await {
+            Ok(_) => {
+                let note = format!("freed private network {id}");
+                ("NetworkFreed", "FreeNetwork", note)
+            }
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e.into()),
+        },
+        _ => return Ok(()),
+    };
+    ctx.events.note(msc, reason, action, note);
+    Ok(())
+}
+
+/// Creates or updates the firewall by server-side apply: the fields capms sets are capms's,
+/// others' (spec.providerID, written by the firewall controller) stay.
+async fn apply_firewall(ctx: &Context, ns: &str, fw: &MetalStackFirewall) -> Result<()> {
+    ctx.api::<MetalStackFirewall>(ns)
+        .patch(
+            &fw.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(fw),
+        )
+        .await
+        .during(|| format!("applying {}", describe(fw)))?;
+    Ok(())
+}

@@ -1,0 +1,96 @@
+//! What a MetalStackCluster reconcile observes and the steps it can take.
+
+use crate::api::{
+    ApiEndpoint, MetalStackClusterStatus, MetalStackFirewall, MetalStackFirewallTemplate,
+};
+use crate::capi::Cluster;
+use crate::reconciler::Decision;
+use metal_api::types::{IpAllocateRequest, NetworkAllocateRequest};
+
+/// What observe read. Deleting carries what is left to tear down.
+pub type Observed = crate::reconciler::Observed<Live, Box<Left>>;
+
+/// What observe read, in the order decide looks at it; a later field is None when an earlier
+/// gate stopped the reading.
+#[derive(Debug, Default)]
+pub struct Live {
+    pub cluster: Option<Cluster>,
+    pub network: Option<NetworkSeen>,
+    pub endpoint: Option<EndpointSeen>,
+    pub firewall: Option<FirewallSeen>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum NetworkSeen {
+    /// spec.privateNetworkID exists in metal-api.
+    Given,
+    /// spec.privateNetworkID does not exist; the message's valid choices.
+    GivenMissing { choices: String },
+    /// The network capms allocated: recorded in status or found by its owner labels.
+    Allocated(String),
+    /// None allocated yet.
+    Unallocated,
+}
+
+/// The control-plane IP as metal-api has it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EndpointSeen {
+    /// No host given: the IP capms allocated (found by its owner tags), if any.
+    Allocated(Option<String>),
+    /// The given host is the IP capms reserved earlier (recorded in status).
+    Recorded,
+    /// The given host is a name, lies outside the public network or is someone else's IP:
+    /// used as given.
+    AsGiven,
+    /// The given host is an IP of the public network that capms holds.
+    Reserved(String),
+    /// The given host is a free IP of the public network: capms reserves it.
+    Free,
+    /// spec.publicNetworkID does not exist; the message's valid choices.
+    PublicNetworkMissing { choices: String },
+}
+
+/// What observe read about the firewall.
+#[derive(Debug, Default)]
+pub struct FirewallSeen {
+    /// The MetalStackFirewall named after the cluster, if it exists.
+    pub current: Option<MetalStackFirewall>,
+    /// When spec.firewallTemplateRef is set: the template, or the names of the templates the
+    /// namespace has.
+    pub template: Option<Result<MetalStackFirewallTemplate, Vec<String>>>,
+}
+
+/// What observe found still standing.
+#[derive(Debug, Default, PartialEq)]
+pub struct Left {
+    /// MetalStackMachines of the cluster.
+    pub machines: usize,
+    /// The cluster's own firewall (by owner reference): whether it is being deleted already.
+    pub firewall: Option<bool>,
+    /// Control-plane IPs that carry the cluster's owner tags.
+    pub ips: Vec<String>,
+    /// Networks that carry the cluster's owner labels.
+    pub networks: Vec<String>,
+}
+
+#[derive(Debug)]
+pub enum Step {
+    Nothing,
+    AddFinalizer,
+    AllocateNetwork(Box<NetworkAllocateRequest>),
+    AllocateIp(Box<IpAllocateRequest>),
+    /// Reserve the given host as a static IP.
+    ReserveIp(String, Box<IpAllocateRequest>),
+    /// Write spec.controlPlaneEndpoint.
+    PatchEndpoint(ApiEndpoint),
+    /// Create the cluster's MetalStackFirewall (server-side apply).
+    CreateFirewall(Box<MetalStackFirewall>),
+    /// Bring the not yet allocated MetalStackFirewall up to date (server-side apply).
+    UpdateFirewall(Box<MetalStackFirewall>),
+    DeleteFirewall(String),
+    FreeIp(String),
+    FreeNetwork(String),
+    RemoveFinalizer,
+}
+
+pub type ClusterDecision = Decision<Step, MetalStackClusterStatus>;

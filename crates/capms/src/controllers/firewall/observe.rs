@@ -1,0 +1,113 @@
+//! What a MetalStackFirewall reconcile reads, in the order `decide` looks at it.
+
+use super::FINALIZER;
+use super::model::{Live, Observed, target};
+use crate::api::{MetalStackCluster, MetalStackFirewall};
+use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
+use crate::controllers::allocation::{self, Found};
+use crate::ownership::{OwnerKind, identity_of};
+use crate::reconciler::gates::{
+    capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
+};
+use crate::reconciler::{Context, Result};
+use kube::ResourceExt;
+use metal_api::types::{NetworkFindRequest, ROLE_FIREWALL};
+
+fn identity(fw: &MetalStackFirewall) -> std::collections::BTreeMap<String, String> {
+    identity_of(OwnerKind::Firewall, fw)
+}
+
+/// Reads what `decide` needs, in its order, stopping at the first gate that is closed.
+pub async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed> {
+    if is_externally_managed(fw) {
+        return Ok(Observed::Unmanaged);
+    }
+    if fw.metadata.deletion_timestamp.is_some() {
+        if !fw.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(Observed::Deleting(None));
+        }
+        let cluster = fw.labels().get(CLUSTER_NAME_LABEL);
+        if deletion_hands_off(ctx, fw, cluster.map(String::as_str)).await? {
+            return Ok(Observed::HandsOff);
+        }
+        let ns = fw.namespace().unwrap_or_default();
+        let listing = owning_cluster(fw, ctx)
+            .await?
+            .map(|msc| allocation::teardown_query(&ns, &msc.name_any()));
+        let owned = allocation::owned(ctx, &identity(fw), listing.as_ref()).await?;
+        return Ok(Observed::Deleting(Some(owned)));
+    }
+    let mut live = Live::default();
+    let Some(msc) = owning_cluster(fw, ctx).await? else {
+        return Ok(Observed::Live(Box::new(live)));
+    };
+    let ns = fw.namespace().unwrap_or_default();
+    if let Some(name) = capi_owner(&msc, "Cluster") {
+        live.cluster = ctx.get::<Cluster>(&ns, &name).await?;
+    }
+    let paused = paused_reason(fw, live.cluster.as_ref()).is_some();
+    if !paused {
+        live.network = private_network(&msc, ctx).await?;
+    }
+    if live.network.is_some() && fw.finalizers().iter().any(|f| f == FINALIZER) {
+        live.found = Some(match target(fw, &msc) {
+            Ok(target) => {
+                let ready = fw.status.as_ref().is_some_and(|s| s.ready);
+                let listing = allocation::query(ctx, &msc, ready);
+                allocation::lookup(ctx, &identity(fw), &target, ROLE_FIREWALL, &listing).await?
+            }
+            // decide names the malformed field; nothing to look up.
+            Err(_) => Found::Nothing,
+        });
+    }
+    live.infrastructure = Some(msc);
+    Ok(Observed::Live(Box::new(live)))
+}
+
+/// The MetalStackCluster a firewall belongs to: its controller owner, else the cluster named by
+/// its cluster-name label (the seed's standalone form).
+async fn owning_cluster(
+    fw: &MetalStackFirewall,
+    ctx: &Context,
+) -> Result<Option<MetalStackCluster>> {
+    let ns = fw.namespace().unwrap_or_default();
+    let owner = fw
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "MetalStackCluster" && o.controller == Some(true));
+    if let Some(o) = owner {
+        return ctx.get::<MetalStackCluster>(&ns, &o.name).await;
+    }
+    let Some(cluster_name) = fw.labels().get(CLUSTER_NAME_LABEL) else {
+        return Ok(None);
+    };
+    let cluster = ctx.get::<Cluster>(&ns, cluster_name).await?;
+    match cluster.as_ref().and_then(|c| c.metal_stack_cluster()) {
+        Some(name) => ctx.get::<MetalStackCluster>(&ns, name).await,
+        None => Ok(None),
+    }
+}
+
+/// The cluster's private network as far as it exists: recorded in status, given in spec, or
+/// found in metal-api by the cluster's owner labels (so a lost status write does not hide it).
+async fn private_network(msc: &MetalStackCluster, ctx: &Context) -> Result<Option<String>> {
+    if let Some(id) = msc
+        .status
+        .as_ref()
+        .and_then(|s| s.network_id.clone())
+        .or_else(|| msc.spec.private_network_id.clone())
+    {
+        return Ok(Some(id));
+    }
+    let find = NetworkFindRequest {
+        labels: Some(identity_of(OwnerKind::Cluster, msc)),
+        ..Default::default()
+    };
+    Ok(ctx
+        .metal
+        .network_find(&find)
+        .await?
+        .into_iter()
+        .next()
+        .map(|n| n.id))
+}

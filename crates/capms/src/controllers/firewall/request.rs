@@ -1,0 +1,90 @@
+//! The firewall allocation metal-api gets for a MetalStackFirewall: the cluster's private and
+//! public networks plus the spec's, the rules, and the tags that find it again.
+
+use crate::api::{MetalStackCluster, MetalStackFirewall, Protocol};
+use crate::ownership::{OwnerKind, cluster_id, owner_marks_of, owner_tags};
+use kube::ResourceExt;
+use metal_api::tags::CLUSTER_ID;
+use metal_api::types::{
+    AllocationNetwork, FirewallCreateRequest, FirewallEgressRule, FirewallIngressRule,
+    FirewallRules, MachineAllocateRequest,
+};
+
+/// The firewall allocation: the cluster's private and public networks plus the spec's, the
+/// rules, and the tags that find it again.
+pub fn request(
+    fw: &MetalStackFirewall,
+    msc: &MetalStackCluster,
+    network: &str,
+    preset: Option<String>,
+) -> FirewallCreateRequest {
+    let ns = fw.namespace().unwrap_or_default();
+    let name = fw.name_any();
+    let mut tags = owner_tags(&owner_marks_of(OwnerKind::Firewall, fw));
+    tags.push(format!("{CLUSTER_ID}={}", cluster_id(&ns, &msc.name_any())));
+    tags.push("firewall.metal-stack.io/managed-by=capms".into());
+    let mut ids = vec![network.to_owned(), msc.spec.public_network_id.clone()];
+    for extra in &fw.spec.networks {
+        if !ids.contains(extra) {
+            ids.push(extra.clone());
+        }
+    }
+    let networks = ids
+        .into_iter()
+        .map(|networkid| AllocationNetwork {
+            networkid,
+            autoacquire: Some(true),
+        })
+        .collect();
+    FirewallCreateRequest {
+        machine: MachineAllocateRequest {
+            uuid: preset,
+            name: name.clone(),
+            description: format!(
+                "firewall of cluster {ns}/{}, allocated by capms",
+                msc.name_any()
+            ),
+            hostname: name,
+            projectid: msc.spec.project_id.clone(),
+            partitionid: msc.spec.partition.clone(),
+            sizeid: fw.spec.machine_type.clone(),
+            imageid: fw.spec.image.clone(),
+            networks: Some(networks),
+            ssh_pub_keys: fw.spec.ssh_keys.clone(),
+            tags,
+            ..Default::default()
+        },
+        firewall_rules: fw.spec.rules.as_ref().map(rules),
+    }
+}
+
+/// The spec's rules as metal-api takes them.
+fn rules(r: &crate::api::FirewallRules) -> FirewallRules {
+    let proto = |p: Option<Protocol>| match p.unwrap_or_default() {
+        Protocol::Tcp => "tcp".to_owned(),
+        Protocol::Udp => "udp".to_owned(),
+    };
+    FirewallRules {
+        egress: r
+            .egress
+            .iter()
+            .map(|e| FirewallEgressRule {
+                protocol: proto(e.protocol),
+                ports: e.ports.clone(),
+                to: e.to.clone(),
+                comment: e.comment.clone().unwrap_or_default(),
+            })
+            .collect(),
+        ingress: r
+            .ingress
+            .iter()
+            .map(|i| FirewallIngressRule {
+                protocol: proto(i.protocol),
+                ports: i.ports.clone(),
+                from: i.from.clone(),
+                to: i.to.clone(),
+                comment: i.comment.clone().unwrap_or_default(),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,37 @@
+//! The one step `decide` chose for a MetalStackMachine, taken.
+
+use super::FINALIZER;
+use super::model::Step;
+use crate::api::MetalStackMachine;
+use crate::controllers::allocation;
+use crate::reconciler::writes::{describe, ensure_finalizer, remove_finalizer};
+use crate::reconciler::{Context, During, Result};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+
+/// Takes the one step `decide` chose.
+pub async fn act(msm: &MetalStackMachine, ctx: &Context, step: &Step) -> Result<()> {
+    let api = ctx.api::<MetalStackMachine>(&msm.namespace().unwrap_or_default());
+    match step {
+        Step::Nothing => Ok(()),
+        Step::AddFinalizer => ensure_finalizer(&api, msm, FINALIZER).await.map(|_| ()),
+        Step::Allocate(request) => {
+            let detail = format!(" in partition {}", request.partitionid);
+            let result = ctx.metal.machine_allocate(request).await;
+            allocation::allocated(ctx, &request.tags, &result).await;
+            allocation::announce(ctx, msm, "Machine", result, &detail).map(|_| ())
+        }
+        Step::Record(patch) => {
+            api.patch(
+                &msm.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .during(|| format!("naming its machine in {}", describe(msm)))?;
+            Ok(())
+        }
+        Step::Free(id) => allocation::free(ctx, msm, id, "Machine").await,
+        Step::RemoveFinalizer => remove_finalizer(&api, msm, FINALIZER).await,
+    }
+}

@@ -1,0 +1,63 @@
+//! What a MetalStackMachine reconcile observes and the steps it can take, and the facts about
+//! the object and its cluster that observe, decide and the watches share.
+
+use crate::api::{MetalStackCluster, MetalStackMachine, MetalStackMachineStatus};
+use crate::capi::{CLUSTER_NAME_LABEL, Cluster, Machine as CapiMachine};
+use crate::controllers::allocation::Found;
+use crate::reconciler::Decision;
+use kube::ResourceExt;
+use metal_api::types::MachineAllocateRequest;
+
+/// What observe read. Deleting carries the ids of the machines still allocated for it.
+pub type Observed = crate::reconciler::Observed<Live, Vec<String>>;
+
+/// Read in the order decide looks at it: a later field is None when an earlier gate stopped
+/// the reading.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// The Machine named by the owner reference.
+    pub machine: Option<CapiMachine>,
+    pub cluster: Option<Cluster>,
+    /// The Cluster's MetalStackCluster.
+    pub infrastructure: Option<MetalStackCluster>,
+    /// The bootstrap Secret's `value`.
+    pub user_data: Option<String>,
+    pub found: Option<Found>,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    Nothing,
+    AddFinalizer,
+    Allocate(Box<MachineAllocateRequest>),
+    /// Merge patch naming the machine: spec.providerID and the rack and ASN labels.
+    Record(serde_json::Value),
+    Free(String),
+    RemoveFinalizer,
+}
+
+pub type MachineDecision = Decision<Step, MetalStackMachineStatus>;
+
+/// The partition a machine is allocated in: its own, else its cluster's.
+pub fn partition(msm: &MetalStackMachine, msc: &MetalStackCluster) -> String {
+    msm.spec
+        .partition
+        .clone()
+        .unwrap_or_else(|| msc.spec.partition.clone())
+}
+
+/// The private network of a provisioned MetalStackCluster.
+pub fn provisioned_network(msc: &MetalStackCluster) -> Option<&str> {
+    msc.status
+        .as_ref()
+        .filter(|s| s.initialization.as_ref().and_then(|i| i.provisioned) == Some(true))
+        .and_then(|s| s.network_id.as_deref())
+}
+
+/// The name of the Cluster the machine belongs to.
+pub fn cluster_name(msm: &MetalStackMachine, machine: &CapiMachine) -> String {
+    msm.labels()
+        .get(CLUSTER_NAME_LABEL)
+        .cloned()
+        .unwrap_or_else(|| machine.spec.cluster_name.clone())
+}

@@ -1,0 +1,117 @@
+//! What a MetalStackMachine reconcile reads, in the order `decide` looks at it.
+
+use super::FINALIZER;
+use super::model::{Live, Observed, cluster_name, partition, provisioned_network};
+use crate::api::{MetalStackCluster, MetalStackMachine};
+use crate::capi::{Cluster, Machine as CapiMachine};
+use crate::controllers::allocation::{self, Found, Target};
+use crate::ownership::{OwnerKind, identity_of};
+use crate::reconciler::gates::{
+    capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
+};
+use crate::reconciler::{Context, During, Result};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use metal_api::types::ROLE_MACHINE;
+
+fn identity(msm: &MetalStackMachine) -> std::collections::BTreeMap<String, String> {
+    identity_of(OwnerKind::Machine, msm)
+}
+
+/// The Cluster a MetalStackMachine belongs to: its cluster-name label (Cluster API sets it), else
+/// its Machine's, while the Machine is still there.
+async fn cluster_of_deleted(msm: &MetalStackMachine, ctx: &Context) -> Result<Option<String>> {
+    if let Some(name) = msm.labels().get(crate::capi::CLUSTER_NAME_LABEL) {
+        return Ok(Some(name.clone()));
+    }
+    let Some(owner) = capi_owner(msm, "Machine") else {
+        return Ok(None);
+    };
+    let ns = msm.namespace().unwrap_or_default();
+    let machine = ctx.get::<CapiMachine>(&ns, &owner).await?;
+    Ok(machine.map(|m| m.spec.cluster_name))
+}
+
+/// Reads what `decide` needs, in its order, stopping at the first gate that is closed.
+pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed> {
+    if is_externally_managed(msm) {
+        return Ok(Observed::Unmanaged);
+    }
+    if msm.metadata.deletion_timestamp.is_some() {
+        if !msm.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(Observed::Deleting(None));
+        }
+        let cluster = cluster_of_deleted(msm, ctx).await?;
+        if deletion_hands_off(ctx, msm, cluster.as_deref()).await? {
+            return Ok(Observed::HandsOff);
+        }
+        let ns = msm.namespace().unwrap_or_default();
+        let listing = allocation::teardown_query_of(ctx, &ns, cluster.as_deref()).await?;
+        let owned = allocation::owned(ctx, &identity(msm), listing.as_ref()).await?;
+        return Ok(Observed::Deleting(Some(owned)));
+    }
+    let mut live = Live::default();
+    observe_live(msm, ctx, &mut live).await?;
+    Ok(Observed::Live(Box::new(live)))
+}
+
+async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -> Result<()> {
+    let ns = msm.namespace().unwrap_or_default();
+    let Some(owner) = capi_owner(msm, "Machine") else {
+        return Ok(());
+    };
+    let Some(machine) = ctx.get::<CapiMachine>(&ns, &owner).await? else {
+        return Ok(());
+    };
+    let cluster_name = cluster_name(msm, &machine);
+    let secret = machine.spec.bootstrap.data_secret_name.clone();
+    live.machine = Some(machine);
+    let Some(cluster) = ctx.get::<Cluster>(&ns, &cluster_name).await? else {
+        return Ok(());
+    };
+    let infrastructure = cluster.metal_stack_cluster().map(str::to_owned);
+    let paused = paused_reason(msm, Some(&cluster)).is_some();
+    live.cluster = Some(cluster);
+    if paused || !msm.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let Some(name) = infrastructure else {
+        return Ok(());
+    };
+    let Some(msc) = ctx.get::<MetalStackCluster>(&ns, &name).await? else {
+        return Ok(());
+    };
+    let provisioned = provisioned_network(&msc).is_some();
+    let partition = partition(msm, &msc);
+    let listing = allocation::query(ctx, &msc, msm.status.as_ref().is_some_and(|s| s.ready));
+    live.infrastructure = Some(msc);
+    let Some(secret) = secret.filter(|_| provisioned) else {
+        return Ok(());
+    };
+    let found = match Target::of(msm.spec.provider_id.as_deref(), &partition, None) {
+        Ok(target) => {
+            allocation::lookup(ctx, &identity(msm), &target, ROLE_MACHINE, &listing).await?
+        }
+        // decide names the malformed field; nothing to look up.
+        Err(_) => Found::Nothing,
+    };
+    // The bootstrap data is read only to allocate.
+    if found == Found::Nothing {
+        live.user_data = bootstrap_data(ctx, &ns, &secret).await?;
+    }
+    live.found = Some(found);
+    Ok(())
+}
+
+/// The bootstrap Secret's `value`, if it has one.
+async fn bootstrap_data(ctx: &Context, ns: &str, secret: &str) -> Result<Option<String>> {
+    let secret = ctx
+        .api::<Secret>(ns)
+        .get_opt(secret)
+        .await
+        .during(|| format!("reading the bootstrap Secret {ns}/{secret}"))?;
+    Ok(secret.and_then(|s| s.data).and_then(|d| {
+        d.get("value")
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+    }))
+}

@@ -1,0 +1,105 @@
+//! What every reconcile holds: the clients, the caches, the event publisher, the poll backoff
+//! and the settings. Handles only; what is done with them lives with the engine and the
+//! controllers.
+
+use super::backoff::Backoff;
+use super::events::Events;
+use super::own_writes::OwnWrites;
+use super::{Result, error::During};
+use crate::cache::{Caches, Stored, listings::Listings};
+use kube::Resource;
+use kube::api::Api;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a provisioned object waits before it is looked at again without an event, unless
+/// `--sync-period` says otherwise.
+pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(300);
+
+/// Settings every controller honours.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Only watch this namespace.
+    pub namespace: Option<String>,
+    /// Only reconcile objects labelled `cluster.x-k8s.io/watch-filter=<value>`.
+    pub watch_filter: Option<String>,
+    /// Concurrent reconciles per controller.
+    pub concurrency: u16,
+    /// How often a provisioned object is looked at again without an event (what finds a
+    /// machine freed outside capms).
+    pub sync_period: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            namespace: None,
+            watch_filter: None,
+            concurrency: 0,
+            sync_period: DEFAULT_SYNC_PERIOD,
+        }
+    }
+}
+
+pub struct Context {
+    pub client: kube::Client,
+    pub metal: metal_api::Client,
+    pub events: Events,
+    pub settings: Settings,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Each cluster's machines as metal-api last listed them.
+    pub listings: Listings,
+    /// The watch caches, once the controllers run; without them (a reconcile under test) reads
+    /// go to the apiserver.
+    pub caches: Caches,
+    /// The objects capms wrote to lately: their older copies wait for the watch.
+    pub own_writes: OwnWrites,
+    /// Each object's growing wait while it polls metal-api.
+    pub backoff: Backoff,
+}
+
+impl Context {
+    pub fn new(
+        client: kube::Client,
+        metal: metal_api::Client,
+        settings: Settings,
+        instance: Option<String>,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Context {
+        Context {
+            events: Events::new(client.clone(), instance),
+            client,
+            metal,
+            settings,
+            metrics,
+            listings: Default::default(),
+            caches: Default::default(),
+            own_writes: Default::default(),
+            backoff: Default::default(),
+        }
+    }
+
+    /// The `K` named `name` in `namespace`: from the watch cache, which holds every object the
+    /// controllers follow, else (no cache: a reconcile under test) from the apiserver.
+    pub async fn get<K>(&self, namespace: &str, name: &str) -> Result<Option<K>>
+    where
+        K: Stored
+            + Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + DeserializeOwned
+            + Debug,
+    {
+        crate::cache::read(&self.caches, &self.client, namespace, name)
+            .await
+            .during(|| format!("reading {} {namespace}/{name}", K::kind(&())))
+    }
+
+    /// Api for a namespaced kind in `namespace`.
+    pub fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+}
