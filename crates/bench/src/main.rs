@@ -126,11 +126,16 @@ fn main() {
         .expect("tokio runtime");
     let report = runtime.block_on(scenario::run(&args));
     std::fs::create_dir_all(&args.out).expect("output directory");
-    let table = report.table();
+    let judged = targets::Judged {
+        targets: targets::judge(&report),
+        report: &report,
+    };
+    let mut table = report.table();
+    targets::write(&mut table, &judged.targets);
     print!("{table}");
-    report::write(&report, &args.out, &table);
+    report::write(&report, &judged, &args.out, &table);
     println!("bench: report in {}", args.out.display());
-    let missed = targets::missed(&report.targets);
+    let missed = targets::missed(&judged.targets);
     if !missed.is_empty() {
         eprintln!(
             "bench: {} target(s) missed: {}",

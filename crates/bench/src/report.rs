@@ -286,8 +286,6 @@ pub struct Report {
     pub admission: Admission,
     pub deletion: Deletion,
     pub capms: ProcessUsage,
-    /// Each target, judged against this run (filled in once the rest is measured).
-    pub targets: Vec<crate::targets::Target>,
 }
 
 impl Report {
@@ -297,7 +295,6 @@ impl Report {
         self.write_times(&mut t);
         self.write_costs(&mut t);
         self.write_admission_and_capms(&mut t);
-        crate::targets::write(&mut t, &self.targets);
         t
     }
 
@@ -467,8 +464,10 @@ fn svg(p: &Provisioning) -> String {
     )
 }
 
-pub fn write(report: &Report, dir: &Path, table: &str) {
-    let json = serde_json::to_string_pretty(report).expect("report is JSON");
+/// Writes `report.json` (the report with its judged targets, `judged`), `report.txt` and the
+/// ready-over-time curve.
+pub fn write(report: &Report, judged: &impl Serialize, dir: &Path, table: &str) {
+    let json = serde_json::to_string_pretty(judged).expect("report is JSON");
     std::fs::write(dir.join("report.json"), json).expect("write report.json");
     std::fs::write(dir.join("report.txt"), table).expect("write report.txt");
     std::fs::write(dir.join("ready.svg"), svg(&report.provisioning)).expect("write ready.svg");

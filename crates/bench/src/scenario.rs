@@ -150,17 +150,14 @@ pub async fn run(args: &Args) -> Report {
     let usage = cpu.usage();
     let csv = timelines.snapshot().csv();
     std::fs::write(stack.work.join("timelines.csv"), csv).expect("write timelines.csv");
-    let mut report = Report {
+    Report {
         size: Size::of(args),
         provisioning,
         idle,
         admission,
         deletion,
         capms: usage,
-        targets: Vec::new(),
-    };
-    report.targets = crate::targets::judge(&report);
-    report
+    }
 }
 
 fn timeout(args: &Args) -> Duration {

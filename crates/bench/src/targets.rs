@@ -204,6 +204,14 @@ const SPECS: &[Spec] = &[
     },
 ];
 
+/// A report with its targets judged: what `report.json` holds.
+#[derive(serde::Serialize)]
+pub struct Judged<'a> {
+    #[serde(flatten)]
+    pub report: &'a Report,
+    pub targets: Vec<Target>,
+}
+
 /// Every target, judged against `report`.
 pub fn judge(report: &Report) -> Vec<Target> {
     SPECS

@@ -2,7 +2,7 @@
 //! controllers: which networks can serve as a cluster's public or private network, and the
 //! messages that name the valid choices.
 
-use metal_api::cidr::Cidr;
+use ipnet::IpNet;
 use metal_api::types::Network;
 use std::net::IpAddr;
 
@@ -20,8 +20,8 @@ pub fn is_private_of(n: &Network, project: &str, partition: &str) -> bool {
 pub fn contains(n: &Network, address: IpAddr) -> bool {
     n.prefixes
         .iter()
-        .filter_map(|p| p.parse::<Cidr>().ok())
-        .any(|p| p.contains_addr(address))
+        .filter_map(|p| p.parse::<IpNet>().ok())
+        .any(|p| p.contains(&address))
 }
 
 /// "valid external networks: …"

@@ -4,7 +4,6 @@
 //! Nothing here knows Kubernetes: the provider and the simulator both build on it.
 
 pub mod catalog;
-pub mod cidr;
 pub mod client;
 pub mod error;
 pub mod hmac;

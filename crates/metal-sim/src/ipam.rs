@@ -2,7 +2,7 @@
 //! block), and addresses handed out lowest first. IPv4 prefixes reserve their network and
 //! broadcast addresses, as go-ipam does.
 
-use metal_api::cidr::{Cidr, Family, addr_to_u128};
+use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
@@ -30,18 +30,25 @@ pub enum IpamError {
 
 #[derive(Debug, Default, Clone)]
 struct PrefixRecord {
-    parent: Option<Cidr>,
-    children: BTreeSet<Cidr>,
-    used: BTreeSet<u128>,
+    parent: Option<IpNet>,
+    children: BTreeSet<IpNet>,
+    used: BTreeSet<IpAddr>,
 }
 
+/// Prefixes by their network (`10.0.0.0/22`, never `10.0.0.1/22`).
 #[derive(Debug, Default, Clone)]
 pub struct Ipam {
-    prefixes: BTreeMap<Cidr, PrefixRecord>,
+    prefixes: BTreeMap<IpNet, PrefixRecord>,
+}
+
+/// Do two prefixes share an address?
+fn overlaps(a: &IpNet, b: &IpNet) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
 }
 
 impl Ipam {
-    pub fn create_prefix(&mut self, cidr: Cidr) -> Result<(), IpamError> {
+    pub fn create_prefix(&mut self, cidr: IpNet) -> Result<(), IpamError> {
+        let cidr = cidr.trunc();
         if self.prefixes.contains_key(&cidr) {
             return Err(IpamError::PrefixExists(cidr.to_string()));
         }
@@ -49,54 +56,36 @@ impl Ipam {
         Ok(())
     }
 
-    fn record(&self, cidr: &Cidr) -> Result<&PrefixRecord, IpamError> {
+    fn record(&self, cidr: &IpNet) -> Result<&PrefixRecord, IpamError> {
         self.prefixes
             .get(cidr)
             .ok_or_else(|| IpamError::PrefixNotFound(cidr.to_string()))
     }
 
-    fn record_mut(&mut self, cidr: &Cidr) -> Result<&mut PrefixRecord, IpamError> {
+    fn record_mut(&mut self, cidr: &IpNet) -> Result<&mut PrefixRecord, IpamError> {
         self.prefixes
             .get_mut(cidr)
             .ok_or_else(|| IpamError::PrefixNotFound(cidr.to_string()))
     }
 
     /// The first free aligned block of length `len` inside `parent`.
-    pub fn acquire_child(&mut self, parent: Cidr, len: u8) -> Result<Cidr, IpamError> {
+    pub fn acquire_child(&mut self, parent: IpNet, len: u8) -> Result<IpNet, IpamError> {
         let record = self.record(&parent)?;
         let none_left = || IpamError::NoChildPrefix {
             parent: parent.to_string(),
             len,
         };
-        if len < parent.len || len > parent.family.bits() {
-            return Err(none_left());
-        }
-        let block = Cidr {
-            family: parent.family,
-            base: parent.base,
-            len,
-        }
-        .size();
-        let mut base = parent.base;
-        let child = loop {
-            let candidate = Cidr {
-                family: parent.family,
-                base,
-                len,
-            };
-            if !parent.contains(&candidate) {
-                return Err(none_left());
-            }
-            let clash = record.children.iter().any(|c| c.overlaps(&candidate))
-                || record
-                    .used
-                    .iter()
-                    .any(|a| candidate.contains_addr(candidate.addr(*a)));
-            if !clash {
-                break candidate;
-            }
-            base = base.checked_add(block).ok_or_else(none_left)?;
-        };
+        let mut candidates = parent.subnets(len).map_err(|_| none_left())?;
+        let child = candidates
+            .find(|candidate| {
+                !record.children.iter().any(|c| overlaps(c, candidate))
+                    && record
+                        .used
+                        .range(candidate.network()..=candidate.broadcast())
+                        .next()
+                        .is_none()
+            })
+            .ok_or_else(none_left)?;
         self.record_mut(&parent)?.children.insert(child);
         self.prefixes.insert(
             child,
@@ -109,7 +98,7 @@ impl Ipam {
     }
 
     /// Releases a prefix; refused while it holds addresses or child prefixes.
-    pub fn release_prefix(&mut self, cidr: Cidr) -> Result<(), IpamError> {
+    pub fn release_prefix(&mut self, cidr: IpNet) -> Result<(), IpamError> {
         let record = self.record(&cidr)?;
         if !record.used.is_empty() {
             return Err(IpamError::PrefixHasIps(cidr.to_string()));
@@ -126,69 +115,59 @@ impl Ipam {
         Ok(())
     }
 
-    fn usable(cidr: &Cidr) -> (u128, u128) {
-        if cidr.family == Family::V4 && cidr.len < 31 {
-            (cidr.base + 1, cidr.last() - 1)
-        } else {
-            (cidr.base, cidr.last())
-        }
-    }
-
-    /// The lowest free address of the prefix.
-    pub fn acquire_ip(&mut self, cidr: Cidr) -> Result<IpAddr, IpamError> {
+    /// The lowest free address of the prefix. ipnet's hosts leave out an IPv4 prefix's
+    /// network and broadcast addresses (below /31), as go-ipam does.
+    pub fn acquire_ip(&mut self, cidr: IpNet) -> Result<IpAddr, IpamError> {
         let record = self.record(&cidr)?;
-        let (first, last) = Self::usable(&cidr);
-        let mut candidate = first;
-        // Bounded: at most |used| + 1 steps, since each step skips one used address.
-        for used in record.used.range(first..=last) {
-            if *used != candidate {
-                break;
-            }
-            candidate += 1;
-        }
-        if candidate > last {
-            return Err(IpamError::NoIpsLeft(cidr.to_string()));
-        }
-        self.record_mut(&cidr)?.used.insert(candidate);
-        Ok(cidr.addr(candidate))
+        let free = cidr
+            .hosts()
+            .find(|a| !record.used.contains(a))
+            .ok_or_else(|| IpamError::NoIpsLeft(cidr.to_string()))?;
+        self.record_mut(&cidr)?.used.insert(free);
+        Ok(free)
     }
 
-    pub fn acquire_specific(&mut self, cidr: Cidr, ip: IpAddr) -> Result<(), IpamError> {
-        if !cidr.contains_addr(ip) {
+    pub fn acquire_specific(&mut self, cidr: IpNet, ip: IpAddr) -> Result<(), IpamError> {
+        if !cidr.contains(&ip) {
             return Err(IpamError::NotInPrefix {
                 ip: ip.to_string(),
                 prefix: cidr.to_string(),
             });
         }
         let record = self.record_mut(&cidr)?;
-        if !record.used.insert(addr_to_u128(ip)) {
+        if !record.used.insert(ip) {
             return Err(IpamError::AlreadyAllocated);
         }
         Ok(())
     }
 
-    pub fn release_ip(&mut self, cidr: Cidr, ip: IpAddr) -> Result<(), IpamError> {
+    pub fn release_ip(&mut self, cidr: IpNet, ip: IpAddr) -> Result<(), IpamError> {
         let record = self.record_mut(&cidr)?;
-        if !record.used.remove(&addr_to_u128(ip)) {
+        if !record.used.remove(&ip) {
             return Err(IpamError::NotAllocated(ip.to_string()));
         }
         Ok(())
     }
 
-    pub fn used_count(&self, cidr: &Cidr) -> u64 {
+    pub fn used_count(&self, cidr: &IpNet) -> u64 {
         self.prefixes.get(cidr).map_or(0, |r| r.used.len() as u64)
     }
 
-    pub fn child_count(&self, cidr: &Cidr) -> u64 {
+    pub fn child_count(&self, cidr: &IpNet) -> u64 {
         self.prefixes
             .get(cidr)
             .map_or(0, |r| r.children.len() as u64)
     }
 
-    /// Usable addresses of a prefix (network and broadcast excluded for IPv4).
-    pub fn available_count(cidr: &Cidr) -> u64 {
-        let (first, last) = Self::usable(cidr);
-        u64::try_from(last.saturating_sub(first).saturating_add(1)).unwrap_or(u64::MAX)
+    /// Usable addresses of a prefix (network and broadcast excluded for IPv4 below /31).
+    pub fn available_count(cidr: &IpNet) -> u64 {
+        let host_bits = u32::from(cidr.max_prefix_len() - cidr.prefix_len());
+        let all = 1u128.checked_shl(host_bits).unwrap_or(u128::MAX);
+        let usable = match cidr {
+            IpNet::V4(_) if cidr.prefix_len() < 31 => all - 2,
+            _ => all,
+        };
+        u64::try_from(usable).unwrap_or(u64::MAX)
     }
 }
 
@@ -196,7 +175,7 @@ impl Ipam {
 mod tests {
     use super::*;
 
-    fn c(s: &str) -> Cidr {
+    fn c(s: &str) -> IpNet {
         s.parse().expect("cidr")
     }
 

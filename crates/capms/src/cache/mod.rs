@@ -5,8 +5,8 @@
 
 pub mod catalog;
 pub mod listings;
-mod slim;
 pub mod watch;
+mod without_managed_fields;
 
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
@@ -18,7 +18,7 @@ use kube::{Resource, ResourceExt};
 use std::fmt::Debug;
 use std::hash::Hash;
 
-pub use slim::Slim;
+pub use without_managed_fields::WithoutManagedFields;
 
 /// The stores of every kind capms reads, filled by the watches.
 #[derive(Clone)]

@@ -12,7 +12,7 @@
 //! which the MetalStackCluster's teardown waits for. So the fan-out stays here, on top of
 //! kube's reflector and store.
 
-use super::slim::Slim;
+use super::without_managed_fields::WithoutManagedFields;
 use futures::channel::mpsc;
 use futures::{StreamExt, TryStreamExt};
 use kube::Resource;
@@ -30,8 +30,8 @@ pub struct Feed<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    /// Decoding skips the objects' managedFields (see [`Slim`]).
-    api: Api<Slim<K>>,
+    /// Decoding skips the objects' managedFields (see [`WithoutManagedFields`]).
+    api: Api<WithoutManagedFields<K>>,
     config: watcher::Config,
     writer: reflector::store::Writer<K>,
     followers: Vec<mpsc::UnboundedSender<Arc<K>>>,
@@ -50,7 +50,7 @@ where
         + Sync
         + 'static,
 {
-    pub fn new(api: Api<Slim<K>>, config: watcher::Config) -> Feed<K> {
+    pub fn new(api: Api<WithoutManagedFields<K>>, config: watcher::Config) -> Feed<K> {
         Feed {
             api,
             config,
@@ -88,7 +88,7 @@ where
         watcher::watcher(self.api, self.config)
             .map_ok(unwrap)
             .default_backoff()
-            .modify(slim)
+            .modify(drop_last_applied)
             .reflect(self.writer)
             .for_each(|event| {
                 let shared = match event {
@@ -119,19 +119,19 @@ where
 }
 
 /// The decoded object out of its wrapper.
-fn unwrap<K>(event: Event<Slim<K>>) -> Event<K> {
+fn unwrap<K>(event: Event<WithoutManagedFields<K>>) -> Event<K> {
     match event {
-        Event::Apply(Slim(o)) => Event::Apply(o),
-        Event::Delete(Slim(o)) => Event::Delete(o),
+        Event::Apply(WithoutManagedFields(o)) => Event::Apply(o),
+        Event::Delete(WithoutManagedFields(o)) => Event::Delete(o),
         Event::Init => Event::Init,
-        Event::InitApply(Slim(o)) => Event::InitApply(o),
+        Event::InitApply(WithoutManagedFields(o)) => Event::InitApply(o),
         Event::InitDone => Event::InitDone,
     }
 }
 
 /// What no reconcile reads and many objects carry: kubectl's copy of the last applied manifest
 /// (the field managers' records are not even decoded). Dropped before caching.
-fn slim<K: Resource>(obj: &mut K) {
+fn drop_last_applied<K: Resource>(obj: &mut K) {
     let meta = obj.meta_mut();
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");

@@ -10,7 +10,7 @@ use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
 };
 use crate::cache::watch::{Feed, fingerprint};
-use crate::cache::{Slim, Stores};
+use crate::cache::{Stores, WithoutManagedFields};
 use crate::capi::{Cluster, Machine, WATCH_FILTER_LABEL};
 use crate::reconciler::Context;
 use kube::Resource;
@@ -31,13 +31,28 @@ pub struct Watches {
 impl Watches {
     pub fn new(ctx: &Context) -> Watches {
         Watches {
-            clusters: Feed::new(api::<Slim<Cluster>>(ctx), watcher::Config::default()),
-            machines: Feed::new(api::<Slim<Machine>>(ctx), watcher::Config::default()),
-            metal_stack_clusters: Feed::new(api::<Slim<MetalStackCluster>>(ctx), own_kind(ctx)),
-            firewalls: Feed::new(api::<Slim<MetalStackFirewall>>(ctx), own_kind(ctx)),
-            metal_stack_machines: Feed::new(api::<Slim<MetalStackMachine>>(ctx), own_kind(ctx)),
+            clusters: Feed::new(
+                api::<WithoutManagedFields<Cluster>>(ctx),
+                watcher::Config::default(),
+            ),
+            machines: Feed::new(
+                api::<WithoutManagedFields<Machine>>(ctx),
+                watcher::Config::default(),
+            ),
+            metal_stack_clusters: Feed::new(
+                api::<WithoutManagedFields<MetalStackCluster>>(ctx),
+                own_kind(ctx),
+            ),
+            firewalls: Feed::new(
+                api::<WithoutManagedFields<MetalStackFirewall>>(ctx),
+                own_kind(ctx),
+            ),
+            metal_stack_machines: Feed::new(
+                api::<WithoutManagedFields<MetalStackMachine>>(ctx),
+                own_kind(ctx),
+            ),
             firewall_templates: Feed::new(
-                api::<Slim<MetalStackFirewallTemplate>>(ctx),
+                api::<WithoutManagedFields<MetalStackFirewallTemplate>>(ctx),
                 watcher::Config::default(),
             ),
         }

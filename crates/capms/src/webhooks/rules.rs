@@ -5,9 +5,9 @@ use crate::api::{
     ApiEndpoint, FirewallRules, MetalStackClusterSpec, MetalStackFirewallSpec,
     MetalStackMachineSpec, Protocol,
 };
+use ipnet::IpNet;
 use metal_api::Catalog;
 use metal_api::ProviderId;
-use metal_api::cidr::Cidr;
 use metal_api::images;
 use metal_api::types::{FEATURE_FIREWALL, FEATURE_MACHINE};
 use std::collections::{BTreeMap, BTreeSet};
@@ -227,13 +227,15 @@ fn check_rules(report: &mut Report, path: &str, rules: &FirewallRules) {
     let mut check = |rule_path: String, cidrs: Vec<&String>| {
         let mut families = BTreeSet::new();
         for c in cidrs {
-            match c.parse::<Cidr>() {
+            match c.parse::<IpNet>() {
                 Ok(cidr) => {
-                    families.insert(cidr.family);
+                    families.insert(cidr.addr().is_ipv4());
                 }
                 Err(e) => report.error(
                     &rule_path,
-                    format!("{e}; write CIDRs such as 10.0.0.0/8 or 2001:db8::/32"),
+                    format!(
+                        "{c:?} is not a CIDR ({e}); write CIDRs such as 10.0.0.0/8 or 2001:db8::/32"
+                    ),
                 ),
             }
         }

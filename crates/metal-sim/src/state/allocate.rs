@@ -184,11 +184,11 @@ impl State {
         req: &MachineAllocateRequest,
         machine_id: &str,
     ) -> SimResult<Vec<Ip>> {
-        let families: BTreeSet<Family> = network
+        let families: BTreeSet<&str> = network
             .prefixes
             .iter()
-            .filter_map(|p| p.parse::<Cidr>().ok())
-            .map(|p| p.family)
+            .filter_map(|p| p.parse::<IpNet>().ok())
+            .map(|p| super::family(&p))
             .collect();
         let mut got = Vec::new();
         for family in families {
@@ -199,7 +199,7 @@ impl State {
                 name: req.name.clone(),
                 description: "autoassigned".into(),
                 machineid: Some(machine_id.to_owned()),
-                addressfamily: Some(family.api_name().into()),
+                addressfamily: Some(family.into()),
                 ..Default::default()
             };
             match self.ip_allocate_unchecked(&ip_req, network) {

@@ -30,12 +30,12 @@ impl State {
     }
 
     /// The prefix of `network` that holds `address`.
-    pub(super) fn prefix_of(&self, network: &Network, address: IpAddr) -> Option<Cidr> {
+    pub(super) fn prefix_of(&self, network: &Network, address: IpAddr) -> Option<IpNet> {
         network
             .prefixes
             .iter()
-            .filter_map(|p| p.parse::<Cidr>().ok())
-            .find(|p| p.contains_addr(address))
+            .filter_map(|p| p.parse::<IpNet>().ok())
+            .find(|p| p.contains(&address))
     }
 
     pub fn ip_allocate(
@@ -101,19 +101,19 @@ impl State {
         network: &Network,
         family: Option<&str>,
     ) -> SimResult<IpAddr> {
-        let prefixes: Vec<Cidr> = network
+        let prefixes: Vec<IpNet> = network
             .prefixes
             .iter()
             .filter_map(|p| p.parse().ok())
             .collect();
         let family = match family {
             Some(f) => f.to_owned(),
-            None if prefixes.iter().any(|p| p.family == Family::V4) => "IPv4".to_owned(),
+            None if prefixes.iter().any(|p| p.addr().is_ipv4()) => "IPv4".to_owned(),
             None => "IPv6".to_owned(),
         };
-        let candidates: Vec<Cidr> = prefixes
+        let candidates: Vec<IpNet> = prefixes
             .into_iter()
-            .filter(|p| p.family.api_name() == family)
+            .filter(|p| super::family(p) == family)
             .collect();
         if candidates.is_empty() {
             return Err(SimError::bad_request(format!(

@@ -89,7 +89,7 @@ impl State {
     fn load_networks(&mut self, inv: &Inventory, now: Timestamp) -> Result<(), String> {
         for n in &inv.networks {
             for p in &n.prefixes {
-                let prefix: Cidr = p.parse().map_err(|e| format!("network {}: {e}", n.id))?;
+                let prefix: IpNet = p.parse().map_err(|e| format!("network {}: {e}", n.id))?;
                 self.ipam
                     .create_prefix(prefix)
                     .map_err(|e| format!("network {}: {e}", n.id))?;

@@ -4,8 +4,8 @@
 
 use super::inventory::Inventory;
 use super::ipam::{Ipam, IpamError};
+use ipnet::IpNet;
 use jiff::Timestamp;
-use metal_api::cidr::{Cidr, Family};
 use metal_api::images;
 use metal_api::types::*;
 use rand::Rng;
@@ -111,8 +111,19 @@ fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-fn cidr(text: &str) -> SimResult<Cidr> {
-    text.parse().map_err(SimError::bad_request)
+/// A prefix as the simulator keeps it: its network address and length.
+fn cidr(text: &str) -> SimResult<IpNet> {
+    text.parse::<IpNet>()
+        .map(|n| n.trunc())
+        .map_err(|e| SimError::bad_request(format!("{text:?} is not a CIDR: {e}")))
+}
+
+/// metal-api's name of a prefix's address family.
+fn family(net: &IpNet) -> &'static str {
+    match net {
+        IpNet::V4(_) => "IPv4",
+        IpNet::V6(_) => "IPv6",
+    }
 }
 
 fn ipam_error(e: IpamError) -> SimError {

@@ -14,25 +14,21 @@ impl State {
         let mut view = n.clone();
         let mut v4 = Consumption::default();
         let mut v6 = Consumption::default();
-        for p in n.prefixes.iter().filter_map(|p| p.parse::<Cidr>().ok()) {
-            let c = if p.family == Family::V4 {
-                &mut v4
-            } else {
-                &mut v6
-            };
+        for p in n.prefixes.iter().filter_map(|p| p.parse::<IpNet>().ok()) {
+            let c = if p.addr().is_ipv4() { &mut v4 } else { &mut v6 };
             c.available_ips += Ipam::available_count(&p);
             c.used_ips += self.ipam.used_count(&p);
             c.used_prefixes += self.ipam.child_count(&p);
         }
-        let has = |f: Family| {
+        let has = |v4: bool| {
             n.prefixes
                 .iter()
-                .filter_map(|p| p.parse::<Cidr>().ok())
-                .any(|p| p.family == f)
+                .filter_map(|p| p.parse::<IpNet>().ok())
+                .any(|p| p.addr().is_ipv4() == v4)
         };
         view.consumption = NetworkConsumption {
-            ipv4: has(Family::V4).then_some(v4),
-            ipv6: has(Family::V6).then_some(v6),
+            ipv4: has(true).then_some(v4),
+            ipv6: has(false).then_some(v6),
         };
         view.usage = view.consumption.ipv4.clone().unwrap_or_default();
         view
@@ -111,7 +107,7 @@ impl State {
             projectid: req.projectid.clone(),
             labels: req.labels.clone(),
             shared: req.shared,
-            prefixes: acquired.iter().map(Cidr::to_string).collect(),
+            prefixes: acquired.iter().map(IpNet::to_string).collect(),
             destinationprefixes: req.destinationprefixes.clone(),
             nat: req.nat,
             vrf: Some(vrf),
@@ -132,7 +128,7 @@ impl State {
     }
 
     /// Acquires every wanted child prefix, or none.
-    fn acquire_children(&mut self, wanted: Vec<(Cidr, u8)>) -> SimResult<Vec<Cidr>> {
+    fn acquire_children(&mut self, wanted: Vec<(IpNet, u8)>) -> SimResult<Vec<IpNet>> {
         let mut acquired = Vec::new();
         for (p, len) in wanted {
             match self.ipam.acquire_child(p, len) {
@@ -172,7 +168,7 @@ impl State {
                 "network {id} is not a child network and cannot be freed"
             )));
         }
-        let prefixes: Vec<Cidr> = network
+        let prefixes: Vec<IpNet> = network
             .prefixes
             .iter()
             .map(|p| cidr(p))
@@ -196,14 +192,14 @@ impl State {
 /// Which child prefixes a network allocation carves from the super network: one per address
 /// family (only `addressfamily` when given), of the requested `length` or the super network's
 /// default child length.
-fn child_prefixes(parent: &Network, req: &NetworkAllocateRequest) -> SimResult<Vec<(Cidr, u8)>> {
+fn child_prefixes(parent: &Network, req: &NetworkAllocateRequest) -> SimResult<Vec<(IpNet, u8)>> {
     // Go reads an empty string as "not given".
     let family = req.addressfamily.as_deref().filter(|f| !f.is_empty());
     let defaults = parent.defaultchildprefixlength.clone().unwrap_or_default();
     let mut wanted = Vec::new();
     for p in &parent.prefixes {
         let p = cidr(p)?;
-        let name = p.family.api_name();
+        let name = super::family(&p);
         if family.is_some_and(|f| f != name) {
             continue;
         }
@@ -218,7 +214,7 @@ fn child_prefixes(parent: &Network, req: &NetworkAllocateRequest) -> SimResult<V
                     parent.id
                 ))
             })?;
-        if len <= p.len {
+        if len <= p.prefix_len() {
             return Err(SimError::bad_request(format!(
                 "length {len} for {name} must be longer than the super network's prefix {p}"
             )));

@@ -47,10 +47,10 @@ pub fn validate_firewall_rules(rules: &FirewallRules) -> SimResult<()> {
         }
         let mut families = BTreeSet::new();
         for c in cidrs {
-            let parsed: Cidr = c
+            let parsed: IpNet = c
                 .parse()
                 .map_err(|_| SimError::bad_request(format!("invalid cidr: {c}")))?;
-            families.insert(parsed.family);
+            families.insert(parsed.addr().is_ipv4());
         }
         if families.len() > 1 {
             return Err(SimError::bad_request(

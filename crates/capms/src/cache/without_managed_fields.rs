@@ -3,7 +3,7 @@
 //! reads them. Skipping them while decoding, instead of decoding and then dropping them, spares
 //! the watches most of their allocations.
 //!
-//! [`Slim<K>`] decodes as `K` does, except that the map under the top-level `metadata` key loses
+//! [`WithoutManagedFields<K>`] decodes as `K` does, except that the map under the top-level `metadata` key loses
 //! its `managedFields` entry unread.
 
 use kube::Resource;
@@ -18,19 +18,19 @@ const SKIPPED: &str = "managedFields";
 
 /// A `K` decoded without `metadata.managedFields`.
 #[derive(Clone, Debug)]
-pub struct Slim<K>(pub K);
+pub struct WithoutManagedFields<K>(pub K);
 
-impl<'de, K: de::Deserialize<'de>> de::Deserialize<'de> for Slim<K> {
+impl<'de, K: de::Deserialize<'de>> de::Deserialize<'de> for WithoutManagedFields<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         K::deserialize(Filtered {
             inner: deserializer,
             level: Level::Object,
         })
-        .map(Slim)
+        .map(WithoutManagedFields)
     }
 }
 
-impl<K: Resource> Resource for Slim<K> {
+impl<K: Resource> Resource for WithoutManagedFields<K> {
     type DynamicType = K::DynamicType;
     type Scope = K::Scope;
 
@@ -281,13 +281,14 @@ mod tests {
     #[test]
     fn decodes_as_the_kind_does_without_managed_fields() {
         let full: Machine = serde_json::from_str(MACHINE).expect("full");
-        let Slim(slim): Slim<Machine> = serde_json::from_str(MACHINE).expect("slim");
+        let WithoutManagedFields(lean): WithoutManagedFields<Machine> =
+            serde_json::from_str(MACHINE).expect("without");
         assert!(full.metadata.managed_fields.is_some());
-        assert_eq!(slim.metadata.managed_fields, None);
+        assert_eq!(lean.metadata.managed_fields, None);
         let mut expected = full.clone();
         expected.metadata.managed_fields = None;
         assert_eq!(
-            serde_json::to_value(&slim).expect("slim json"),
+            serde_json::to_value(&lean).expect("lean json"),
             serde_json::to_value(&expected).expect("expected json")
         );
     }
@@ -296,10 +297,11 @@ mod tests {
     fn escaped_keys_decode_and_bad_values_are_still_errors() {
         // A key with an escape (decoded, not borrowed) is read too.
         let json = MACHINE.replace("\"spec\":", "\"sp\\u0065c\":");
-        let Slim(slim): Slim<Machine> = serde_json::from_str(&json).expect("slim");
-        assert_eq!(slim.spec.cluster_name, "prod");
+        let WithoutManagedFields(lean): WithoutManagedFields<Machine> =
+            serde_json::from_str(&json).expect("without");
+        assert_eq!(lean.spec.cluster_name, "prod");
         let bad = MACHINE.replace("\"clusterName\": \"prod\"", "\"clusterName\": 7");
-        let error = serde_json::from_str::<Slim<Machine>>(&bad).expect_err("bad");
+        let error = serde_json::from_str::<WithoutManagedFields<Machine>>(&bad).expect_err("bad");
         assert!(error.to_string().contains("expected a string"), "{error}");
     }
 }
