@@ -139,19 +139,23 @@ pub fn cluster_gates(cluster: &Cluster) -> u64 {
     ))
 }
 
+/// A Cluster `c` in `ns`, paused or not, its infrastructure provisioned as given (the watch
+/// tests of every kind start from it).
+#[cfg(test)]
+pub fn test_cluster(paused: bool, provisioned: Option<bool>) -> Cluster {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {"paused": paused},
+        "status": {"initialization": {"infrastructureProvisioned": provisioned}},
+    }))
+    .unwrap_or_else(|e| panic!("cluster: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_cluster as cluster;
     use super::*;
-
-    fn cluster(paused: bool, provisioned: Option<bool>) -> Cluster {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-            "metadata": {"name": "c", "namespace": "ns"},
-            "spec": {"paused": paused},
-            "status": {"initialization": {"infrastructureProvisioned": provisioned}},
-        }))
-        .unwrap_or_else(|e| panic!("cluster: {e}"))
-    }
 
     #[test]
     fn only_the_gates_change_a_clusters_fingerprint() {

@@ -129,8 +129,7 @@ pub trait Reconciler {
     fn effect(step: &Self::Step) -> Effect;
 
     /// Pure: the status after `error`, met while observing (`step` None) or taking `step`, and
-    /// how the reconcile ends. Most kinds report what [`shows_in_status`] says shows and end
-    /// with the error.
+    /// how the reconcile ends. Most kinds end with [`failure`].
     fn failed(
         obj: &Self::Object,
         status: Self::Status,
@@ -147,6 +146,21 @@ pub fn shows_in_status<R: Reconciler + ?Sized>(error: &Error, step: Option<&R::S
         Some(step) => R::effect(step) == Effect::MetalApi,
         None => matches!(error, Error::Metal(_)),
     }
+}
+
+/// The usual end of a failed reconcile: the status with the error reported by `report` when it
+/// [shows in status](shows_in_status), and the error.
+pub fn failure<R: Reconciler + ?Sized>(
+    status: R::Status,
+    error: Error,
+    step: Option<&R::Step>,
+    report: impl FnOnce(R::Status, &Error) -> R::Status,
+) -> (R::Status, Result<Requeue>) {
+    let status = match shows_in_status::<R>(&error, step) {
+        true => report(status, &error),
+        false => status,
+    };
+    (status, Err(error))
 }
 
 /// What observe found, by phase: left alone, being deleted (what is left to tear down, None

@@ -16,7 +16,7 @@ mod tests;
 pub mod watches;
 
 use crate::api::{MetalStackCluster, MetalStackClusterStatus};
-use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, shows_in_status};
+use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, failure};
 use model::{ClusterDecision, Observed, Step};
 
 pub use firewall::plan_firewall;
@@ -86,10 +86,8 @@ impl Reconciler for Clusters {
             let (status, wait) = teardown::network_still_busy(obj, status, id, e);
             return (status, Ok(wait));
         }
-        let status = match shows_in_status::<Self>(&error, step) {
-            true => decide::after_failure(obj, status, &error, step),
-            false => status,
-        };
-        (status, Err(error))
+        failure::<Self>(status, error, step, |s, e| {
+            decide::after_failure(obj, s, e, step)
+        })
     }
 }

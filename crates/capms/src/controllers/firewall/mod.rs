@@ -13,7 +13,7 @@ mod tests;
 pub mod watches;
 
 use crate::api::{MetalStackFirewall, MetalStackFirewallStatus};
-use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, shows_in_status};
+use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, failure};
 use model::{FirewallDecision, Observed, Step};
 
 pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/firewall";
@@ -58,10 +58,6 @@ impl Reconciler for Firewalls {
         error: Error,
         step: Option<&Step>,
     ) -> (MetalStackFirewallStatus, Result<Requeue>) {
-        let status = match shows_in_status::<Self>(&error, step) {
-            true => decide::after_failure(obj, status, &error),
-            false => status,
-        };
-        (status, Err(error))
+        failure::<Self>(status, error, step, |s, e| decide::after_failure(obj, s, e))
     }
 }

@@ -49,16 +49,7 @@ pub fn firewall_of(cluster: &Cluster) -> Option<ObjectRef<MetalStackFirewall>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cluster(paused: bool, provisioned: Option<bool>) -> Cluster {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-            "metadata": {"name": "c", "namespace": "ns"},
-            "spec": {"paused": paused},
-            "status": {"initialization": {"infrastructureProvisioned": provisioned}},
-        }))
-        .unwrap_or_else(|e| panic!("cluster: {e}"))
-    }
+    use crate::controllers::watches::test_cluster as cluster;
 
     #[test]
     fn a_clusters_firewall_is_named_after_its_metal_stack_cluster() {

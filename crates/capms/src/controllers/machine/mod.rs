@@ -13,7 +13,7 @@ mod tests;
 pub mod watches;
 
 use crate::api::{MetalStackMachine, MetalStackMachineStatus};
-use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, shows_in_status};
+use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, failure};
 use model::{MachineDecision, Observed, Step};
 
 pub use decide::{FAILURE_REASON_LOST, addresses_of};
@@ -66,10 +66,6 @@ impl Reconciler for Machines {
         error: Error,
         step: Option<&Step>,
     ) -> (MetalStackMachineStatus, Result<Requeue>) {
-        let status = match shows_in_status::<Self>(&error, step) {
-            true => decide::after_failure(obj, status, &error),
-            false => status,
-        };
-        (status, Err(error))
+        failure::<Self>(status, error, step, |s, e| decide::after_failure(obj, s, e))
     }
 }

@@ -104,16 +104,7 @@ pub fn machines_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cluster(paused: bool, provisioned: Option<bool>) -> Cluster {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-            "metadata": {"name": "c", "namespace": "ns"},
-            "spec": {"paused": paused},
-            "status": {"initialization": {"infrastructureProvisioned": provisioned}},
-        }))
-        .unwrap_or_else(|e| panic!("cluster: {e}"))
-    }
+    use crate::controllers::watches::test_cluster as cluster;
 
     #[test]
     fn only_what_a_machine_reads_changes_a_machines_fingerprint() {
