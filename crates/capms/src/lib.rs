@@ -6,13 +6,15 @@
 //!   the process's plumbing ([`metrics`], [`kube_client`], [`tls`], [`telemetry`]);
 //! - [`cache`]: the watch caches, each cluster's machine listings and metal-api's master data;
 //! - [`reconciler`]: the engine every controller runs on (observe → decide → act → status);
-//! - [`controllers`] and [`webhooks`], which share the layers above and never import each other;
+//! - [`controllers`], [`webhooks`] and [`conversion`] (between the served API versions), which
+//!   share the layers above and never import each other;
 //! - [`server`], [`leader`] and [`runtime`], which start everything; `main` parses flags.
 
 pub mod api;
 pub mod cache;
 pub mod capi;
 pub mod controllers;
+pub mod conversion;
 pub mod kube_client;
 pub mod leader;
 pub mod metrics;

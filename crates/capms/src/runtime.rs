@@ -4,6 +4,7 @@
 
 use crate::cache::catalog::CatalogCache;
 use crate::controllers;
+use crate::conversion;
 use crate::leader;
 use crate::reconciler::{Context, Settings};
 use crate::server::{self, Readiness, tls::ReloadingCert};
@@ -210,7 +211,7 @@ fn start_webhooks(
     let handle = axum_server::Handle::new();
     let task = tokio::spawn(server::serve_tls(
         config.webhook_addr,
-        webhooks::router(state),
+        webhooks::router(state).merge(conversion::review::router()),
         cert,
         handle.clone(),
     ));

@@ -1,0 +1,292 @@
+//! Per kind, where each field of one schema lives in the other. Every field of both schemas is
+//! listed (a test checks the tables against the CRDs): a field missing here would be dropped.
+
+use super::Schema;
+use serde_json::Value;
+
+/// A value as one schema holds it, turned into what the other holds (None: absent).
+type Transform = fn(Option<Value>) -> Option<Value>;
+
+/// One field and where it lives in each schema (None: that schema cannot express it).
+#[derive(Debug)]
+pub struct Field {
+    /// JSON pointer in the Go provider's `v1alpha1`.
+    pub go: Option<&'static str>,
+    /// JSON pointer in capms's `v1alpha3`/`v1alpha4`.
+    pub capms: Option<&'static str>,
+    /// Where capms keeps the value the Go provider writes back into this spec field, shown in
+    /// `v1alpha1` when the capms field itself is empty.
+    pub fallback: Option<&'static str>,
+    /// `v1alpha1` value → capms value, when the two differ in form.
+    pub up: Option<Transform>,
+    /// capms value → `v1alpha1` value.
+    pub down: Option<Transform>,
+}
+
+impl Field {
+    pub fn path(&self, schema: Schema) -> Option<&'static str> {
+        match schema {
+            Schema::Capms => self.capms,
+            Schema::GoProvider => self.go,
+        }
+    }
+
+    pub(super) fn transform(
+        &self,
+        from: Schema,
+        to: Schema,
+        value: Option<Value>,
+    ) -> Option<Value> {
+        let transform = match (from, to) {
+            (Schema::GoProvider, Schema::Capms) => self.up,
+            (Schema::Capms, Schema::GoProvider) => self.down,
+            _ => None,
+        };
+        match transform {
+            Some(transform) => transform(value),
+            None => value,
+        }
+    }
+}
+
+/// A kind served in both schemas.
+#[derive(Debug)]
+pub struct Kind {
+    pub name: &'static str,
+    /// Whether the kind has the status fields both schemas share.
+    pub with_status: bool,
+    /// Its other fields.
+    pub fields: &'static [Field],
+    /// Fields `v1alpha1` requires.
+    pub go_required: &'static [&'static str],
+    /// Fields capms's versions require.
+    pub capms_required: &'static [&'static str],
+}
+
+impl Kind {
+    pub const ALL: [&'static Kind; 4] = [&CLUSTER, &MACHINE, &MACHINE_TEMPLATE, &FIREWALL_TEMPLATE];
+
+    pub fn named(name: &str) -> Option<&'static Kind> {
+        Self::ALL.into_iter().find(|k| k.name == name)
+    }
+
+    /// Every field of the kind.
+    pub fn fields(&'static self) -> impl Iterator<Item = &'static Field> {
+        let status: &'static [Field] = if self.with_status {
+            &SHARED_STATUS
+        } else {
+            &[]
+        };
+        status.iter().chain(self.fields)
+    }
+
+    pub fn required(&self, schema: Schema) -> &'static [&'static str] {
+        match schema {
+            Schema::Capms => self.capms_required,
+            Schema::GoProvider => self.go_required,
+        }
+    }
+}
+
+/// The same field under the same pointer in both schemas.
+const fn same(path: &'static str) -> Field {
+    moved(path, path)
+}
+
+const fn moved(go: &'static str, capms: &'static str) -> Field {
+    Field {
+        go: Some(go),
+        capms: Some(capms),
+        fallback: None,
+        up: None,
+        down: None,
+    }
+}
+
+const fn go_only(go: &'static str) -> Field {
+    Field {
+        go: Some(go),
+        capms: None,
+        fallback: None,
+        up: None,
+        down: None,
+    }
+}
+
+const fn capms_only(capms: &'static str) -> Field {
+    Field {
+        go: None,
+        capms: Some(capms),
+        fallback: None,
+        up: None,
+        down: None,
+    }
+}
+
+/// The Go provider serializes an unset providerID as `""`; capms leaves it out.
+const fn provider_id(go: &'static str, capms: &'static str) -> Field {
+    Field {
+        up: Some(empty_is_absent),
+        ..moved(go, capms)
+    }
+}
+
+fn empty_is_absent(value: Option<Value>) -> Option<Value> {
+    value.filter(|v| v.as_str() != Some(""))
+}
+
+/// The readiness, condition and failure fields of every kind with a status, alike in both
+/// schemas.
+static SHARED_STATUS: [Field; 5] = [
+    same("/status/ready"),
+    same("/status/initialization"),
+    same("/status/conditions"),
+    same("/status/failureReason"),
+    same("/status/failureMessage"),
+];
+
+pub static CLUSTER: Kind = Kind {
+    name: "MetalStackCluster",
+    with_status: true,
+    fields: &[
+        same("/spec/controlPlaneEndpoint"),
+        same("/spec/partition"),
+        same("/spec/projectID"),
+        Field {
+            fallback: Some("/status/networkID"),
+            ..moved("/spec/nodeNetworkID", "/spec/privateNetworkID")
+        },
+        go_only("/spec/controlPlaneIP"),
+        go_only("/spec/firewallDeploymentRef"),
+        capms_only("/spec/publicNetworkID"),
+        capms_only("/spec/firewallSpec"),
+        capms_only("/spec/firewallTemplateRef"),
+        capms_only("/status/networkID"),
+        capms_only("/status/allocatedNetworkID"),
+        capms_only("/status/allocatedControlPlaneIP"),
+    ],
+    go_required: &["/spec/partition", "/spec/projectID"],
+    capms_required: &["/spec/partition", "/spec/projectID"],
+};
+
+pub static MACHINE: Kind = Kind {
+    name: "MetalStackMachine",
+    with_status: true,
+    fields: &[
+        same("/spec/image"),
+        moved("/spec/size", "/spec/machineType"),
+        provider_id("/spec/providerID", "/spec/providerID"),
+        capms_only("/spec/partition"),
+        capms_only("/spec/sshKeys"),
+        capms_only("/spec/tags"),
+        same("/status/addresses"),
+    ],
+    go_required: &["/spec/image", "/spec/size"],
+    capms_required: &["/spec/image", "/spec/machineType"],
+};
+
+/// The Go provider's machine template holds a whole MetalStackMachine (with apiVersion, kind
+/// and status, which nothing reads); capms's holds metadata and spec, as Cluster API's do.
+pub static MACHINE_TEMPLATE: Kind = Kind {
+    name: "MetalStackMachineTemplate",
+    with_status: false,
+    fields: &[
+        same("/spec/template/metadata"),
+        same("/spec/template/spec/image"),
+        moved(
+            "/spec/template/spec/size",
+            "/spec/template/spec/machineType",
+        ),
+        provider_id(
+            "/spec/template/spec/providerID",
+            "/spec/template/spec/providerID",
+        ),
+        capms_only("/spec/template/spec/partition"),
+        capms_only("/spec/template/spec/sshKeys"),
+        capms_only("/spec/template/spec/tags"),
+        go_only("/spec/template/apiVersion"),
+        go_only("/spec/template/kind"),
+        go_only("/spec/template/status"),
+    ],
+    go_required: &["/spec/template/spec/image", "/spec/template/spec/size"],
+    capms_required: &[
+        "/spec/template/spec/image",
+        "/spec/template/spec/machineType",
+    ],
+};
+
+/// The Go provider's firewall template is the firewall-controller-manager's FirewallSpec;
+/// capms's describes a MetalStackFirewall. The rules differ in the case of their protocol.
+pub static FIREWALL_TEMPLATE: Kind = Kind {
+    name: "MetalStackFirewallTemplate",
+    with_status: false,
+    fields: &[
+        moved("/spec/image", "/spec/template/spec/image"),
+        moved("/spec/size", "/spec/template/spec/machineType"),
+        moved("/spec/networks", "/spec/template/spec/networks"),
+        moved("/spec/sshPublicKeys", "/spec/template/spec/sshKeys"),
+        Field {
+            up: Some(rules_protocol_lowercase),
+            down: Some(rules_protocol_uppercase),
+            ..moved("/spec/initialRuleSet", "/spec/template/spec/rules")
+        },
+        capms_only("/spec/template/metadata"),
+        capms_only("/spec/template/spec/providerID"),
+        go_only("/spec/partition"),
+        go_only("/spec/project"),
+        go_only("/spec/allowedNetworks"),
+        go_only("/spec/controllerURL"),
+        go_only("/spec/controllerVersion"),
+        go_only("/spec/dnsPort"),
+        go_only("/spec/dnsServerAddress"),
+        go_only("/spec/dryRun"),
+        go_only("/spec/egressRules"),
+        go_only("/spec/internalPrefixes"),
+        go_only("/spec/interval"),
+        go_only("/spec/ipv4RuleFile"),
+        go_only("/spec/logAcceptedConnections"),
+        go_only("/spec/nftablesExporterURL"),
+        go_only("/spec/nftablesExporterVersion"),
+        go_only("/spec/rateLimits"),
+        go_only("/spec/userdata"),
+        go_only("/spec/userdataContents"),
+    ],
+    go_required: &[
+        "/spec/image",
+        "/spec/size",
+        "/spec/networks",
+        "/spec/partition",
+        "/spec/project",
+    ],
+    capms_required: &[
+        "/spec/template/spec/image",
+        "/spec/template/spec/machineType",
+    ],
+};
+
+fn rules_protocol_lowercase(rules: Option<Value>) -> Option<Value> {
+    rules.map(|r| with_protocols(r, |p| p.to_lowercase()))
+}
+
+fn rules_protocol_uppercase(rules: Option<Value>) -> Option<Value> {
+    rules.map(|r| with_protocols(r, |p| p.to_uppercase()))
+}
+
+/// The rule set with `case` applied to the protocol of every egress and ingress rule; anything
+/// else is left as it is.
+fn with_protocols(mut rules: Value, case: fn(&str) -> String) -> Value {
+    for direction in ["egress", "ingress"] {
+        let Some(list) = rules.get_mut(direction).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for rule in list {
+            let Some(protocol) = rule.get_mut("protocol") else {
+                continue;
+            };
+            if let Some(text) = protocol.as_str() {
+                *protocol = Value::String(case(text));
+            }
+        }
+    }
+    rules
+}

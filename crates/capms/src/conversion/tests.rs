@@ -1,0 +1,351 @@
+use super::engine::dotted;
+use super::kinds::{FIREWALL_TEMPLATE, Field, Kind};
+use super::{KEPT_ANNOTATION, Refusal, Schema, convert};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
+
+/// The Go provider v0.8.0's CRDs, read from the shared reference (never copied here).
+const GO_CRDS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/reference/capms-v0.8.0/crd"
+);
+
+const ROUND_TRIPS: usize = 1000;
+
+fn api_version(version: &str) -> String {
+    format!("infrastructure.cluster.x-k8s.io/{version}")
+}
+
+/// A value of a random shape: what the engine moves it must move whole, whatever it is.
+fn any_value(rng: &mut StdRng, depth: u32) -> Value {
+    match rng.random_range(0..if depth > 1 { 4 } else { 6 }) {
+        0 => Value::String(format!("s{}", rng.random_range(0..5))),
+        1 => json!(rng.random_range(-2..1000)),
+        2 => Value::Bool(rng.random()),
+        3 => Value::String(String::new()),
+        4 => Value::Array(
+            (0..rng.random_range(0..3))
+                .map(|_| any_value(rng, depth + 1))
+                .collect(),
+        ),
+        _ => {
+            let map: Map<String, Value> = (0..rng.random_range(0..3))
+                .map(|i| (format!("k{i}"), any_value(rng, depth + 1)))
+                .collect();
+            Value::Object(map)
+        }
+    }
+}
+
+/// A rule set as both schemas write it, with protocols in any case.
+fn any_rules(rng: &mut StdRng) -> Value {
+    let protocols = ["TCP", "UDP", "tcp", "udp", "Tcp"];
+    let mut rule = |peer: &str| {
+        let protocol = protocols[rng.random_range(0..protocols.len())];
+        json!({"protocol": protocol, "ports": [rng.random_range(1..65535)], peer: ["10.0.0.0/8"]})
+    };
+    json!({"egress": [rule("to")], "ingress": [rule("from"), rule("from")]})
+}
+
+/// A random object of `kind` in `version`: each field of its schema present or not.
+fn any_object(rng: &mut StdRng, kind: &'static Kind, version: &str) -> Value {
+    let schema = Schema::of(version).unwrap_or(Schema::Capms);
+    let mut object = json!({
+        "apiVersion": api_version(version),
+        "kind": kind.name,
+        "metadata": {"name": format!("o{}", rng.random_range(0..100)), "namespace": "default"},
+        "spec": {},
+    });
+    if rng.random_bool(0.3) {
+        object["metadata"]["annotations"] = json!({"a": "b"});
+    }
+    for field in kind.fields() {
+        let Some(path) = field.path(schema) else {
+            continue;
+        };
+        if !kind.required(schema).contains(&path) && rng.random_bool(0.4) {
+            continue;
+        }
+        let value = match path.ends_with("initialRuleSet") || path.ends_with("rules") {
+            true => any_rules(rng),
+            false => any_value(rng, 0),
+        };
+        set(&mut object, path, value);
+    }
+    object
+}
+
+fn set(object: &mut Value, pointer: &str, value: Value) {
+    let mut at = object;
+    let segments: Vec<&str> = pointer.split('/').skip(1).collect();
+    for segment in &segments[..segments.len() - 1] {
+        at = at
+            .as_object_mut()
+            .map(|m| m.entry(segment.to_string()).or_insert_with(|| json!({})))
+            .unwrap_or_else(|| panic!("{pointer} crosses a non-object"));
+    }
+    at[segments[segments.len() - 1]] = value;
+}
+
+#[test]
+fn round_trips_through_every_other_version_give_back_the_object() {
+    let mut rng = StdRng::seed_from_u64(28);
+    let versions = ["v1alpha1", "v1alpha3", "v1alpha4"];
+    for kind in Kind::ALL {
+        for from in versions {
+            for via in versions.iter().filter(|v| **v != from) {
+                for _ in 0..ROUND_TRIPS {
+                    let object = any_object(&mut rng, kind, from);
+                    let there = convert(&object, &api_version(via));
+                    let Ok(there) = there else {
+                        // Only a missing required field may refuse; the object goes back
+                        // untouched then, so there is nothing to lose.
+                        assert!(
+                            matches!(there, Err(Refusal::MissingField { .. })),
+                            "{there:?}"
+                        );
+                        continue;
+                    };
+                    let back = convert(&there, &api_version(from));
+                    assert_eq!(
+                        back.as_ref(),
+                        Ok(&object),
+                        "{} {from} → {via} → {from}: {there:#}",
+                        kind.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_field_changed_in_the_other_version_keeps_the_change() {
+    let hub = json!({
+        "apiVersion": api_version("v1alpha4"), "kind": "MetalStackCluster",
+        "metadata": {"name": "c", "namespace": "n"},
+        "spec": {"partition": "p", "projectID": "x"},
+        "status": {"networkID": "allocated"},
+    });
+    let mut spoke = convert(&hub, &api_version("v1alpha1")).unwrap_or_default();
+    assert_eq!(spoke["spec"]["nodeNetworkID"], "allocated", "{spoke:#}");
+    spoke["spec"]["nodeNetworkID"] = json!("given");
+    let back = convert(&spoke, &api_version("v1alpha4")).unwrap_or_default();
+    assert_eq!(back["spec"]["privateNetworkID"], "given", "{back:#}");
+    assert_eq!(back["status"]["networkID"], "allocated", "{back:#}");
+}
+
+#[test]
+fn go_provider_objects_convert_to_what_capms_reads() {
+    let go = json!({
+        "apiVersion": api_version("v1alpha1"), "kind": "MetalStackFirewallTemplate",
+        "metadata": {"name": "fw", "namespace": "n"},
+        "spec": {"image": "firewall-ubuntu-3.0", "size": "c1-large-x86", "networks": ["internet"],
+                 "partition": "p", "project": "x",
+                 "initialRuleSet": {"egress": [{"protocol": "TCP", "ports": [443], "to": ["0.0.0.0/0"]}]}},
+    });
+    let hub = convert(&go, &api_version("v1alpha4")).unwrap_or_default();
+    let spec = &hub["spec"]["template"]["spec"];
+    assert_eq!(spec["machineType"], "c1-large-x86");
+    assert_eq!(spec["rules"]["egress"][0]["protocol"], "tcp");
+    assert_eq!(spec["networks"], json!(["internet"]));
+    let kept = hub["metadata"]["annotations"][KEPT_ANNOTATION]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        kept.contains("/spec/partition") && kept.contains("/spec/project"),
+        "{kept}"
+    );
+}
+
+#[test]
+fn refusals_name_the_object_and_the_field() {
+    let hub = json!({
+        "apiVersion": api_version("v1alpha4"), "kind": "MetalStackFirewallTemplate",
+        "metadata": {"name": "fw", "namespace": "n"},
+        "spec": {"template": {"spec": {"image": "i", "machineType": "m"}}},
+    });
+    let refusal = convert(&hub, &api_version("v1alpha1"))
+        .err()
+        .map(|e| e.to_string());
+    assert_eq!(
+        refusal.as_deref(),
+        Some(
+            "cannot convert MetalStackFirewallTemplate n/fw to v1alpha1: v1alpha1 requires spec.networks, which it has no value for"
+        )
+    );
+    let unknown = convert(&hub, &api_version("v1beta1"))
+        .err()
+        .map(|e| e.to_string());
+    assert!(unknown.is_some_and(
+        |m| m.contains("v1beta1") && m.contains("infrastructure.cluster.x-k8s.io/v1alpha1")
+    ));
+    let crossing = json!({
+        "apiVersion": api_version("v1alpha4"), "kind": "MetalStackCluster",
+        "metadata": {"name": "c", "namespace": "n", "annotations": "not an object"},
+        "spec": {"partition": "p", "projectID": "x", "publicNetworkID": "internet"},
+    });
+    let refusal = convert(&crossing, &api_version("v1alpha1")).err();
+    let field = "metadata.annotations";
+    assert!(
+        matches!(refusal, Some(Refusal::NotAnObject { field: ref f, .. }) if f == field),
+        "{refusal:?}"
+    );
+    let mut bad = hub;
+    bad["metadata"]["annotations"] = json!({KEPT_ANNOTATION: "{"});
+    let refusal = convert(&bad, &api_version("v1alpha1")).err();
+    assert!(
+        matches!(refusal, Some(Refusal::BadKeptAnnotation { .. })),
+        "{refusal:?}"
+    );
+}
+
+#[test]
+fn versions_of_one_schema_only_relabel() {
+    let hub = json!({
+        "apiVersion": api_version("v1alpha4"), "kind": "MetalStackFirewall",
+        "metadata": {"name": "f"}, "spec": {"image": "i", "machineType": "m"},
+    });
+    let legacy = convert(&hub, &api_version("v1alpha3")).unwrap_or_default();
+    assert_eq!(legacy["apiVersion"], api_version("v1alpha3"));
+    assert_eq!(legacy["spec"], hub["spec"]);
+    let across = convert(&hub, &api_version("v1alpha1")).err();
+    assert!(
+        matches!(across, Some(Refusal::UnknownKind { .. })),
+        "{across:?}"
+    );
+}
+
+/// The property paths of a CRD version's schema, as JSON pointers.
+fn schema_paths(schema: &Value, at: &str, out: &mut BTreeSet<String>) {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (name, property) in properties {
+        let path = format!("{at}/{name}");
+        out.insert(path.clone());
+        schema_paths(property, &path, out);
+    }
+}
+
+fn crd_paths(crd: &Value, version: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
+    for served in versions
+        .into_iter()
+        .flatten()
+        .filter(|v| v["name"] == version)
+    {
+        let root = served
+            .pointer("/schema/openAPIV3Schema")
+            .unwrap_or(&Value::Null);
+        schema_paths(root, "", &mut out);
+    }
+    out
+}
+
+/// Every path of the schema is a table field, inside one, or on the way to one; every table
+/// field is in the schema.
+fn assert_table_covers(kind: &'static Kind, schema: Schema, paths: &BTreeSet<String>) {
+    let fields: Vec<&str> = kind
+        .fields()
+        .filter_map(|f: &Field| f.path(schema))
+        .collect();
+    for path in paths {
+        let top = ["/apiVersion", "/kind", "/metadata", "/spec", "/status"];
+        let covered = top.contains(&path.as_str())
+            || path.starts_with("/metadata/")
+            || fields.iter().any(|f| {
+                path == f
+                    || path.starts_with(&format!("{f}/"))
+                    || f.starts_with(&format!("{path}/"))
+            });
+        assert!(
+            covered,
+            "{} {schema:?}: {} is in no conversion field",
+            kind.name,
+            dotted(path)
+        );
+    }
+    for field in fields {
+        assert!(
+            paths.contains(field),
+            "{} {schema:?}: {field} is not in the CRD",
+            kind.name
+        );
+    }
+}
+
+#[test]
+fn the_tables_cover_every_field_of_both_schemas() {
+    for kind in Kind::ALL {
+        let ours = crate::api::crds()
+            .into_iter()
+            .find(|c| c.spec.names.kind == kind.name);
+        let ours = serde_json::to_value(ours).unwrap_or_default();
+        assert_table_covers(kind, Schema::Capms, &crd_paths(&ours, "v1alpha4"));
+
+        let plural = format!("{}s", kind.name.to_lowercase());
+        let file = format!("{GO_CRDS}/infrastructure.cluster.x-k8s.io_{plural}.yaml");
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let go: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let paths = crd_paths(&go, "v1alpha1");
+        assert_table_covers(kind, Schema::GoProvider, &paths);
+    }
+    // The firewall template's status is declared by the Go CRD without properties: pruned.
+    assert!(FIREWALL_TEMPLATE.fields().all(|f| f.go != Some("/status")));
+}
+
+fn review(objects: Value, desired: &str) -> Value {
+    let body = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "u-1", "desiredAPIVersion": api_version(desired), "objects": objects},
+    });
+    let answer = super::review::answer(body.to_string().as_bytes());
+    serde_json::to_value(answer).unwrap_or_default()
+}
+
+#[test]
+fn a_review_converts_every_object_or_fails_naming_the_one_that_cannot() {
+    let machine = |size: Option<&str>| {
+        let mut m = json!({"apiVersion": api_version("v1alpha1"), "kind": "MetalStackMachine",
+                           "metadata": {"name": "m", "namespace": "n"}, "spec": {"image": "ubuntu"}});
+        if let Some(size) = size {
+            m["spec"]["size"] = json!(size);
+        }
+        m
+    };
+    let ok = review(
+        json!([machine(Some("c1")), machine(Some("c2"))]),
+        "v1alpha4",
+    );
+    assert_eq!(ok["response"]["uid"], "u-1", "{ok:#}");
+    assert_eq!(ok["response"]["result"]["status"], "Success", "{ok:#}");
+    assert_eq!(
+        ok["response"]["convertedObjects"][1]["spec"]["machineType"], "c2",
+        "{ok:#}"
+    );
+
+    let failed = review(json!([machine(Some("c1")), machine(None)]), "v1alpha4");
+    assert_eq!(failed["response"]["uid"], "u-1", "{failed:#}");
+    assert_eq!(
+        failed["response"]["result"]["status"], "Failure",
+        "{failed:#}"
+    );
+    let message = failed["response"]["result"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("MetalStackMachine n/m") && message.contains("spec.machineType"),
+        "{message}"
+    );
+
+    let garbage = super::review::answer(b"{not json");
+    let garbage = serde_json::to_value(garbage).unwrap_or_default();
+    assert_eq!(
+        garbage["response"]["result"]["status"], "Failure",
+        "{garbage:#}"
+    );
+}
