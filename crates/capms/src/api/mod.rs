@@ -12,6 +12,7 @@ pub mod common;
 pub mod firewall;
 pub mod machine;
 pub mod templates;
+pub mod v1alpha1;
 
 pub use cluster::{MetalStackCluster, MetalStackClusterSpec, MetalStackClusterStatus};
 pub use common::{

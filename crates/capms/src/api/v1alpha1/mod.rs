@@ -1,0 +1,67 @@
+//! `v1alpha1`: the API of metal-stack's Go provider (cluster-api-provider-metal-stack v0.8.0),
+//! field for field, so that its users' manifests and stored objects stay valid under capms.
+//! Doc comments say what each field means to capms.
+
+mod cluster;
+mod firewall;
+mod machine;
+
+pub use cluster::{ControlPlaneEndpoint, MetalStackCluster, MetalStackClusterSpec, Status};
+pub use firewall::{
+    AllowedNetworks, AutoUpdate, ContentFrom, EgressRule, EgressRuleSnat, FirewallDeploymentStatus,
+    IngressRule, KeyRef, MetalStackFirewallDeployment, MetalStackFirewallDeploymentSpec,
+    MetalStackFirewallTemplate, MetalStackFirewallTemplateSpec, RateLimit, RuleSet,
+    UserdataContent,
+};
+pub use machine::{
+    MachineStatus, MachineTemplateObject, MetalStackMachine, MetalStackMachineSpec,
+    MetalStackMachineTemplate, MetalStackMachineTemplateSpec,
+};
+
+use super::common::LocalObjectReference;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceSubresourceStatus, CustomResourceSubresources,
+};
+use kube::CustomResourceExt;
+
+/// The version's name.
+pub const VERSION: &str = "v1alpha1";
+
+/// Names an object in the same namespace.
+pub type NamedReference = LocalObjectReference;
+
+/// The CRDs of `v1alpha1`, one version each: the Go provider's schema, printer columns and names.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    let spec_optional = |mut crd: CustomResourceDefinition| {
+        // The Go provider's clusters, machines and machine templates may leave out their spec.
+        for version in &mut crd.spec.versions {
+            let root = version
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut());
+            if let Some(root) = root {
+                root.required = None;
+            }
+        }
+        crd
+    };
+    // The Go provider's firewall template declares a status subresource, though it has no
+    // status: the apiserver then ignores a status sent with the object.
+    let mut firewall_template = MetalStackFirewallTemplate::crd();
+    for version in &mut firewall_template.spec.versions {
+        version.subresources = Some(CustomResourceSubresources {
+            status: Some(CustomResourceSubresourceStatus(serde_json::json!({}))),
+            scale: None,
+        });
+    }
+    vec![
+        spec_optional(MetalStackCluster::crd()),
+        MetalStackFirewallDeployment::crd(),
+        firewall_template,
+        spec_optional(MetalStackMachine::crd()),
+        spec_optional(MetalStackMachineTemplate::crd()),
+    ]
+}
+
+#[cfg(test)]
+mod tests;
