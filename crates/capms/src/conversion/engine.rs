@@ -107,6 +107,8 @@ fn across(
         .fields()
         .filter_map(|field| lost_at(object, &out, field, from, to))
         .collect();
+    // What the source schema lost before is replaced by what it loses now.
+    kept.remove(from.key());
     if !lost.is_empty() {
         kept.insert(from.key().to_owned(), lost);
     }
