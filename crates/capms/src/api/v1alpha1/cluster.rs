@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
     version = "v1alpha1",
     kind = "MetalStackCluster",
     namespaced,
-    status = "Status",
+    status = "ClusterStatus",
     doc = "MetalStackCluster is the metal-stack infrastructure of a Cluster API cluster, as metal-stack's Go provider describes it.",
     printcolumn(
         name = "Cluster",
@@ -103,12 +103,12 @@ pub struct ControlPlaneEndpoint {
     pub port: i32,
 }
 
-/// Observed state of a MetalStackCluster or MetalStackFirewallDeployment (`v1alpha1`).
+/// Observed state of a MetalStackCluster (`v1alpha1`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 // `ready` defaults to false, yet the contract has it required, as the Go provider's CRD does.
 #[schemars(extend("required" = ["ready"]))]
-pub struct Status {
+pub struct ClusterStatus {
     /// True once the infrastructure is ready (Cluster API v1beta1 contract).
     #[serde(default)]
     #[schemars(extend("default" = false))]

@@ -6,7 +6,7 @@ mod cluster;
 mod firewall;
 mod machine;
 
-pub use cluster::{ControlPlaneEndpoint, MetalStackCluster, MetalStackClusterSpec, Status};
+pub use cluster::{ClusterStatus, ControlPlaneEndpoint, MetalStackCluster, MetalStackClusterSpec};
 pub use firewall::{
     AllowedNetworks, AutoUpdate, ContentFrom, EgressRule, EgressRuleSnat, FirewallDeploymentStatus,
     IngressRule, KeyRef, MetalStackFirewallDeployment, MetalStackFirewallDeploymentSpec,
