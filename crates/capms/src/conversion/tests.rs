@@ -349,3 +349,46 @@ fn a_review_converts_every_object_or_fails_naming_the_one_that_cannot() {
         "{garbage:#}"
     );
 }
+
+/// `value` read as `T`, or the serde error naming the path that does not fit.
+fn typed<T: serde::de::DeserializeOwned>(value: &Value) -> Result<T, String> {
+    serde_json::from_value(value.clone()).map_err(|e| format!("{e}: {value:#}"))
+}
+
+#[test]
+fn converted_objects_read_as_the_target_versions_types() {
+    use crate::api::{self, v1alpha1};
+    let hub = json!({
+        "apiVersion": api_version("v1alpha4"), "kind": "MetalStackMachine",
+        "metadata": {"name": "m", "namespace": "n"},
+        "spec": {"image": "ubuntu-24.04", "machineType": "c1-large-x86", "sshKeys": ["ssh-ed25519 AAAA"],
+                 "providerID": "metal://p/00000000-0000-0000-0000-000000000001"},
+        "status": {"ready": true, "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]},
+    });
+    let go = convert(&hub, &api_version("v1alpha1")).unwrap_or_default();
+    let machine = typed::<v1alpha1::MetalStackMachine>(&go);
+    assert_eq!(machine.map(|m| m.spec.size), Ok("c1-large-x86".to_owned()));
+    let back = convert(&go, &api_version("v1alpha4")).unwrap_or_default();
+    let parts = |m: api::MetalStackMachine| (m.spec, m.status);
+    let (back, hub) = (typed(&back).map(parts), typed(&hub).map(parts));
+    assert!(back.is_ok() && back == hub, "{back:?}");
+
+    let template = json!({
+        "apiVersion": api_version("v1alpha1"), "kind": "MetalStackFirewallTemplate",
+        "metadata": {"name": "fw", "namespace": "n"},
+        "spec": {"image": "firewall-ubuntu-3.0", "size": "c1-large-x86", "networks": ["internet"],
+                 "partition": "p", "project": "x",
+                 "initialRuleSet": {
+                     "egress": [{"comment": "allow outgoing DNS", "ports": [53], "protocol": "UDP", "to": ["0.0.0.0/0"]}],
+                     "ingress": [{"ports": [443], "protocol": "TCP", "from": ["0.0.0.0/0"]}]}},
+    });
+    assert!(typed::<v1alpha1::MetalStackFirewallTemplate>(&template).is_ok());
+    let hub = convert(&template, &api_version("v1alpha4")).unwrap_or_default();
+    let hub = typed::<api::MetalStackFirewallTemplate>(&hub);
+    let rules = hub.map(|t| t.spec.template.spec.rules.unwrap_or_default());
+    let protocols = rules.map(|r| (r.egress[0].protocol, r.ingress[0].protocol));
+    assert_eq!(
+        protocols,
+        Ok((Some(api::Protocol::Udp), Some(api::Protocol::Tcp)))
+    );
+}
