@@ -100,6 +100,7 @@ pub struct ControlPlaneEndpoint {
     /// Host name or IP address the API server serves on.
     pub host: String,
     /// Port the API server serves on.
+    #[schemars(schema_with = "super::integer")]
     pub port: i32,
 }
 

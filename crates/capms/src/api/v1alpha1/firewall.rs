@@ -165,6 +165,7 @@ pub struct MetalStackFirewallTemplateSpec {
     pub controller_version: Option<String>,
     /// Port of the firewall's DNS proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::integer")]
     pub dns_port: Option<i64>,
     /// DNS server the firewall's DNS proxy uses.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -145,8 +145,9 @@ pub struct MachineTemplateObject {
     /// Ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    /// Ignored (the schema keeps none of its fields).
+    /// Ignored: an object without properties, so the apiserver keeps none of its fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::object")]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     /// Spec of the MetalStackMachines created from the template.
     #[serde(default, skip_serializing_if = "Option::is_none")]

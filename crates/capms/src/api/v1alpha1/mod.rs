@@ -18,7 +18,6 @@ pub use machine::{
     MetalStackMachineTemplate, MetalStackMachineTemplateSpec,
 };
 
-use super::common::LocalObjectReference;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceSubresourceStatus, CustomResourceSubresources,
 };
@@ -27,8 +26,24 @@ use kube::CustomResourceExt;
 /// The version's name.
 pub const VERSION: &str = "v1alpha1";
 
+/// An integer without a format, as the Go provider's schema has ports.
+fn integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "integer"})
+}
+
+/// An object without properties, as the Go provider's schema has a template's metadata.
+fn object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object"})
+}
+
 /// Names an object in the same namespace.
-pub type NamedReference = LocalObjectReference;
+#[derive(
+    serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub struct NamedReference {
+    /// Name of the object.
+    pub name: String,
+}
 
 /// The CRDs of `v1alpha1`, one version each: the Go provider's schema, printer columns and names.
 pub fn crds() -> Vec<CustomResourceDefinition> {

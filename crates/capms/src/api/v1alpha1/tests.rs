@@ -26,20 +26,28 @@ fn shape(schema: &Value, at: &str, out: &mut BTreeMap<String, String>) {
         if path.starts_with(".metadata") || path.contains(".conditions") {
             continue; // metadata is the apiserver's; conditions are metav1.Condition in both
         }
-        let kind = property
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("any");
-        let default = property
-            .get("default")
-            .map(Value::to_string)
-            .unwrap_or_default();
+        // Everything that validates or defaults the property itself: type, default, format,
+        // lengths, patterns, enums, list types (its own properties and items come below).
+        let own: serde_json::Map<String, Value> = property
+            .as_object()
+            .into_iter()
+            .flatten()
+            // kube marks every Option nullable; the apiserver drops a null for a field that is
+            // not, so both accept the same objects.
+            .filter(|(k, _)| {
+                !matches!(
+                    k.as_str(),
+                    "description" | "properties" | "items" | "required" | "nullable"
+                )
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let required = if required.contains(&name.as_str()) {
-            " required"
+            "required "
         } else {
             ""
         };
-        out.insert(path.clone(), format!("{kind}{required} {default}"));
+        out.insert(path.clone(), format!("{required}{}", Value::Object(own)));
         shape(property, &path, out);
         if let Some(items) = property.get("items") {
             shape(items, &format!("{path}[]"), out);
@@ -77,9 +85,9 @@ fn assert_like_go(ours: Value, plural: &str) {
     shape(&version(&go)["schema"]["openAPIV3Schema"], "", &mut theirs);
     // kube leaves apiVersion and kind to the apiserver, which knows them anyway.
     theirs.retain(|path, _| path != ".apiVersion" && path != ".kind");
-    let differ: Vec<_> = mine
-        .keys()
-        .chain(theirs.keys())
+    let paths: std::collections::BTreeSet<&String> = mine.keys().chain(theirs.keys()).collect();
+    let differ: Vec<_> = paths
+        .into_iter()
         .filter(|p| mine.get(*p) != theirs.get(*p))
         .map(|p| format!("{p}: ours {:?}, Go's {:?}", mine.get(p), theirs.get(p)))
         .collect();
