@@ -204,7 +204,12 @@ fn write_kept(out: &mut Value, kept: &KeptBySchema, name: &str) -> Result<(), Re
 
 /// Sets (`Some`) or removes (`None`) the value at a JSON pointer, creating the objects on the
 /// way. Refuses when something on the way is not an object.
-fn put(out: &mut Value, pointer: &str, value: Option<Value>, name: &str) -> Result<(), Refusal> {
+pub(super) fn put(
+    out: &mut Value,
+    pointer: &str,
+    value: Option<Value>,
+    name: &str,
+) -> Result<(), Refusal> {
     let segments: Vec<String> = pointer
         .split('/')
         .skip(1)

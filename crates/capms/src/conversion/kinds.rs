@@ -93,34 +93,27 @@ const fn same(path: &'static str) -> Field {
     moved(path, path)
 }
 
-const fn moved(go: &'static str, capms: &'static str) -> Field {
+/// A field at `go` in `v1alpha1` and at `capms` in capms's versions, moved as it is.
+const fn at(go: Option<&'static str>, capms: Option<&'static str>) -> Field {
     Field {
-        go: Some(go),
-        capms: Some(capms),
+        go,
+        capms,
         fallback: None,
         up: None,
         down: None,
     }
+}
+
+const fn moved(go: &'static str, capms: &'static str) -> Field {
+    at(Some(go), Some(capms))
 }
 
 const fn go_only(go: &'static str) -> Field {
-    Field {
-        go: Some(go),
-        capms: None,
-        fallback: None,
-        up: None,
-        down: None,
-    }
+    at(Some(go), None)
 }
 
 const fn capms_only(capms: &'static str) -> Field {
-    Field {
-        go: None,
-        capms: Some(capms),
-        fallback: None,
-        up: None,
-        down: None,
-    }
+    at(None, Some(capms))
 }
 
 /// The Go provider serializes an unset providerID as `""`; capms leaves it out.

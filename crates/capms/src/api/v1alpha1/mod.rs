@@ -78,5 +78,17 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     ]
 }
 
+/// The Go provider v0.8.0's own CRD of `plural`, read from the shared reference (never copied
+/// into this repository): what the `v1alpha1` types and the conversion tables are checked against.
+#[cfg(test)]
+pub fn go_provider_crd(plural: &str) -> serde_json::Value {
+    let file = format!(
+        "{}/../../../shared/reference/capms-v0.8.0/crd/infrastructure.cluster.x-k8s.io_{plural}.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
 #[cfg(test)]
 mod tests;

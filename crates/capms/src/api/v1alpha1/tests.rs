@@ -4,11 +4,6 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const GO_CRDS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/reference/capms-v0.8.0/crd"
-);
-
 /// Per property path: its type, whether it is required, its default.
 fn shape(schema: &Value, at: &str, out: &mut BTreeMap<String, String>) {
     let required: Vec<&str> = schema
@@ -77,9 +72,7 @@ fn columns(crd: &Value) -> Vec<(Value, Value, Value, Value)> {
 }
 
 fn assert_like_go(ours: Value, plural: &str) {
-    let file = format!("{GO_CRDS}/infrastructure.cluster.x-k8s.io_{plural}.yaml");
-    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
-    let go: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let go = super::go_provider_crd(plural);
     let (mut mine, mut theirs) = (BTreeMap::new(), BTreeMap::new());
     shape(&version(&ours)["schema"]["openAPIV3Schema"], "", &mut mine);
     shape(&version(&go)["schema"]["openAPIV3Schema"], "", &mut theirs);
