@@ -53,10 +53,8 @@ impl Field {
 #[derive(Debug)]
 pub struct Kind {
     pub name: &'static str,
-    /// Whether the kind has the status fields both schemas share.
-    pub with_status: bool,
-    /// Its other fields.
-    pub fields: &'static [Field],
+    /// Its fields, in groups some kinds share.
+    pub fields: &'static [&'static [Field]],
     /// Fields `v1alpha1` requires.
     pub go_required: &'static [&'static str],
     /// Fields capms's versions require.
@@ -72,12 +70,7 @@ impl Kind {
 
     /// Every field of the kind.
     pub fn fields(&'static self) -> impl Iterator<Item = &'static Field> {
-        let status: &'static [Field] = if self.with_status {
-            &SHARED_STATUS
-        } else {
-            &[]
-        };
-        status.iter().chain(self.fields)
+        self.fields.iter().flat_map(|group| group.iter())
     }
 
     pub fn required(&self, schema: Schema) -> &'static [&'static str] {
@@ -138,25 +131,41 @@ static SHARED_STATUS: [Field; 5] = [
     same("/status/failureMessage"),
 ];
 
+/// A machine's spec under `$at`: in a machine and in a machine template.
+macro_rules! machine_spec {
+    ($at:literal) => {
+        [
+            same(concat!($at, "/image")),
+            moved(concat!($at, "/size"), concat!($at, "/machineType")),
+            provider_id(concat!($at, "/providerID"), concat!($at, "/providerID")),
+            capms_only(concat!($at, "/partition")),
+            capms_only(concat!($at, "/sshKeys")),
+            capms_only(concat!($at, "/tags")),
+        ]
+    };
+}
+
 pub static CLUSTER: Kind = Kind {
     name: "MetalStackCluster",
-    with_status: true,
     fields: &[
-        same("/spec/controlPlaneEndpoint"),
-        same("/spec/partition"),
-        same("/spec/projectID"),
-        Field {
-            fallback: Some("/status/networkID"),
-            ..moved("/spec/nodeNetworkID", "/spec/privateNetworkID")
-        },
-        go_only("/spec/controlPlaneIP"),
-        go_only("/spec/firewallDeploymentRef"),
-        capms_only("/spec/publicNetworkID"),
-        capms_only("/spec/firewallSpec"),
-        capms_only("/spec/firewallTemplateRef"),
-        capms_only("/status/networkID"),
-        capms_only("/status/allocatedNetworkID"),
-        capms_only("/status/allocatedControlPlaneIP"),
+        &SHARED_STATUS,
+        &[
+            same("/spec/controlPlaneEndpoint"),
+            same("/spec/partition"),
+            same("/spec/projectID"),
+            Field {
+                fallback: Some("/status/networkID"),
+                ..moved("/spec/nodeNetworkID", "/spec/privateNetworkID")
+            },
+            go_only("/spec/controlPlaneIP"),
+            go_only("/spec/firewallDeploymentRef"),
+            capms_only("/spec/publicNetworkID"),
+            capms_only("/spec/firewallSpec"),
+            capms_only("/spec/firewallTemplateRef"),
+            capms_only("/status/networkID"),
+            capms_only("/status/allocatedNetworkID"),
+            capms_only("/status/allocatedControlPlaneIP"),
+        ],
     ],
     go_required: &["/spec/partition", "/spec/projectID"],
     capms_required: &["/spec/partition", "/spec/projectID"],
@@ -164,15 +173,10 @@ pub static CLUSTER: Kind = Kind {
 
 pub static MACHINE: Kind = Kind {
     name: "MetalStackMachine",
-    with_status: true,
     fields: &[
-        same("/spec/image"),
-        moved("/spec/size", "/spec/machineType"),
-        provider_id("/spec/providerID", "/spec/providerID"),
-        capms_only("/spec/partition"),
-        capms_only("/spec/sshKeys"),
-        capms_only("/spec/tags"),
-        same("/status/addresses"),
+        &SHARED_STATUS,
+        &machine_spec!("/spec"),
+        &[same("/status/addresses")],
     ],
     go_required: &["/spec/image", "/spec/size"],
     capms_required: &["/spec/image", "/spec/machineType"],
@@ -182,24 +186,14 @@ pub static MACHINE: Kind = Kind {
 /// and status, which nothing reads); capms's holds metadata and spec, as Cluster API's do.
 pub static MACHINE_TEMPLATE: Kind = Kind {
     name: "MetalStackMachineTemplate",
-    with_status: false,
     fields: &[
-        same("/spec/template/metadata"),
-        same("/spec/template/spec/image"),
-        moved(
-            "/spec/template/spec/size",
-            "/spec/template/spec/machineType",
-        ),
-        provider_id(
-            "/spec/template/spec/providerID",
-            "/spec/template/spec/providerID",
-        ),
-        capms_only("/spec/template/spec/partition"),
-        capms_only("/spec/template/spec/sshKeys"),
-        capms_only("/spec/template/spec/tags"),
-        go_only("/spec/template/apiVersion"),
-        go_only("/spec/template/kind"),
-        go_only("/spec/template/status"),
+        &machine_spec!("/spec/template/spec"),
+        &[
+            same("/spec/template/metadata"),
+            go_only("/spec/template/apiVersion"),
+            go_only("/spec/template/kind"),
+            go_only("/spec/template/status"),
+        ],
     ],
     go_required: &["/spec/template/spec/image", "/spec/template/spec/size"],
     capms_required: &[
@@ -212,8 +206,7 @@ pub static MACHINE_TEMPLATE: Kind = Kind {
 /// capms's describes a MetalStackFirewall. The rules differ in the case of their protocol.
 pub static FIREWALL_TEMPLATE: Kind = Kind {
     name: "MetalStackFirewallTemplate",
-    with_status: false,
-    fields: &[
+    fields: &[&[
         moved("/spec/image", "/spec/template/spec/image"),
         moved("/spec/size", "/spec/template/spec/machineType"),
         moved("/spec/networks", "/spec/template/spec/networks"),
@@ -243,7 +236,7 @@ pub static FIREWALL_TEMPLATE: Kind = Kind {
         go_only("/spec/rateLimits"),
         go_only("/spec/userdata"),
         go_only("/spec/userdataContents"),
-    ],
+    ]],
     go_required: &[
         "/spec/image",
         "/spec/size",
