@@ -40,7 +40,10 @@ fn round_trip<T: DeserializeOwned + Serialize>(name: &str) -> T {
 fn metal_stack_cluster_manifests() {
     let initial: MetalStackCluster = round_trip("metalstackcluster-initial.yaml");
     assert_eq!(initial.spec.partition, "vagrant");
-    assert_eq!(initial.spec.public_network_id, "internet-vagrant-lab");
+    assert_eq!(
+        initial.spec.public_network_id.as_deref(),
+        Some("internet-vagrant-lab")
+    );
     let endpoint = initial
         .spec
         .control_plane_endpoint

@@ -364,6 +364,7 @@ async fn bind_user(env: &Env, user: &str, role: Value) {
 }
 
 mod conditions;
+mod go_provider;
 mod moving;
 mod resilience;
 mod seed;

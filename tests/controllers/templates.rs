@@ -82,7 +82,7 @@ async fn waits_for_the_template_naming_it(clusters: &Api<MetalStackCluster>) {
     assert!(
         message.contains("spec.firewallTemplateRef")
             && message.contains("edge")
-            && message.ends_with("templates in the namespace: none"),
+            && message.ends_with("MetalStackFirewallTemplates in the namespace: none"),
         "{message}"
     );
 }

@@ -173,8 +173,9 @@ async fn the_apiserver_enforces_the_schema() {
         .await
         .expect_err("firewallSpec and firewallTemplateRef exclude each other");
     assert!(
-        err.to_string()
-            .contains("set firewallSpec or firewallTemplateRef, not both"),
+        err.to_string().contains(
+            "set at most one of firewallSpec, firewallTemplateRef and firewallDeploymentRef"
+        ),
         "{err}"
     );
     // A firewall template that names a machine is refused.

@@ -108,11 +108,60 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
         dir: work.path(),
     };
     unknown_choices_are_refused_naming_the_field_and_the_valid_ones(&admission);
+    go_provider_objects_are_checked_in_their_own_field_names(&admission);
     good_objects_are_admitted_and_defaulted(&admission);
     metadata_only_updates_never_reach_the_webhooks(&admission, &manager).await;
     immutable_fields_refuse_updates_and_deletion_is_never_blocked(&admission);
     metrics_count_admissions(&manager).await;
     assert!(manager.process.is_running());
+}
+
+/// `v1alpha1` objects (the Go provider's API) reach the webhooks converted to `v1alpha4`; the
+/// answers name their fields as `v1alpha1` has them, and a cluster's static control-plane IP
+/// becomes its endpoint on the Go provider's port.
+fn go_provider_objects_are_checked_in_their_own_field_names(a: &Admission<'_>) {
+    let go = "infrastructure.cluster.x-k8s.io/v1alpha1";
+    a.refused(
+        "go-size.json",
+        json!({"apiVersion": go, "kind": "MetalStackMachine", "metadata": {"name": "go-bad-size"},
+               "spec": {"image": "ubuntu-26.4", "size": "c1-xlarge-x86"}}),
+        &[
+            "spec.size: machine type \"c1-xlarge-x86\" is not a metal-stack size; valid: v1-small-x86",
+        ],
+    );
+    let cluster = |name: &str, extra: Value| {
+        let mut spec =
+            json!({"partition": "mini-lab", "projectID": "00000000-0000-0000-0000-000000000001"});
+        spec.as_object_mut()
+            .expect("spec")
+            .extend(extra.as_object().expect("extra").clone());
+        json!({"apiVersion": go, "kind": "MetalStackCluster", "metadata": {"name": name}, "spec": spec})
+    };
+    a.refused(
+        "go-network.json",
+        cluster(
+            "go-bad-network",
+            json!({"nodeNetworkID": "nope", "controlPlaneIP": "127.100.0.142"}),
+        ),
+        &["spec.nodeNetworkID: network \"nope\" does not exist in metal-api"],
+    );
+    a.admitted(
+        "go-cluster.json",
+        cluster("go-cluster", json!({"controlPlaneIP": "127.100.0.142"})),
+    );
+    let stored = a.get(
+        "metalstackclusters.v1alpha1.infrastructure.cluster.x-k8s.io",
+        "go-cluster",
+    );
+    assert_eq!(
+        stored["spec"]["controlPlaneEndpoint"],
+        json!({"host": "127.100.0.142", "port": 443}),
+        "{stored:#}"
+    );
+    assert!(
+        stored["metadata"]["annotations"]["conversion.capms.metal-stack.io/kept"].is_null(),
+        "nothing to keep for a v1alpha1 object: {stored:#}"
+    );
 }
 
 fn unknown_choices_are_refused_naming_the_field_and_the_valid_ones(a: &Admission<'_>) {
@@ -186,7 +235,7 @@ fn good_objects_are_admitted_and_defaulted(a: &Admission<'_>) {
         warnings.contains(&format!(
             "Warning: spec.firewallTemplateRef: MetalStackFirewallTemplate {}/edge does not exist (yet)",
             a.ns
-        )) && warnings.contains("templates in the namespace: none"),
+        )) && warnings.contains("MetalStackFirewallTemplates in the namespace: none"),
         "{warnings}"
     );
     let mut labelled = machine(

@@ -94,7 +94,7 @@ fn metal_stack_cluster(firewall: Option<MetalStackFirewallSpec>) -> MetalStackCl
         MetalStackClusterSpec {
             partition: "mini-lab".into(),
             project_id: PROJECT.into(),
-            public_network_id: "internet-mini-lab".into(),
+            public_network_id: Some("internet-mini-lab".into()),
             control_plane_endpoint: Some(ApiEndpoint {
                 host: None,
                 port: Some(6443),

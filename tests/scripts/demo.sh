@@ -62,7 +62,11 @@ export METAL_API_URL="http://127.0.0.1:$sim_port/metal" METAL_API_HMAC=metal-edi
 wait_ready "http://127.0.0.1:$sim_port/metal/v1/health" "the simulator"
 
 say "installing CRDs (capms, Cluster API core, kubeadm bootstrap and control plane)"
-"$kubectl" apply --server-side -f "$root/manifests/crd" >/dev/null
+# capms's conversion webhook (v1alpha1, the Go provider's API) is the manager's, on loopback.
+capms_webhook=$(free_port)
+bash "$root/certs/make-local-certs.sh" "$state/cp/pki" "$state/certs/capms"
+"$capms" crds --conversion-url "https://127.0.0.1:$capms_webhook" --ca-file "$state/cp/pki/ca.crt" |
+  "$kubectl" apply --server-side -f - >/dev/null
 "$kubectl" apply --server-side -f "$CAPMS_CAPI_BIN/crd/core" >/dev/null
 for p in bootstrap controlplane; do
   "$kubectl" apply --server-side -f "$CAPMS_CAPI_BIN/crd/$p" >/dev/null
@@ -109,8 +113,7 @@ start_capi kubeadm-bootstrap kubeadm-bootstrap-manager bootstrap-webhook "$ignit
 start_capi kubeadm-control-plane kubeadm-control-plane-manager controlplane-webhook "$ignition"
 
 say "starting capms (controllers, webhooks)"
-capms_webhook=$(free_port); capms_health=$(free_port); capms_metrics=$(free_port)
-bash "$root/certs/make-local-certs.sh" "$state/cp/pki" "$state/certs/capms"
+capms_health=$(free_port); capms_metrics=$(free_port)
 start capms "$capms" manager --kubeconfig="$KUBECONFIG" --webhook-host=127.0.0.1 --webhook-port="$capms_webhook" \
   --webhook-cert-dir="$state/certs/capms" --health-addr="127.0.0.1:$capms_health" --metrics-addr="127.0.0.1:$capms_metrics"
 wait_ready "http://127.0.0.1:$capms_health/readyz" "capms"

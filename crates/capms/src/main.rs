@@ -32,6 +32,12 @@ enum Command {
         /// Write one file per CRD into this directory instead of printing them.
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
+        /// Point the conversion webhook at this URL (a local apiserver) instead of the Service.
+        #[arg(long, requires = "ca_file")]
+        conversion_url: Option<String>,
+        /// CA bundle the apiserver trusts for --conversion-url.
+        #[arg(long)]
+        ca_file: Option<std::path::PathBuf>,
     },
     /// Run the controllers, the admission webhooks and the health and metrics endpoints.
     Manager(Box<ManagerArgs>),
@@ -141,8 +147,20 @@ fn main() -> anyhow::Result<()> {
     capms::tls::install_default_provider();
     let cli = Cli::parse();
     match cli.command {
-        Command::Crds { dir } => {
-            let files = capms::api::crd_files().context("rendering the CRDs as YAML")?;
+        Command::Crds {
+            dir,
+            conversion_url,
+            ca_file,
+        } => {
+            let crds = match (conversion_url, ca_file) {
+                (Some(url), Some(path)) => {
+                    let ca = std::fs::read(&path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    capms::api::crds_converting_at(&url, &ca)
+                }
+                _ => capms::api::crds(),
+            };
+            let files = capms::api::render(crds).context("rendering the CRDs as YAML")?;
             match dir {
                 Some(dir) => {
                     for (name, yaml) in files {

@@ -46,6 +46,26 @@ pub fn private_choices<'a>(
     )
 }
 
+/// The public network of a cluster that names none: the one external network metal-api labels
+/// `network.metal-stack.io/default`; Err names what is wrong and the valid choices.
+pub fn default_external(all: &[Network]) -> Result<&Network, String> {
+    let key = metal_api::tags::NETWORK_DEFAULT;
+    let mut defaults = all
+        .iter()
+        .filter(|n| is_external(n) && n.labels.contains_key(key));
+    match (defaults.next(), defaults.next()) {
+        (Some(n), None) => Ok(n),
+        (None, _) => Err(format!(
+            "is not set and no external network carries the label {key}; set it; {}",
+            external_choices(all)
+        )),
+        (Some(_), Some(_)) => Err(format!(
+            "is not set and several external networks carry the label {key}; set it; {}",
+            external_choices(all)
+        )),
+    }
+}
+
 /// The message for a network id metal-api does not know, with the valid choices.
 pub fn missing(id: &str, choices: &str) -> String {
     format!("network {id:?} does not exist in metal-api; {choices}")

@@ -5,3 +5,5 @@
 pub const CLUSTER_ID: &str = "cluster.metal-stack.io/id";
 /// The machine an IP is bound to (metal-api sets it on IPs a machine acquired).
 pub const MACHINE_ID: &str = "machine.metal-stack.io/id";
+/// metal-lib's label of the network a partition's clusters reach the outside through by default.
+pub const NETWORK_DEFAULT: &str = "network.metal-stack.io/default";

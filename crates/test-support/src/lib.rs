@@ -117,6 +117,10 @@ pub fn binaries() -> &'static Binaries {
 pub struct ControlPlane {
     pub dir: PathBuf,
     pub kubeconfig: PathBuf,
+    /// The conversion webhook of capms's CRDs, when they are installed.
+    conversion: Option<conversion::ConversionServer>,
+    /// Where that webhook answers (`https://127.0.0.1:<port>`).
+    pub conversion_url: Option<String>,
     _tmp: tempfile::TempDir,
 }
 
@@ -131,8 +135,11 @@ impl ControlPlane {
     /// A control plane of its own (for tests that need two management clusters), with our CRDs
     /// and Cluster API's installed and established; stopped when dropped.
     pub fn management(label: &str) -> ControlPlane {
-        let cp = ControlPlane::bare(label);
-        cp.apply(&repo_root().join("manifests/crd"));
+        let mut cp = ControlPlane::bare(label);
+        let (server, url) = cp.start_conversion_server();
+        cp.install_capms_crds(&url);
+        cp.conversion = Some(server);
+        cp.conversion_url = Some(url);
         let capi_crds = binaries().capi.join("crd");
         cp.apply(&capi_crds.join("core"));
         for provider in ["bootstrap", "controlplane"] {
@@ -179,6 +186,8 @@ impl ControlPlane {
         ControlPlane {
             kubeconfig: dir.join("kubeconfig"),
             dir,
+            conversion: None,
+            conversion_url: None,
             _tmp: tmp,
         }
     }
@@ -263,6 +272,7 @@ impl Drop for ControlPlane {
     /// Stops exactly the processes this control plane started (the shared one lives until the
     /// test binary exits, where the watchdog stops it).
     fn drop(&mut self) {
+        self.conversion.take();
         let _ = Command::new("bash")
             .arg(repo_root().join("tests/scripts/controlplane.sh"))
             .arg("stop")
@@ -412,6 +422,7 @@ where
 
 pub mod clusterctl;
 pub mod contract;
+mod conversion;
 mod manager;
 pub mod mock_apiserver;
 mod registration;

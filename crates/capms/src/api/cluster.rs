@@ -67,7 +67,7 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "!(has(self.firewallSpec) && has(self.firewallTemplateRef))", "message": "set firewallSpec or firewallTemplateRef, not both", "fieldPath": ".firewallTemplateRef"}
+    {"rule": "[has(self.firewallSpec), has(self.firewallTemplateRef), has(self.firewallDeploymentRef)].filter(x, x).size() <= 1", "message": "set at most one of firewallSpec, firewallTemplateRef and firewallDeploymentRef", "fieldPath": ".firewallTemplateRef"}
 ]))]
 pub struct MetalStackClusterSpec {
     /// Endpoint of the cluster's API server. Leave the host empty to have capms allocate an IP in
@@ -83,11 +83,28 @@ pub struct MetalStackClusterSpec {
     #[serde(rename = "projectID")]
     #[schemars(length(min = 36, max = 36), regex(pattern = patterns::UUID), extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "projectID is immutable"}]))]
     pub project_id: String,
-    /// External metal-api network (for example the internet network) the control-plane IP and
-    /// the firewall's public address come from.
-    #[serde(rename = "publicNetworkID")]
+    /// External metal-api network (for example the internet network) the control-plane IP is
+    /// allocated in; the firewall joins it too. Left empty, the control-plane IP comes from the
+    /// network metal-api labels `network.metal-stack.io/default`, and the firewall joins only
+    /// the networks its spec names.
+    #[serde(
+        default,
+        rename = "publicNetworkID",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(length(min = 1, max = 128))]
-    pub public_network_id: String,
+    pub public_network_id: Option<String>,
+    /// An IP address already allocated in metal-api (for example a static IP made with
+    /// metalctl) to serve the cluster's API server at. Used as the endpoint's host when
+    /// controlPlaneEndpoint names none (with port 443 unless it names one), and never freed by
+    /// capms.
+    #[serde(
+        default,
+        rename = "controlPlaneIP",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(length(min = 1, max = 64))]
+    pub control_plane_ip: Option<String>,
     /// Private network to put the cluster's machines in. Leave empty to have capms allocate one
     /// in the partition; a network given here is never freed by capms.
     #[serde(
@@ -106,6 +123,11 @@ pub struct MetalStackClusterSpec {
     /// Read when the firewall is created; the firewall waits until the template exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall_template_ref: Option<LocalObjectReference>,
+    /// A MetalStackFirewallDeployment in this namespace (the Go provider's API) whose
+    /// firewallTemplateRef the cluster's firewall is made from, with the template's
+    /// initialRuleSet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall_deployment_ref: Option<LocalObjectReference>,
 }
 
 /// Observed state of a MetalStackCluster.

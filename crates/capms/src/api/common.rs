@@ -11,6 +11,13 @@ pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 pub const STORAGE_VERSION: &str = "v1alpha4";
 /// Served for manifests written against the first metal-stack provider; same schema, no conversion.
 pub const LEGACY_VERSION: &str = "v1alpha3";
+/// Where the install manifests' webhooks live: the namespace and Service in front of the
+/// manager's webhook port, and the cert-manager Certificate whose CA is injected.
+pub const WEBHOOK_NAMESPACE: &str = "capms-system";
+pub const WEBHOOK_SERVICE: &str = "capms-webhook-service";
+pub const SERVING_CERT: &str = "capms-system/capms-serving-cert";
+/// Path of the conversion webhook on the webhook server.
+pub const CONVERSION_PATH: &str = "/convert";
 /// Port of the control-plane endpoint when the spec does not name one.
 pub const DEFAULT_API_PORT: i32 = 6443;
 /// Label that marks every object capms ships, as clusterctl expects.

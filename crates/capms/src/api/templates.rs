@@ -136,11 +136,18 @@ pub struct MetalStackFirewallTemplateResource {
     pub spec: MetalStackFirewallSpec,
 }
 
-/// What a person reads when spec.firewallTemplateRef names no template: the name, and the
-/// templates the namespace does have (the controller's condition and the webhook's warning).
-pub fn firewall_template_missing(namespace: &str, name: &str, existing: &[String]) -> String {
+/// What a person reads when `field` names a `kind` (a firewall template or deployment) that does
+/// not exist: the name, and those of the kind the namespace does have (the controller's condition
+/// and the webhook's warning).
+pub fn missing_reference(
+    field: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    existing: &[String],
+) -> String {
     format!(
-        "spec.firewallTemplateRef: MetalStackFirewallTemplate {namespace}/{name} does not exist (yet); the firewall is created once it does; templates in the namespace: {}",
+        "{field}: {kind} {namespace}/{name} does not exist (yet); the firewall is created once it does; {kind}s in the namespace: {}",
         crate::choices(existing)
     )
 }

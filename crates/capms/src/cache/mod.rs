@@ -8,6 +8,7 @@ pub mod listings;
 pub mod watch;
 mod without_managed_fields;
 
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
 };
@@ -29,6 +30,7 @@ pub struct Stores {
     pub firewalls: Store<MetalStackFirewall>,
     pub metal_stack_machines: Store<MetalStackMachine>,
     pub firewall_templates: Store<MetalStackFirewallTemplate>,
+    pub firewall_deployments: Store<MetalStackFirewallDeployment>,
 }
 
 /// A kind whose objects reconciles read from [`Stores`].
@@ -51,6 +53,7 @@ stored!(MetalStackCluster, metal_stack_clusters);
 stored!(MetalStackFirewall, firewalls);
 stored!(MetalStackMachine, metal_stack_machines);
 stored!(MetalStackFirewallTemplate, firewall_templates);
+stored!(MetalStackFirewallDeployment, firewall_deployments);
 
 impl Stores {
     /// The stored `K` named `name` in `namespace`.
@@ -70,6 +73,7 @@ impl Stores {
             synced(&self.firewalls),
             synced(&self.metal_stack_machines),
             synced(&self.firewall_templates),
+            synced(&self.firewall_deployments),
         );
     }
 }
@@ -141,11 +145,12 @@ where
     }
 }
 
-/// The names of the MetalStackFirewallTemplates in `templates`' namespace, for the message that
-/// a named one is missing (asked of the apiserver: only then is it needed).
-pub async fn firewall_template_names(
-    templates: &Api<MetalStackFirewallTemplate>,
-) -> Result<Vec<String>, kube::Error> {
-    let list = templates.list_metadata(&ListParams::default()).await?;
+/// The names of the objects in `api`'s namespace (firewall templates, firewall deployments),
+/// for the message that a named one is missing (asked of the apiserver: only then is it needed).
+pub async fn names<K>(api: &Api<K>) -> Result<Vec<String>, kube::Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + Debug,
+{
+    let list = api.list_metadata(&ListParams::default()).await?;
     Ok(list.items.iter().map(ResourceExt::name_any).collect())
 }

@@ -6,6 +6,7 @@
 //! the machine changes when the Cluster resumes; with only that, Cluster API's frequent status
 //! writes to its Clusters wake nothing.
 
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
 };
@@ -26,6 +27,7 @@ pub struct Watches {
     pub firewalls: Feed<MetalStackFirewall>,
     pub metal_stack_machines: Feed<MetalStackMachine>,
     pub firewall_templates: Feed<MetalStackFirewallTemplate>,
+    pub firewall_deployments: Feed<MetalStackFirewallDeployment>,
 }
 
 impl Watches {
@@ -55,6 +57,10 @@ impl Watches {
                 api::<WithoutManagedFields<MetalStackFirewallTemplate>>(ctx),
                 watcher::Config::default(),
             ),
+            firewall_deployments: Feed::new(
+                api::<WithoutManagedFields<MetalStackFirewallDeployment>>(ctx),
+                watcher::Config::default(),
+            ),
         }
     }
 
@@ -66,6 +72,7 @@ impl Watches {
             firewalls: self.firewalls.store(),
             metal_stack_machines: self.metal_stack_machines.store(),
             firewall_templates: self.firewall_templates.store(),
+            firewall_deployments: self.firewall_deployments.store(),
         }
     }
 
@@ -79,6 +86,7 @@ impl Watches {
                 self.firewalls.run(),
                 self.metal_stack_machines.run(),
                 self.firewall_templates.run(),
+                self.firewall_deployments.run(),
             )
         };
         tokio::select! {

@@ -157,8 +157,8 @@ pub static CLUSTER: Kind = Kind {
                 fallback: Some("/status/networkID"),
                 ..moved("/spec/nodeNetworkID", "/spec/privateNetworkID")
             },
-            go_only("/spec/controlPlaneIP"),
-            go_only("/spec/firewallDeploymentRef"),
+            same("/spec/controlPlaneIP"),
+            same("/spec/firewallDeploymentRef"),
             capms_only("/spec/publicNetworkID"),
             capms_only("/spec/firewallSpec"),
             capms_only("/spec/firewallTemplateRef"),

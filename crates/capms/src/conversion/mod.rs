@@ -12,6 +12,7 @@
 
 mod engine;
 pub mod kinds;
+pub mod paths;
 pub mod review;
 #[cfg(test)]
 mod tests;

@@ -10,8 +10,7 @@ use kube::core::Status;
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use serde_json::Value;
 
-/// Where the CRDs' conversion webhook points.
-pub const PATH: &str = "/convert";
+pub use crate::api::common::CONVERSION_PATH as PATH;
 
 pub fn router() -> Router {
     Router::new().route(PATH, post(|body: Bytes| async move { reply(&body) }))

@@ -50,6 +50,7 @@ pub enum Reason {
     FirewallCreated,
     FirewallReady,
     FirewallTemplateNotFound,
+    FirewallDeploymentNotFound,
     /// The cluster's firewall spec changed after the firewall was allocated.
     FirewallSpecChanged,
     Allocating,

@@ -9,6 +9,7 @@ use crate::api::{
 };
 use crate::cache::read_through;
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
+use crate::conversion::Schema;
 use crate::ownership::{OwnerKind, identity_of};
 use kube::ResourceExt;
 use kube::core::DynamicObject;
@@ -62,11 +63,13 @@ async fn missing_template_warning(
     if templates.get_opt(name).await.ok()?.is_some() {
         return None;
     }
-    let existing = crate::cache::firewall_template_names(&templates)
-        .await
-        .ok()?;
-    Some(crate::api::firewall_template_missing(
-        namespace, name, &existing,
+    let existing = crate::cache::names(&templates).await.ok()?;
+    Some(crate::api::missing_reference(
+        "spec.firewallTemplateRef",
+        "MetalStackFirewallTemplate",
+        namespace,
+        name,
+        &existing,
     ))
 }
 
@@ -74,8 +77,17 @@ pub(super) async fn mutate(
     state: &WebhookState,
     kind: Kind,
     object: &DynamicObject,
+    schema: Schema,
 ) -> Result<Decision, String> {
     let patch = match kind {
+        Kind::Cluster if schema == Schema::GoProvider => {
+            let (raw, mut obj): (Value, MetalStackCluster) = typed(object, "MetalStackCluster")?;
+            rules::default_go_provider_cluster(&mut obj.spec);
+            spec_patch(&raw, &obj.spec)?
+        }
+        // The Go provider's machines take their cluster's partition, as capms's do when they
+        // name none; written down, it would only burden the v1alpha1 object with an annotation.
+        Kind::Machine if schema == Schema::GoProvider => return Ok(Decision::default()),
         Kind::Cluster => {
             let (raw, mut obj): (Value, MetalStackCluster) = typed(object, "MetalStackCluster")?;
             rules::default_cluster(&mut obj.spec);

@@ -9,6 +9,7 @@ pub mod rules;
 pub use manifests::{ClientConfig, install_manifests_yaml, webhook_configurations};
 
 use crate::cache::catalog::CatalogCache;
+use crate::conversion::{Schema, paths};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -254,9 +255,23 @@ async fn decide(
     if spec_unchanged(request, object) {
         return Ok(Decision::default());
     }
+    // A v1alpha1 object (the Go provider's API) reaches the webhook converted to v1alpha4; what
+    // is said about it names its fields as v1alpha1 has them.
+    let schema = request
+        .request_kind
+        .as_ref()
+        .and_then(|k| Schema::of(&k.version))
+        .unwrap_or(Schema::Capms);
+    let in_schema = |message: String| paths::in_schema(route.kind.name(), schema, &message);
     match route.step {
-        Step::Mutate => admission::mutate(state, route.kind, object).await,
-        Step::Validate => admission::validate(state, route.kind, request, object).await,
+        Step::Mutate => admission::mutate(state, route.kind, object, schema).await,
+        Step::Validate => admission::validate(state, route.kind, request, object)
+            .await
+            .map(|mut decision| {
+                decision.warnings = decision.warnings.into_iter().map(in_schema).collect();
+                decision
+            })
+            .map_err(in_schema),
     }
 }
 

@@ -76,6 +76,23 @@ pub fn default_cluster(spec: &mut MetalStackClusterSpec) {
     }
 }
 
+/// A cluster written in the Go provider's `v1alpha1`: its API server listens where the Go
+/// provider puts it, on port 443 of spec.controlPlaneIP. Nothing else is defaulted: a port
+/// without a host cannot be said in `v1alpha1`.
+pub fn default_go_provider_cluster(spec: &mut MetalStackClusterSpec) {
+    let host = spec
+        .control_plane_endpoint
+        .as_ref()
+        .and_then(|e| e.host.as_ref());
+    if let (Some(ip), None) = (&spec.control_plane_ip, host) {
+        let port = spec.control_plane_endpoint.as_ref().and_then(|e| e.port);
+        spec.control_plane_endpoint = Some(ApiEndpoint {
+            host: Some(ip.clone()),
+            port: Some(port.unwrap_or(crate::api::v1alpha1::API_PORT)),
+        });
+    }
+}
+
 pub fn default_firewall(spec: &mut MetalStackFirewallSpec) {
     default_rules(&mut spec.rules);
 }

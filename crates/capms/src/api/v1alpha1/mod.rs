@@ -25,6 +25,9 @@ use kube::CustomResourceExt;
 
 /// The version's name.
 pub const VERSION: &str = "v1alpha1";
+/// Port of the control-plane endpoint the Go provider writes: its kubeadm templates bind the
+/// API server to 443.
+pub const API_PORT: i32 = 443;
 
 /// An integer without a format, as the Go provider's schema has ports.
 fn integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -133,36 +133,44 @@ impl Progress<'_> {
     fn endpoint(&mut self, seen: Option<&EndpointSeen>) -> Towards {
         let spec = &self.msc.spec;
         let endpoint = spec.control_plane_endpoint.clone().unwrap_or_default();
-        let port = endpoint
-            .port
-            .unwrap_or(crate::api::common::DEFAULT_API_PORT);
         let given = endpoint.host.clone().filter(|h| !h.is_empty());
+        // spec.controlPlaneIP is the Go provider's field, and its API servers listen on 443.
+        let default_port = match (&given, &spec.control_plane_ip) {
+            (None, Some(_)) => crate::api::v1alpha1::API_PORT,
+            _ => crate::api::common::DEFAULT_API_PORT,
+        };
+        let port = endpoint.port.unwrap_or(default_port);
         let host = match (seen, given) {
             (None, _) => return Ok(Some((Step::Nothing, Requeue::Poll))),
-            (Some(EndpointSeen::PublicNetworkMissing { choices }), _) => {
-                let message = crate::networks::missing(&spec.public_network_id, choices);
+            (Some(EndpointSeen::PublicNetworkUnusable(message)), _) => {
                 let error = Error::Invalid(format!("spec.publicNetworkID: {message}"));
                 let reason = Reason::Failed(error.category());
                 self.conditions()
                     .set_false(Type::ControlPlaneIpReady, reason, error.to_string());
                 return Err(error);
             }
-            (Some(EndpointSeen::Allocated(None)), _) => {
-                let request = ip_request(self.msc, IP_TYPE_EPHEMERAL, "allocated");
-                return Ok(Some(self.allocating(Step::AllocateIp(Box::new(request)))));
+            (Some(EndpointSeen::Allocated { network, ip: None }), _) => {
+                let request = ip_request(self.msc, network, IP_TYPE_EPHEMERAL, "allocated");
+                let step = Step::AllocateIp(Box::new(request));
+                return Ok(Some(self.allocating(network, step)));
             }
-            (Some(EndpointSeen::Free), Some(host)) => {
-                let request = ip_request(self.msc, IP_TYPE_STATIC, "reserved");
-                return Ok(Some(
-                    self.allocating(Step::ReserveIp(host, Box::new(request))),
-                ));
+            (Some(EndpointSeen::Free { network }), Some(host)) => {
+                let request = ip_request(self.msc, network, IP_TYPE_STATIC, "reserved");
+                let step = Step::ReserveIp(host, Box::new(request));
+                return Ok(Some(self.allocating(network, step)));
             }
-            (Some(EndpointSeen::Allocated(Some(ip)) | EndpointSeen::Reserved(ip)), _) => {
+            (
+                Some(EndpointSeen::Allocated { ip: Some(ip), .. } | EndpointSeen::Reserved(ip)),
+                _,
+            ) => {
                 self.status.allocated_control_plane_ip = Some(ip.clone());
                 ip.clone()
             }
             (Some(_), Some(host)) => host,
-            (Some(_), None) => return Ok(Some((Step::Nothing, Requeue::Poll))),
+            (Some(_), None) => match &spec.control_plane_ip {
+                Some(ip) => ip.clone(),
+                None => return Ok(Some((Step::Nothing, Requeue::Poll))),
+            },
         };
         let message = format!("control-plane endpoint {host}:{port}");
         self.conditions().set_true(
@@ -181,11 +189,8 @@ impl Progress<'_> {
         Ok(None)
     }
 
-    fn allocating(&mut self, step: Step) -> (Step, Requeue) {
-        let message = format!(
-            "allocating the control-plane IP in network {}",
-            self.msc.spec.public_network_id
-        );
+    fn allocating(&mut self, network: &str, step: Step) -> (Step, Requeue) {
+        let message = format!("allocating the control-plane IP in network {network}");
         self.conditions()
             .set_false(Type::ControlPlaneIpReady, Reason::Allocating, message);
         (step, Requeue::Now)

@@ -4,7 +4,10 @@
 
 use super::firewall_name;
 use super::model::{FirewallSeen, Step};
-use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallSpec, TemplateMeta};
+use crate::api::{
+    MetalStackCluster, MetalStackClusterSpec, MetalStackFirewall, MetalStackFirewallSpec,
+    TemplateMeta,
+};
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::reconciler::Requeue;
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
@@ -67,20 +70,56 @@ pub fn plan_firewall(
     }
 }
 
-/// The firewall as it should be; Err(message) while the named template does not exist.
+/// Does the cluster have a firewall: inline, from a template or through a firewall deployment?
+pub fn wants_firewall(spec: &MetalStackClusterSpec) -> bool {
+    spec.firewall_spec.is_some()
+        || spec.firewall_template_ref.is_some()
+        || spec.firewall_deployment_ref.is_some()
+}
+
+/// Why the firewall cannot be made yet: a named object is missing.
+struct Missing {
+    reason: Reason,
+    message: String,
+}
+
+/// The firewall as it should be; Err while the named template or deployment does not exist.
 fn desired(
     msc: &MetalStackCluster,
     cluster_name: &str,
     seen: &FirewallSeen,
-) -> Option<Result<MetalStackFirewall, String>> {
+) -> Option<Result<MetalStackFirewall, Missing>> {
     if let Some(spec) = &msc.spec.firewall_spec {
         return Some(Ok(plan_firewall(msc, cluster_name, spec.clone(), None)));
     }
-    let reference = msc.spec.firewall_template_ref.as_ref()?;
+    let ns = msc.namespace().unwrap_or_default();
+    let (field, name) = match (&msc.spec.firewall_template_ref, &seen.deployment) {
+        (Some(reference), _) => ("spec.firewallTemplateRef".to_owned(), &reference.name),
+        (None, Some(Ok(deployment))) => (
+            format!(
+                "spec.firewallTemplateRef of MetalStackFirewallDeployment {}",
+                deployment.name_any()
+            ),
+            &deployment.spec.firewall_template_ref.name,
+        ),
+        (None, Some(Err(existing))) => {
+            let name = msc.spec.firewall_deployment_ref.as_ref()?.name.as_str();
+            let message = crate::api::missing_reference(
+                "spec.firewallDeploymentRef",
+                "MetalStackFirewallDeployment",
+                &ns,
+                name,
+                existing,
+            );
+            let reason = Reason::FirewallDeploymentNotFound;
+            return Some(Err(Missing { reason, message }));
+        }
+        (None, None) => return None,
+    };
     Some(match seen.template.as_ref()? {
         Ok(template) => {
             let resource = &template.spec.template;
-            let meta = Some((reference.name.as_str(), resource.metadata.as_ref()));
+            let meta = Some((name.as_str(), resource.metadata.as_ref()));
             Ok(plan_firewall(
                 msc,
                 cluster_name,
@@ -88,11 +127,29 @@ fn desired(
                 meta,
             ))
         }
-        Err(existing) => Err(crate::api::firewall_template_missing(
-            &msc.namespace().unwrap_or_default(),
-            &reference.name,
-            existing,
-        )),
+        Err(existing) => Err(Missing {
+            reason: Reason::FirewallTemplateNotFound,
+            message: crate::api::missing_reference(
+                &field,
+                "MetalStackFirewallTemplate",
+                &ns,
+                name,
+                existing,
+            ),
+        }),
+    })
+}
+
+/// What the cluster's firewall deployment asks that capms does not do yet, said rather than
+/// silently ignored.
+fn not_acted_on(seen: &FirewallSeen) -> Option<String> {
+    let deployment = seen.deployment.as_ref()?.as_ref().ok()?;
+    let auto_update = deployment.spec.auto_update.as_ref()?;
+    auto_update.machine_image.filter(|on| *on).map(|_| {
+        format!(
+            "; spec.autoUpdate.machineImage of MetalStackFirewallDeployment {} is not acted on yet: capms does not replace a running firewall with a newer image",
+            deployment.name_any()
+        )
     })
 }
 
@@ -121,11 +178,11 @@ pub fn decide(
     seen: Option<&FirewallSeen>,
     conditions: &mut Conditions<'_>,
 ) -> Outcome {
-    if msc.spec.firewall_spec.is_none() && msc.spec.firewall_template_ref.is_none() {
+    if !wants_firewall(&msc.spec) {
         conditions.set_true(
             Type::FirewallReady,
             Reason::NoFirewall,
-            "neither spec.firewallSpec nor spec.firewallTemplateRef is set; no firewall is created",
+            "none of spec.firewallSpec, spec.firewallTemplateRef and spec.firewallDeploymentRef is set; no firewall is created",
         );
         return Outcome::Ready;
     }
@@ -135,12 +192,8 @@ pub fn decide(
     let name = firewall_name(&msc.name_any());
     let desired = match desired(msc, cluster_name, seen) {
         Some(Ok(fw)) => fw,
-        Some(Err(message)) => {
-            conditions.set_false(
-                Type::FirewallReady,
-                Reason::FirewallTemplateNotFound,
-                message,
-            );
+        Some(Err(Missing { reason, message })) => {
+            conditions.set_false(Type::FirewallReady, reason, message);
             return Outcome::Step(Step::Nothing, Requeue::After(TEMPLATE_SAFETY_NET));
         }
         None => return Outcome::Step(Step::Nothing, Requeue::Poll),
@@ -169,7 +222,8 @@ pub fn decide(
             message,
         );
     } else if ready {
-        let message = format!("MetalStackFirewall {name} is ready");
+        let notice = not_acted_on(seen).unwrap_or_default();
+        let message = format!("MetalStackFirewall {name} is ready{notice}");
         conditions.set_true(Type::FirewallReady, Reason::FirewallReady, message);
     } else {
         // Say what the firewall says about itself (a lost machine, a crash loop …).

@@ -1,5 +1,6 @@
 //! What a MetalStackCluster reconcile observes and the steps it can take.
 
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     ApiEndpoint, MetalStackClusterStatus, MetalStackFirewall, MetalStackFirewallTemplate,
 };
@@ -35,19 +36,20 @@ pub enum NetworkSeen {
 /// The control-plane IP as metal-api has it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EndpointSeen {
-    /// No host given: the IP capms allocated (found by its owner tags), if any.
-    Allocated(Option<String>),
+    /// No host given: the public network, and the IP capms allocated there (found by its owner
+    /// tags), if any.
+    Allocated { network: String, ip: Option<String> },
     /// The given host is the IP capms reserved earlier (recorded in status).
     Recorded,
-    /// The given host is a name, lies outside the public network or is someone else's IP:
-    /// used as given.
+    /// The given host is a name, lies outside the public network or is someone else's IP, or
+    /// spec.controlPlaneIP names the IP: used as given.
     AsGiven,
     /// The given host is an IP of the public network that capms holds.
     Reserved(String),
-    /// The given host is a free IP of the public network: capms reserves it.
-    Free,
-    /// spec.publicNetworkID does not exist; the message's valid choices.
-    PublicNetworkMissing { choices: String },
+    /// The given host is a free IP of the public network `network`: capms reserves it.
+    Free { network: String },
+    /// The public network cannot be used: what is wrong, with the valid choices.
+    PublicNetworkUnusable(String),
 }
 
 /// What observe read about the firewall.
@@ -55,8 +57,11 @@ pub enum EndpointSeen {
 pub struct FirewallSeen {
     /// The MetalStackFirewall named after the cluster, if it exists.
     pub current: Option<MetalStackFirewall>,
-    /// When spec.firewallTemplateRef is set: the template, or the names of the templates the
-    /// namespace has.
+    /// When spec.firewallDeploymentRef is set: the deployment, or the names of the deployments
+    /// the namespace has.
+    pub deployment: Option<Result<MetalStackFirewallDeployment, Vec<String>>>,
+    /// When spec.firewallTemplateRef is set, or the deployment names a template: the template,
+    /// or the names of the templates the namespace has.
     pub template: Option<Result<MetalStackFirewallTemplate, Vec<String>>>,
 }
 

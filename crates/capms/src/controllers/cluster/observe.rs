@@ -2,6 +2,7 @@
 
 use super::model::{EndpointSeen, FirewallSeen, Left, Live, NetworkSeen, Observed};
 use super::{FINALIZER, firewall_name};
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
 };
@@ -14,7 +15,7 @@ use crate::reconciler::gates::{
 use crate::reconciler::{Context, During, Result};
 use kube::ResourceExt;
 use kube::api::ListParams;
-use metal_api::types::{IpFindRequest, NetworkFindRequest};
+use metal_api::types::{IpFindRequest, Network, NetworkFindRequest};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -63,12 +64,12 @@ async fn observe_live(msc: &MetalStackCluster, ctx: &Context, live: &mut Live) -
     let endpoint = endpoint(msc, ctx).await?;
     let done = !matches!(
         endpoint,
-        EndpointSeen::Allocated(None)
-            | EndpointSeen::Free
-            | EndpointSeen::PublicNetworkMissing { .. }
+        EndpointSeen::Allocated { ip: None, .. }
+            | EndpointSeen::Free { .. }
+            | EndpointSeen::PublicNetworkUnusable(_)
     );
     live.endpoint = Some(endpoint);
-    if done && (msc.spec.firewall_spec.is_some() || msc.spec.firewall_template_ref.is_some()) {
+    if done && super::firewall::wants_firewall(&msc.spec) {
         live.firewall = Some(firewall(msc, ctx).await?);
     }
     Ok(())
@@ -118,7 +119,7 @@ async fn network(msc: &MetalStackCluster, ctx: &Context) -> Result<NetworkSeen> 
 }
 
 /// The control-plane IP: allocated by capms when no host is given; for a given host, whether
-/// it is an IP of the public network and who holds it.
+/// it is an IP of the public network and who holds it. spec.controlPlaneIP is used as given.
 async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen> {
     let spec = &msc.spec;
     let host = spec
@@ -128,13 +129,21 @@ async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen
         .filter(|h| !h.is_empty());
     let marks = identity(msc);
     let Some(host) = host else {
+        if spec.control_plane_ip.is_some() {
+            return Ok(EndpointSeen::AsGiven);
+        }
+        let network = match public_network(msc, ctx).await? {
+            Ok(network) => network.id,
+            Err(message) => return Ok(EndpointSeen::PublicNetworkUnusable(message)),
+        };
         let find = IpFindRequest {
-            networkid: Some(spec.public_network_id.clone()),
+            networkid: Some(network.clone()),
             tags: owner_tags(&marks),
             ..Default::default()
         };
         let ip = ctx.metal.ip_find(&find).await?.into_iter().next();
-        return Ok(EndpointSeen::Allocated(ip.map(|ip| ip.ipaddress)));
+        let ip = ip.map(|ip| ip.ipaddress);
+        return Ok(EndpointSeen::Allocated { network, ip });
     };
     let recorded = msc
         .status
@@ -146,16 +155,9 @@ async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen
     let Ok(address) = host.parse::<IpAddr>() else {
         return Ok(EndpointSeen::AsGiven);
     };
-    let public = match ctx.metal.network(&spec.public_network_id).await {
-        Ok(n) => n,
-        Err(e) if e.is_not_found() => {
-            let choices = match ctx.metal.networks().await {
-                Ok(all) => networks::external_choices(&all),
-                Err(_) => "metal-api could not list the valid choices".into(),
-            };
-            return Ok(EndpointSeen::PublicNetworkMissing { choices });
-        }
-        Err(e) => return Err(e.into()),
+    let public = match public_network(msc, ctx).await? {
+        Ok(network) => network,
+        Err(message) => return Ok(EndpointSeen::PublicNetworkUnusable(message)),
     };
     if !networks::contains(&public, address) {
         return Ok(EndpointSeen::AsGiven);
@@ -163,36 +165,86 @@ async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen
     match ctx.metal.ip(&host).await {
         Ok(ip) if has_owner_tags(&ip.tags, &marks) => Ok(EndpointSeen::Reserved(ip.ipaddress)),
         Ok(_) => Ok(EndpointSeen::AsGiven),
-        Err(e) if e.is_not_found() => Ok(EndpointSeen::Free),
+        Err(e) if e.is_not_found() => Ok(EndpointSeen::Free { network: public.id }),
         Err(e) => Err(e.into()),
     }
 }
 
-/// The cluster's MetalStackFirewall and, when one is named, its template (or the names of the
-/// templates there are).
+/// The public network: spec.publicNetworkID, or metal-api's default network when it names
+/// none. Err is what is wrong with it, after the field's name, with the valid choices.
+async fn public_network(
+    msc: &MetalStackCluster,
+    ctx: &Context,
+) -> Result<std::result::Result<Network, String>> {
+    let Some(id) = &msc.spec.public_network_id else {
+        let all = ctx.metal.networks().await?;
+        return Ok(networks::default_external(&all).cloned());
+    };
+    match ctx.metal.network(id).await {
+        Ok(n) => Ok(Ok(n)),
+        Err(e) if e.is_not_found() => {
+            let choices = match ctx.metal.networks().await {
+                Ok(all) => networks::external_choices(&all),
+                Err(_) => "metal-api could not list the valid choices".into(),
+            };
+            Ok(Err(networks::missing(id, &choices)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The cluster's MetalStackFirewall and, when one is named, its firewall deployment and
+/// template (or the names of those there are).
 async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen> {
     let ns = msc.namespace().unwrap_or_default();
     let current = ctx
         .get::<MetalStackFirewall>(&ns, &firewall_name(&msc.name_any()))
         .await?;
-    let template = match &msc.spec.firewall_template_ref {
-        Some(reference) if msc.spec.firewall_spec.is_none() => {
-            let template = ctx.get::<MetalStackFirewallTemplate>(&ns, &reference.name);
-            Some(match template.await? {
-                Some(t) => Ok(t),
-                None => {
-                    let templates = ctx.api::<MetalStackFirewallTemplate>(&ns);
-                    Err(crate::cache::firewall_template_names(&templates)
-                        .await
-                        .during(|| {
-                            format!("listing the MetalStackFirewallTemplates of namespace {ns}")
-                        })?)
-                }
-            })
-        }
-        _ => None,
+    let mut seen = FirewallSeen {
+        current,
+        ..Default::default()
     };
-    Ok(FirewallSeen { current, template })
+    let spec = &msc.spec;
+    if spec.firewall_spec.is_some() {
+        return Ok(seen);
+    }
+    let template = match (&spec.firewall_template_ref, &spec.firewall_deployment_ref) {
+        (Some(reference), _) => Some(reference.name.clone()),
+        (None, Some(reference)) => {
+            let deployment = named::<MetalStackFirewallDeployment>(ctx, &ns, &reference.name);
+            let deployment = deployment.await?;
+            let template = deployment.as_ref().ok();
+            let template = template.map(|d| d.spec.firewall_template_ref.name.clone());
+            seen.deployment = Some(deployment);
+            template
+        }
+        (None, None) => None,
+    };
+    if let Some(name) = template {
+        seen.template = Some(named::<MetalStackFirewallTemplate>(ctx, &ns, &name).await?);
+    }
+    Ok(seen)
+}
+
+/// The `K` named `name` in `ns`, or the names of those there are.
+async fn named<K>(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+) -> Result<std::result::Result<K, Vec<String>>>
+where
+    K: crate::cache::Stored
+        + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    if let Some(found) = ctx.get::<K>(ns, name).await? {
+        return Ok(Ok(found));
+    }
+    let names = crate::cache::names(&ctx.api::<K>(ns)).await;
+    Ok(Err(names.during(|| {
+        format!("listing the {}s of namespace {ns}", K::kind(&()))
+    })?))
 }
 
 /// What is left to tear down, stopping at the first thing that must go before the rest.
@@ -233,7 +285,6 @@ async fn left(msc: &MetalStackCluster, ctx: &Context) -> Result<Left> {
 async fn owned_ips(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>> {
     let marks = identity(msc);
     let find = IpFindRequest {
-        networkid: Some(msc.spec.public_network_id.clone()),
         tags: owner_tags(&marks),
         ..Default::default()
     };

@@ -23,16 +23,21 @@ pub fn network_request(msc: &MetalStackCluster) -> NetworkAllocateRequest {
     }
 }
 
-/// The control-plane IP: `type_` ephemeral when capms picks it, static when it reserves the
-/// given host; `how` is "allocated" or "reserved".
-pub fn ip_request(msc: &MetalStackCluster, type_: &str, how: &str) -> IpAllocateRequest {
+/// The control-plane IP in the public network `network`: `type_` ephemeral when capms picks it,
+/// static when it reserves the given host; `how` is "allocated" or "reserved".
+pub fn ip_request(
+    msc: &MetalStackCluster,
+    network: &str,
+    type_: &str,
+    how: &str,
+) -> IpAllocateRequest {
     let ns = msc.namespace().unwrap_or_default();
     let name = msc.name_any();
     let mut tags = owner_tags(&owner_marks_of(OwnerKind::Cluster, msc));
     tags.push(PURPOSE_CONTROL_PLANE.into());
     tags.push(format!("{CLUSTER_ID}={}", cluster_id(&ns, &name)));
     IpAllocateRequest {
-        networkid: msc.spec.public_network_id.clone(),
+        networkid: network.to_owned(),
         projectid: msc.spec.project_id.clone(),
         type_: type_.into(),
         name: format!("{name}-control-plane"),

@@ -1,6 +1,7 @@
 //! What wakes a MetalStackCluster: its own changes (not its status), its firewall, its
-//! Cluster's gates and the firewall template it names.
+//! Cluster's gates, and the firewall template and firewall deployment it names.
 
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate};
 use crate::cache::watch::own_change;
 use crate::capi::Cluster;
@@ -17,8 +18,10 @@ use std::sync::Arc;
 pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStackCluster> {
     let queues = &ctx.metrics.queues;
     let own = watches.metal_stack_clusters.follow_changes(own_change);
-    // A cluster waiting for its firewall template goes on as soon as the template appears.
+    // A cluster waiting for its firewall template or deployment goes on as soon as it appears.
     let referencing = watches.metal_stack_clusters.store();
+    let deployments = watches.firewall_deployments.store();
+    let referencing_deployment = watches.metal_stack_clusters.store();
     Controller::for_shared_stream(
         counted_own(queues, own),
         watches.metal_stack_clusters.store(),
@@ -38,8 +41,17 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
     .watches_shared_stream(
         watches.firewall_templates.follow(),
         counted(queues, move |template: Arc<MetalStackFirewallTemplate>| {
-            clusters_using_template(&template, &referencing.state())
+            clusters_using_template(&template, &referencing.state(), &deployments.state())
         }),
+    )
+    .watches_shared_stream(
+        watches.firewall_deployments.follow(),
+        counted(
+            queues,
+            move |deployment: Arc<MetalStackFirewallDeployment>| {
+                clusters_using_deployment(&deployment, &referencing_deployment.state())
+            },
+        ),
     )
 }
 
@@ -55,21 +67,53 @@ fn owners(firewall: &MetalStackFirewall) -> Vec<ObjectRef<MetalStackCluster>> {
         .collect()
 }
 
-/// The MetalStackClusters (of those in `clusters`) whose firewallTemplateRef names `template`.
+/// The MetalStackClusters (of those in `clusters`) whose firewallTemplateRef names `template`,
+/// directly or through the firewall deployment they name (of those in `deployments`).
 pub fn clusters_using_template(
     template: &MetalStackFirewallTemplate,
     clusters: &[Arc<MetalStackCluster>],
-) -> Vec<kube::runtime::reflector::ObjectRef<MetalStackCluster>> {
+    deployments: &[Arc<MetalStackFirewallDeployment>],
+) -> Vec<ObjectRef<MetalStackCluster>> {
     let name = template.name_any();
+    let namespace = template.namespace();
+    let through: Vec<String> = deployments
+        .iter()
+        .filter(|d| d.namespace() == namespace && d.spec.firewall_template_ref.name == name)
+        .map(|d| d.name_any())
+        .collect();
     clusters
         .iter()
-        .filter(|c| c.namespace() == template.namespace())
+        .filter(|c| c.namespace() == namespace)
+        .filter(|c| {
+            let spec = &c.spec;
+            spec.firewall_template_ref
+                .as_ref()
+                .is_some_and(|r| r.name == name)
+                || spec
+                    .firewall_deployment_ref
+                    .as_ref()
+                    .is_some_and(|r| through.contains(&r.name))
+        })
+        .map(|c| ObjectRef::from_obj(c.as_ref()))
+        .collect()
+}
+
+/// The MetalStackClusters (of those in `clusters`) whose firewallDeploymentRef names
+/// `deployment`.
+fn clusters_using_deployment(
+    deployment: &MetalStackFirewallDeployment,
+    clusters: &[Arc<MetalStackCluster>],
+) -> Vec<ObjectRef<MetalStackCluster>> {
+    let name = deployment.name_any();
+    clusters
+        .iter()
+        .filter(|c| c.namespace() == deployment.namespace())
         .filter(|c| {
             c.spec
-                .firewall_template_ref
+                .firewall_deployment_ref
                 .as_ref()
                 .is_some_and(|r| r.name == name)
         })
-        .map(|c| kube::runtime::reflector::ObjectRef::from_obj(c.as_ref()))
+        .map(|c| ObjectRef::from_obj(c.as_ref()))
         .collect()
 }

@@ -23,7 +23,10 @@ pub fn request(
     let mut tags = owner_tags(&owner_marks_of(OwnerKind::Firewall, fw));
     tags.push(format!("{CLUSTER_ID}={}", cluster_id(&ns, &msc.name_any())));
     tags.push("firewall.metal-stack.io/managed-by=capms".into());
-    let mut ids = vec![network.to_owned(), msc.spec.public_network_id.clone()];
+    // A cluster without a public network of its own (the Go provider's API) takes its firewall's
+    // outside networks from the spec's networks alone.
+    let mut ids = vec![network.to_owned()];
+    ids.extend(msc.spec.public_network_id.clone());
     for extra in &fw.spec.networks {
         if !ids.contains(extra) {
             ids.push(extra.clone());

@@ -48,7 +48,7 @@ fn infrastructure() -> MetalStackCluster {
         MetalStackClusterSpec {
             partition: "fra-equ01".into(),
             project_id: "p".into(),
-            public_network_id: "internet".into(),
+            public_network_id: Some("internet".into()),
             ..Default::default()
         },
     );

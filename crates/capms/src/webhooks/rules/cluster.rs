@@ -18,10 +18,15 @@ pub fn validate_cluster(
     if let Some(old) = old {
         check_cluster_update(report, path, spec, old);
     }
-    if spec.firewall_spec.is_some() && spec.firewall_template_ref.is_some() {
+    let firewalls = [
+        spec.firewall_spec.is_some(),
+        spec.firewall_template_ref.is_some(),
+        spec.firewall_deployment_ref.is_some(),
+    ];
+    if firewalls.into_iter().filter(|set| *set).count() > 1 {
         report.error(
             format!("{path}.firewallTemplateRef"),
-            "set either firewallSpec (the firewall inline) or firewallTemplateRef (a MetalStackFirewallTemplate), not both",
+            "set at most one of firewallSpec (the firewall inline), firewallTemplateRef (a MetalStackFirewallTemplate) and firewallDeploymentRef (a MetalStackFirewallDeployment)",
         );
     }
     if let Some(fw) = &spec.firewall_spec {
@@ -111,7 +116,19 @@ fn check_public_network(
     catalog: &Catalog,
 ) {
     let field = format!("{path}.publicNetworkID");
-    let id = &spec.public_network_id;
+    let Some(id) = &spec.public_network_id else {
+        // Without a public network of its own the cluster needs metal-api's default one, but
+        // only to allocate its control-plane IP.
+        let host = spec
+            .control_plane_endpoint
+            .as_ref()
+            .and_then(|e| e.host.as_ref());
+        let needed = host.is_none() && spec.control_plane_ip.is_none();
+        if let (true, Err(message)) = (needed, networks::default_external(&catalog.networks)) {
+            report.error(field, message);
+        }
+        return;
+    };
     let choices = || networks::external_choices(&catalog.networks);
     let n = match catalog.networks.iter().find(|n| &n.id == id) {
         None => return report.error(field, networks::missing(id, &choices())),

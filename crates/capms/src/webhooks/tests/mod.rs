@@ -27,8 +27,10 @@ fn cluster_spec() -> MetalStackClusterSpec {
         control_plane_endpoint: None,
         partition: "mini-lab".into(),
         project_id: PROJECT.into(),
-        public_network_id: "internet-mini-lab".into(),
+        public_network_id: Some("internet-mini-lab".into()),
         private_network_id: None,
+        control_plane_ip: None,
+        firewall_deployment_ref: None,
         firewall_spec: Some(MetalStackFirewallSpec {
             image: "firewall-ubuntu-3.0".into(),
             machine_type: "v1-small-x86".into(),

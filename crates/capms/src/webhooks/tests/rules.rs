@@ -136,7 +136,7 @@ fn cluster_errors_cover_project_networks_and_endpoint() {
         .id;
     let c = state.catalog();
     let mut spec = cluster_spec();
-    spec.public_network_id = "tenant-super-network-mini-lab".into();
+    spec.public_network_id = Some("tenant-super-network-mini-lab".into());
     spec.project_id = "00000000-0000-0000-0000-0000000000ff".into();
     let errors = errors_of(|r| validate_cluster(r, "spec", &spec, None, Some(&c)));
     assert!(
@@ -285,7 +285,7 @@ fn immutability_after_allocation_and_of_templates() {
     let old = cluster_spec();
     let mut new = cluster_spec();
     new.partition = "elsewhere".into();
-    new.public_network_id = "other".into();
+    new.public_network_id = Some("other".into());
     let errors = errors_of(|r| validate_cluster(r, "spec", &new, Some(&old), None));
     assert!(
         errors.contains(&"spec.partition: is immutable once set".to_owned()),
@@ -372,7 +372,7 @@ fn firewall_templates_name_no_machine_and_clusters_take_a_spec_or_a_template() {
     assert_eq!(
         errors,
         [
-            "spec.firewallTemplateRef: set either firewallSpec (the firewall inline) or firewallTemplateRef (a MetalStackFirewallTemplate), not both"
+            "spec.firewallTemplateRef: set at most one of firewallSpec (the firewall inline), firewallTemplateRef (a MetalStackFirewallTemplate) and firewallDeploymentRef (a MetalStackFirewallDeployment)"
         ]
     );
     both.firewall_spec = None;

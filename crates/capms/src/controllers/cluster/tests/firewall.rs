@@ -14,7 +14,7 @@ fn firewall_live(current: Option<MetalStackFirewall>) -> Live {
     Live {
         firewall: Some(FirewallSeen {
             current,
-            template: None,
+            ..Default::default()
         }),
         ..provisioned()
     }
@@ -97,6 +97,7 @@ fn a_missing_template_is_named_with_the_templates_there_are() {
     let seen = FirewallSeen {
         current: None,
         template: Some(Err(vec!["core".into()])),
+        ..Default::default()
     };
     let d = run(
         &templated,
@@ -113,7 +114,7 @@ fn a_missing_template_is_named_with_the_templates_there_are() {
         "{message}"
     );
     assert!(
-        message.ends_with("templates in the namespace: core"),
+        message.ends_with("MetalStackFirewallTemplates in the namespace: core"),
         "{message}"
     );
     assert_eq!(next(&d), Requeue::After(Duration::from_secs(300)));
@@ -152,7 +153,7 @@ fn a_template_maps_to_the_clusters_of_its_namespace_that_name_it() {
     ];
     let mut template = MetalStackFirewallTemplate::new("edge", Default::default());
     template.metadata.namespace = Some("team-a".into());
-    let names: Vec<_> = super::watches::clusters_using_template(&template, &clusters)
+    let names: Vec<_> = super::watches::clusters_using_template(&template, &clusters, &[])
         .into_iter()
         .map(|r| r.name)
         .collect();

@@ -19,13 +19,21 @@ use std::time::Duration;
 
 const IP: &str = "127.100.0.10";
 
+/// No IP allocated yet in the public network.
+fn allocate() -> EndpointSeen {
+    EndpointSeen::Allocated {
+        network: "internet".into(),
+        ip: None,
+    }
+}
+
 fn msc() -> MetalStackCluster {
     let mut msc = MetalStackCluster::new(
         "prod",
         MetalStackClusterSpec {
             partition: "fra-equ01".into(),
             project_id: "p".into(),
-            public_network_id: "internet".into(),
+            public_network_id: Some("internet".into()),
             control_plane_endpoint: Some(ApiEndpoint {
                 host: None,
                 port: Some(6443),
@@ -113,10 +121,7 @@ fn gates_wait_for_the_owner_and_the_cluster_and_the_finalizer() {
 
 #[test]
 fn the_network_is_allocated_first_and_recorded_once_found() {
-    let d = run(
-        &msc(),
-        live(NetworkSeen::Unallocated, EndpointSeen::Allocated(None)),
-    );
+    let d = run(&msc(), live(NetworkSeen::Unallocated, allocate()));
     let Step::AllocateNetwork(request) = &d.step else {
         panic!("{:?}", d.step)
     };
@@ -136,10 +141,7 @@ fn the_network_is_allocated_first_and_recorded_once_found() {
     assert_eq!(condition(&d, Type::Ready).1, "Provisioning");
     let d = run(
         &msc(),
-        live(
-            NetworkSeen::Allocated("net-1".into()),
-            EndpointSeen::Allocated(None),
-        ),
+        live(NetworkSeen::Allocated("net-1".into()), allocate()),
     );
     assert_eq!(d.status.allocated_network_id.as_deref(), Some("net-1"));
     assert_eq!(d.status.network_id.as_deref(), Some("net-1"));
@@ -161,10 +163,7 @@ fn a_given_network_that_does_not_exist_names_the_field_and_the_choices() {
     );
     assert_eq!(condition(&d, Type::NetworkReady).1, "InvalidSpec");
     assert_eq!(condition(&d, Type::Ready).1, "InvalidSpec");
-    let d = run(
-        &given,
-        live(NetworkSeen::Given, EndpointSeen::Allocated(None)),
-    );
+    let d = run(&given, live(NetworkSeen::Given, allocate()));
     assert_eq!(d.status.network_id.as_deref(), Some("nope"));
     assert_eq!(
         d.status.allocated_network_id, None,
@@ -176,10 +175,7 @@ fn a_given_network_that_does_not_exist_names_the_field_and_the_choices() {
 fn the_control_plane_ip_is_allocated_or_reserved_then_written_to_the_endpoint() {
     let d = run(
         &msc(),
-        live(
-            NetworkSeen::Allocated("net-1".into()),
-            EndpointSeen::Allocated(None),
-        ),
+        live(NetworkSeen::Allocated("net-1".into()), allocate()),
     );
     let Step::AllocateIp(request) = &d.step else {
         panic!("{:?}", d.step)
@@ -197,7 +193,10 @@ fn the_control_plane_ip_is_allocated_or_reserved_then_written_to_the_endpoint() 
         &msc(),
         live(
             NetworkSeen::Allocated("net-1".into()),
-            EndpointSeen::Allocated(Some(IP.into())),
+            EndpointSeen::Allocated {
+                network: "internet".into(),
+                ip: Some(IP.into()),
+            },
         ),
     );
     let Step::PatchEndpoint(endpoint) = &d.step else {
@@ -217,7 +216,12 @@ fn the_control_plane_ip_is_allocated_or_reserved_then_written_to_the_endpoint() 
 
     let d = run(
         &with_endpoint(),
-        live(NetworkSeen::Allocated("net-1".into()), EndpointSeen::Free),
+        live(
+            NetworkSeen::Allocated("net-1".into()),
+            EndpointSeen::Free {
+                network: "internet".into(),
+            },
+        ),
     );
     let Step::ReserveIp(host, request) = &d.step else {
         panic!("{:?}", d.step)
@@ -247,9 +251,10 @@ fn the_control_plane_ip_is_allocated_or_reserved_then_written_to_the_endpoint() 
 
 #[test]
 fn a_missing_public_network_names_the_field_and_the_choices() {
-    let seen = EndpointSeen::PublicNetworkMissing {
-        choices: "valid external networks: internet".into(),
-    };
+    let seen = EndpointSeen::PublicNetworkUnusable(
+        "network \"internet\" does not exist in metal-api; valid external networks: internet"
+            .into(),
+    );
     let d = run(
         &with_endpoint(),
         live(NetworkSeen::Allocated("net-1".into()), seen),
@@ -358,4 +363,26 @@ fn a_busy_network_is_waited_for_and_other_failures_are_reported() {
         find(&status.conditions, Type::ControlPlaneIpReady).map(|c| c.status.as_str()),
         Some("False")
     );
+}
+
+#[test]
+fn a_given_control_plane_ip_is_the_endpoint_on_port_443_and_never_recorded_as_capms_s() {
+    let mut given = msc();
+    given.spec.control_plane_endpoint = None;
+    given.spec.control_plane_ip = Some("127.100.0.142".into());
+    let d = run(
+        &given,
+        live(
+            NetworkSeen::Allocated("net-1".into()),
+            EndpointSeen::AsGiven,
+        ),
+    );
+    let Step::PatchEndpoint(endpoint) = &d.step else {
+        panic!("{:?}", d.step)
+    };
+    assert_eq!(
+        (endpoint.host.as_deref(), endpoint.port),
+        (Some("127.100.0.142"), Some(443))
+    );
+    assert_eq!(d.status.allocated_control_plane_ip, None, "never freed");
 }
