@@ -51,6 +51,7 @@ fn every_kind_is_there() {
             "MetalStackCluster",
             "MetalStackClusterTemplate",
             "MetalStackFirewall",
+            "MetalStackFirewallDeployment",
             "MetalStackFirewallTemplate",
             "MetalStackMachine",
             "MetalStackMachineTemplate"
@@ -98,9 +99,10 @@ fn every_kind_has_the_contract_and_clusterctl_labels() {
                 .get(contract)
                 .unwrap_or_else(|| panic!("{kind} lacks {contract}"));
             let listed: Vec<_> = value.split('_').collect();
+            let stored = crd.spec.versions.iter().find(|v| v.storage);
             assert_eq!(
-                listed.last(),
-                Some(&"v1alpha4"),
+                listed.last().copied(),
+                stored.map(|v| v.name.as_str()),
                 "{kind}: storage version listed last"
             );
             for v in listed {
@@ -128,7 +130,7 @@ fn every_kind_has_the_contract_and_clusterctl_labels() {
         // Kinds in no ownerReference chain are moved by clusterctl through this label.
         let moved_by_label = matches!(
             kind.as_str(),
-            "MetalStackFirewall" | "MetalStackFirewallTemplate"
+            "MetalStackFirewall" | "MetalStackFirewallTemplate" | "MetalStackFirewallDeployment"
         );
         assert_eq!(
             labels.contains_key(capms::api::MOVE_LABEL),
@@ -138,10 +140,18 @@ fn every_kind_has_the_contract_and_clusterctl_labels() {
     }
 }
 
-/// Both versions served, v1alpha4 stored, v1alpha3 deprecated, one schema and no conversion;
-/// printer columns, and a status subresource on every non-template kind.
+/// capms's kinds serve v1alpha3 (deprecated) and v1alpha4 (stored) with one schema; those the Go
+/// provider has serve its v1alpha1 too, converted by the webhook at /convert with the CA from
+/// cert-manager. Its MetalStackFirewallDeployment is v1alpha1 alone. Printer columns, and a
+/// status subresource on every non-template kind of ours.
 #[test]
-fn every_kind_serves_both_versions_with_one_schema() {
+fn every_kind_serves_its_versions() {
+    let go_provider_kinds = [
+        "MetalStackCluster",
+        "MetalStackMachine",
+        "MetalStackMachineTemplate",
+        "MetalStackFirewallTemplate",
+    ];
     for crd in &crds() {
         let kind = &crd.spec.names.kind;
         let versions: Vec<_> = crd
@@ -150,14 +160,34 @@ fn every_kind_serves_both_versions_with_one_schema() {
             .iter()
             .map(|v| (v.name.as_str(), v.served, v.storage))
             .collect();
-        assert_eq!(
-            versions,
-            [("v1alpha3", true, false), ("v1alpha4", true, true)],
-            "{kind}"
-        );
-        let [legacy, stored] = &crd.spec.versions[..] else {
+        if kind == "MetalStackFirewallDeployment" {
+            assert_eq!(versions, [("v1alpha1", true, true)]);
+            assert!(crd.spec.conversion.is_none(), "{kind}: one version");
+            continue;
+        }
+        let ours = &crd.spec.versions[versions.len() - 2..];
+        let [legacy, stored] = ours else {
             unreachable!()
         };
+        if go_provider_kinds.contains(&kind.as_str()) {
+            assert_eq!(
+                versions,
+                [
+                    ("v1alpha1", true, false),
+                    ("v1alpha3", true, false),
+                    ("v1alpha4", true, true)
+                ],
+                "{kind}"
+            );
+            converted_by_the_webhook(crd);
+        } else {
+            assert_eq!(
+                versions,
+                [("v1alpha3", true, false), ("v1alpha4", true, true)],
+                "{kind}"
+            );
+            assert!(crd.spec.conversion.is_none(), "{kind}: no conversion");
+        }
         assert_eq!(
             legacy.deprecated,
             Some(true),
@@ -170,13 +200,6 @@ fn every_kind_serves_both_versions_with_one_schema() {
         assert_eq!(
             legacy.additional_printer_columns,
             stored.additional_printer_columns
-        );
-        assert!(
-            crd.spec
-                .conversion
-                .as_ref()
-                .is_none_or(|c| c.strategy == "None"),
-            "{kind}: no conversion"
         );
 
         let columns: Vec<_> = stored
@@ -196,6 +219,36 @@ fn every_kind_serves_both_versions_with_one_schema() {
             assert!(status.is_some(), "{kind} has a status subresource");
         }
     }
+}
+
+/// The conversion webhook: capms's Service, /convert, ConversionReview v1, the CA injected.
+fn converted_by_the_webhook(crd: &CustomResourceDefinition) {
+    let kind = &crd.spec.names.kind;
+    let conversion = crd.spec.conversion.as_ref().expect("conversion");
+    assert_eq!(conversion.strategy, "Webhook", "{kind}");
+    let webhook = conversion.webhook.as_ref().expect("webhook");
+    assert_eq!(webhook.conversion_review_versions, ["v1"]);
+    let service = webhook
+        .client_config
+        .as_ref()
+        .and_then(|c| c.service.as_ref())
+        .expect("service");
+    assert_eq!(
+        (
+            service.namespace.as_str(),
+            service.name.as_str(),
+            service.path.as_deref()
+        ),
+        ("capms-system", "capms-webhook-service", Some("/convert"))
+    );
+    let annotations = crd.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("cert-manager.io/inject-ca-from")
+            .map(String::as_str),
+        Some("capms-system/capms-serving-cert"),
+        "{kind}"
+    );
 }
 
 /// Walks a schema node and collects every violation of Kubernetes' structural rules and of our

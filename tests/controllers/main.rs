@@ -45,7 +45,13 @@ impl Env {
     }
 
     async fn with_inventory(prefix: &str, inventory: Inventory) -> Env {
-        let cp = ControlPlane::shared();
+        let mut env = Self::on(ControlPlane::shared(), prefix, inventory).await;
+        env.kubeconfig = None;
+        env
+    }
+
+    /// An environment on control plane `cp`, capms running as its admin.
+    async fn on(cp: &ControlPlane, prefix: &str, inventory: Inventory) -> Env {
         let ns = cp.namespace(prefix).await;
         let sim = RunningSim::start(inventory, "/metal").await;
         let work = tempfile::tempdir().expect("temp dir");
@@ -55,7 +61,7 @@ impl Env {
             work: work.path(),
         });
         Env {
-            kubeconfig: None,
+            kubeconfig: Some(cp.kubeconfig.clone()),
             ns,
             sim,
             _capi: capi,
@@ -368,4 +374,5 @@ mod go_provider;
 mod moving;
 mod resilience;
 mod seed;
+mod switch_over;
 mod templates;

@@ -28,6 +28,29 @@ impl OwnerKind {
     }
 }
 
+/// Label on a MetalStackFirewall made for one of the Go provider's MetalStackFirewallDeployments:
+/// the deployment's name.
+pub const FIREWALL_DEPLOYMENT_LABEL: &str =
+    "metal-stack.infrastructure.cluster.x-k8s.io/firewall-deployment";
+
+/// The Go provider's `firewall.metal-stack.io/managed-by` value: on the firewalls of its
+/// firewall deployments, which capms writes too, so that its users' filters still find them.
+pub const GO_PROVIDER_MANAGER: &str = "cluster-api-provider-metal-stack";
+
+/// What finds a firewall's machine again: for one made for a firewall deployment, the Go
+/// provider's `firewall-deployment-resource=<namespace>.<deployment>` tag (so that the firewall
+/// the Go provider allocated for it is taken over); for any other, [`identity_of`].
+pub fn firewall_identity<K: Resource>(fw: &K) -> BTreeMap<String, String> {
+    match fw.labels().get(FIREWALL_DEPLOYMENT_LABEL) {
+        Some(deployment) => [(
+            format!("{DOMAIN}/firewall-deployment-resource"),
+            cluster_id(&fw.namespace().unwrap_or_default(), deployment),
+        )]
+        .into(),
+        None => identity_of(OwnerKind::Firewall, fw),
+    }
+}
+
 /// Owner marks put on everything capms allocates in metal-api: `<ns>.<name>` and the UID of the
 /// Kubernetes object. Every reconcile looks for them before allocating, so a lost status write
 /// never leads to a second allocation.
@@ -82,17 +105,20 @@ pub fn has_owner_tags(tags: &[String], marks: &BTreeMap<String, String>) -> bool
 
 /// The object an allocation in metal-api belongs to, read back from its tags: the inverse of
 /// [`owner_marks`]' `<kind>-resource=<namespace>.<name>` mark (a namespace has no dot, so the
-/// first dot ends it).
+/// first dot ends it). A machine or firewall mark wins over a cluster mark, which the Go
+/// provider puts on its machines too.
 pub fn owner_of(tags: &[String]) -> Option<(OwnerKind, String, String)> {
     let prefix = format!("{DOMAIN}/");
-    tags.iter().find_map(|tag| {
-        let (key, value) = tag.strip_prefix(&prefix)?.split_once('=')?;
-        let kind = [OwnerKind::Cluster, OwnerKind::Machine, OwnerKind::Firewall]
-            .into_iter()
-            .find(|k| key.strip_suffix("-resource") == Some(k.word()))?;
-        let (namespace, name) = value.split_once('.')?;
-        Some((kind, namespace.to_owned(), name.to_owned()))
-    })
+    [OwnerKind::Machine, OwnerKind::Firewall, OwnerKind::Cluster]
+        .into_iter()
+        .find_map(|kind| {
+            tags.iter().find_map(|tag| {
+                let (key, value) = tag.strip_prefix(&prefix)?.split_once('=')?;
+                (key.strip_suffix("-resource") == Some(kind.word())).then_some(())?;
+                let (namespace, name) = value.split_once('.')?;
+                Some((kind, namespace.to_owned(), name.to_owned()))
+            })
+        })
 }
 
 /// `<ns>.<name>`, the cluster id capms uses in metal-stack tags and labels.

@@ -55,12 +55,18 @@ impl ControlPlane {
         )
     }
 
-    /// Installs capms's CRDs with their conversion webhook at `base`.
-    pub(crate) fn install_capms_crds(&self, base: &str) {
+    /// Installs (or upgrades to) capms's CRDs, their conversion webhook at this control plane's
+    /// conversion server, and waits until they are established.
+    pub fn install_capms_crds(&self) {
+        let base = self
+            .conversion_url
+            .as_deref()
+            .expect("a control plane with a conversion server");
         let crds = capms::api::crds_converting_at(base, &self.ca_pem());
         let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds});
         let file = self.dir.join("capms-crds.json");
         std::fs::write(&file, serde_json::to_vec(&list).expect("json")).expect("write CRDs");
         self.apply(&file);
+        self.wait_crds_established();
     }
 }

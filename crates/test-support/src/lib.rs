@@ -135,11 +135,47 @@ impl ControlPlane {
     /// A control plane of its own (for tests that need two management clusters), with our CRDs
     /// and Cluster API's installed and established; stopped when dropped.
     pub fn management(label: &str) -> ControlPlane {
+        let cp = ControlPlane::converting(label);
+        cp.install_capms_crds();
+        cp.install_capi_crds();
+        cp
+    }
+
+    /// A management control plane as metal-stack's Go provider v0.8.0 leaves it: its CRDs (from
+    /// the shared reference, with the contract labels its kustomization adds, storing
+    /// `v1alpha1`) and Cluster API's; capms's conversion webhook already listens, for when
+    /// [`Self::install_capms_crds`] replaces the Go provider's CRDs.
+    pub fn go_provider_management(label: &str) -> ControlPlane {
+        let cp = ControlPlane::converting(label);
+        let crds = repo_root().join("../shared/reference/capms-v0.8.0/crd");
+        cp.apply(&crds);
+        cp.kubectl(
+            &[
+                "label",
+                "--overwrite",
+                "cluster.x-k8s.io/v1beta1=v1alpha1",
+                "cluster.x-k8s.io/v1beta2=v1alpha1",
+                "-f",
+            ],
+            &[crds],
+        );
+        cp.install_capi_crds();
+        cp
+    }
+
+    /// A bare control plane with capms's conversion webhook listening.
+    fn converting(label: &str) -> ControlPlane {
         let mut cp = ControlPlane::bare(label);
         let (server, url) = cp.start_conversion_server();
-        cp.install_capms_crds(&url);
         cp.conversion = Some(server);
         cp.conversion_url = Some(url);
+        cp
+    }
+
+    /// Cluster API's CRDs: core, kubeadm bootstrap and control plane; then waits until every
+    /// CRD is established.
+    fn install_capi_crds(&self) {
+        let cp = self;
         let capi_crds = binaries().capi.join("crd");
         cp.apply(&capi_crds.join("core"));
         for provider in ["bootstrap", "controlplane"] {
@@ -159,7 +195,6 @@ impl ControlPlane {
             );
         }
         cp.wait_crds_established();
-        cp
     }
 
     /// A control plane with nothing installed: what a workload cluster's API is.

@@ -106,7 +106,10 @@ pub struct MetalStackClusterSpec {
     #[schemars(length(min = 1, max = 64))]
     pub control_plane_ip: Option<String>,
     /// Private network to put the cluster's machines in. Leave empty to have capms allocate one
-    /// in the partition; a network given here is never freed by capms.
+    /// in the partition. A network given here is freed with the cluster only when it carries
+    /// the label `cluster.metal-stack.io/id=<namespace>.<name>` of this cluster, as networks a
+    /// provider allocated for it do (the Go provider's, when capms takes its clusters over);
+    /// otherwise capms never frees it.
     #[serde(
         default,
         rename = "privateNetworkID",

@@ -243,14 +243,24 @@ async fn still_ours(
     })
 }
 
+/// The machine an object names: the one recorded in its status, else the one its providerID
+/// names.
+pub fn named_machine(provider_id: Option<&str>, recorded: Option<&str>) -> Option<String> {
+    let named = || ProviderId::parse(provider_id?).ok().map(|p| p.machine_id);
+    recorded.map(str::to_owned).or_else(named)
+}
+
 /// Observes, for deletion, the ids of every allocated machine that carries `marks`, and only
 /// those: capms never frees a machine it did not allocate for this object. Every machine capms
 /// allocates carries its cluster's tag, so with the cluster's `listing` known the cluster's
-/// shared find answers (a cluster's objects go together); without it, a find by the marks.
+/// shared find answers (a cluster's objects go together); without it, a find by the marks. The
+/// machine the object names (`named`) is asked for too when the listing lacks it: one the Go
+/// provider allocated carries another cluster tag, and is taken over all the same.
 pub async fn owned(
     ctx: &Context,
     marks: &BTreeMap<String, String>,
     query: Option<&Query>,
+    named: Option<&str>,
 ) -> Result<Vec<String>> {
     let found = match query {
         Some(q) => ctx.listings.machines(&ctx.metal, q).await?,
@@ -263,11 +273,20 @@ pub async fn owned(
             Arc::new(found.into_iter().map(Arc::new).collect())
         }
     };
+    let ours = |m: &Machine| m.allocation.is_some() && has_owner_tags(&m.tags, marks);
     let mut ids: Vec<String> = found
         .iter()
-        .filter(|m| m.allocation.is_some() && has_owner_tags(&m.tags, marks))
+        .filter(|m| ours(m))
         .map(|m| m.id.clone())
         .collect();
+    if let Some(id) = named.filter(|id| !found.iter().any(|m| m.id == *id)) {
+        match ctx.metal.machine(id).await {
+            Ok(m) if ours(&m) => ids.push(m.id),
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     ids.sort();
     Ok(ids)
 }

@@ -2,6 +2,7 @@
 
 use super::FINALIZER;
 use super::model::Step;
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackCluster, MetalStackFirewall};
 use crate::reconciler::writes::{FIELD_MANAGER, describe, ensure_finalizer, remove_finalizer};
 use crate::reconciler::{Context, During, Result};
@@ -48,6 +49,15 @@ pub async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<
             let note = format!("deleting MetalStackFirewall {name}");
             ctx.events
                 .note(msc, "FirewallDeleting", "DeleteFirewall", note);
+        }
+        Step::RecordFirewallOnDeployment(name, provider_id) => {
+            let patch = serde_json::json!({"spec": {"managedResourceRef": {"name": provider_id}}});
+            ctx.api::<MetalStackFirewallDeployment>(&ns)
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .during(|| {
+                    format!("writing spec.managedResourceRef of MetalStackFirewallDeployment {ns}/{name}")
+                })?;
         }
         Step::RemoveFinalizer => remove_finalizer(&api, msc, FINALIZER).await?,
         metal => act_in_metal_api(msc, ctx, metal).await?,

@@ -106,7 +106,12 @@ impl Progress<'_> {
                     .set_false(Type::NetworkReady, reason, error.to_string());
                 return Err(error);
             }
-            (Some(NetworkSeen::Given), Some(id)) => (id.clone(), None),
+            (Some(NetworkSeen::Given { ours }), Some(id)) => {
+                if *ours {
+                    self.status.allocated_network_id = Some(id.clone());
+                }
+                (id.clone(), None)
+            }
             (Some(NetworkSeen::Allocated(id)), _) => {
                 self.status.allocated_network_id = Some(id.clone());
                 (id.clone(), None)

@@ -4,11 +4,13 @@
 
 use super::firewall_name;
 use super::model::{FirewallSeen, Step};
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackClusterSpec, MetalStackFirewall, MetalStackFirewallSpec,
     TemplateMeta,
 };
 use crate::capi::CLUSTER_NAME_LABEL;
+use crate::ownership::FIREWALL_DEPLOYMENT_LABEL;
 use crate::reconciler::Requeue;
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use kube::api::ObjectMeta;
@@ -120,12 +122,11 @@ fn desired(
         Ok(template) => {
             let resource = &template.spec.template;
             let meta = Some((name.as_str(), resource.metadata.as_ref()));
-            Ok(plan_firewall(
-                msc,
-                cluster_name,
-                resource.spec.clone(),
-                meta,
-            ))
+            let mut fw = plan_firewall(msc, cluster_name, resource.spec.clone(), meta);
+            if let Some(Ok(deployment)) = &seen.deployment {
+                for_deployment(&mut fw, deployment);
+            }
+            Ok(fw)
         }
         Err(existing) => Err(Missing {
             reason: Reason::FirewallTemplateNotFound,
@@ -138,6 +139,27 @@ fn desired(
             ),
         }),
     })
+}
+
+/// A firewall made for one of the Go provider's firewall deployments: labelled with its name, so
+/// that it is tagged as the Go provider tags its firewalls, and on the machine the deployment
+/// names (the firewall the Go provider allocated, taken over).
+fn for_deployment(fw: &mut MetalStackFirewall, deployment: &MetalStackFirewallDeployment) {
+    let labels = fw.metadata.labels.get_or_insert_with(Default::default);
+    labels.insert(FIREWALL_DEPLOYMENT_LABEL.to_owned(), deployment.name_any());
+    let managed = deployment.spec.managed_resource_ref.as_ref();
+    fw.spec.provider_id = managed.map(|r| r.name.clone()).filter(|n| !n.is_empty());
+}
+
+/// The firewall's machine, once allocated, written to the deployment's
+/// spec.managedResourceRef where the Go provider keeps it: what it finds again if an operator
+/// goes back to it.
+fn record_on_deployment(fw: &MetalStackFirewall, seen: &FirewallSeen) -> Option<Step> {
+    let deployment = seen.deployment.as_ref()?.as_ref().ok()?;
+    let provider_id = fw.spec.provider_id.clone()?;
+    let recorded = deployment.spec.managed_resource_ref.as_ref();
+    (recorded.map(|r| &r.name) != Some(&provider_id))
+        .then(|| Step::RecordFirewallOnDeployment(deployment.name_any(), provider_id))
 }
 
 /// What the cluster's firewall deployment asks that capms does not do yet, said rather than
@@ -235,6 +257,10 @@ pub fn decide(
             .map(|c| format!("{waiting}: {}", c.message));
         let message = said.unwrap_or(waiting);
         conditions.set_false(Type::FirewallReady, Reason::WaitingForFirewall, message);
+    }
+    if let Some(step) = record_on_deployment(current, seen) {
+        // The deployment's change brings the cluster back.
+        return Outcome::Step(step, Requeue::AwaitChange);
     }
     match ready {
         true => Outcome::Ready,

@@ -61,7 +61,8 @@ impl Reconciler for Clusters {
             Step::Nothing
             | Step::CreateFirewall(_)
             | Step::UpdateFirewall(_)
-            | Step::DeleteFirewall(_) => Effect::Elsewhere,
+            | Step::DeleteFirewall(_)
+            | Step::RecordFirewallOnDeployment(..) => Effect::Elsewhere,
             Step::AddFinalizer | Step::PatchEndpoint(_) => Effect::OwnObject,
             Step::AllocateNetwork(_)
             | Step::AllocateIp(_)

@@ -23,8 +23,10 @@ pub struct Live {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum NetworkSeen {
-    /// spec.privateNetworkID exists in metal-api.
-    Given,
+    /// spec.privateNetworkID exists in metal-api. `ours` when it carries this cluster's id
+    /// label, as a provider's allocation for the cluster does (the Go provider's, taken over):
+    /// freed with the cluster then.
+    Given { ours: bool },
     /// spec.privateNetworkID does not exist; the message's valid choices.
     GivenMissing { choices: String },
     /// The network capms allocated: recorded in status or found by its owner labels.
@@ -93,6 +95,9 @@ pub enum Step {
     /// Bring the not yet allocated MetalStackFirewall up to date (server-side apply).
     UpdateFirewall(Box<MetalStackFirewall>),
     DeleteFirewall(String),
+    /// Write the firewall's providerID to the named firewall deployment's
+    /// spec.managedResourceRef.
+    RecordFirewallOnDeployment(String, String),
     FreeIp(String),
     FreeNetwork(String),
     RemoveFinalizer,

@@ -8,7 +8,7 @@ use crate::api::{
 };
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::networks;
-use crate::ownership::{OwnerKind, has_owner_tags, identity_of, owner_tags};
+use crate::ownership::{OwnerKind, cluster_id, has_owner_tags, identity_of, owner_tags};
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
@@ -56,7 +56,10 @@ async fn observe_live(msc: &MetalStackCluster, ctx: &Context, live: &mut Live) -
         return Ok(());
     }
     let network = network(msc, ctx).await?;
-    let done = matches!(network, NetworkSeen::Given | NetworkSeen::Allocated(_));
+    let done = matches!(
+        network,
+        NetworkSeen::Given { .. } | NetworkSeen::Allocated(_)
+    );
     live.network = Some(network);
     if !done {
         return Ok(());
@@ -81,7 +84,9 @@ async fn network(msc: &MetalStackCluster, ctx: &Context) -> Result<NetworkSeen> 
     let spec = &msc.spec;
     if let Some(id) = &spec.private_network_id {
         return match ctx.metal.network(id).await {
-            Ok(_) => Ok(NetworkSeen::Given),
+            Ok(n) => Ok(NetworkSeen::Given {
+                ours: allocated_for(msc, &n),
+            }),
             Err(e) if e.is_not_found() => {
                 let choices = match ctx.metal.networks().await {
                     Ok(all) => networks::private_choices(&all, &spec.project_id, &spec.partition),
@@ -116,6 +121,14 @@ async fn network(msc: &MetalStackCluster, ctx: &Context) -> Result<NetworkSeen> 
         .into_iter()
         .next()
         .map_or(NetworkSeen::Unallocated, |n| NetworkSeen::Allocated(n.id)))
+}
+
+/// Was the network allocated for this cluster, by capms or by the provider before it: in the
+/// cluster's project, with the cluster's id label (`<namespace>.<name>`)?
+fn allocated_for(msc: &MetalStackCluster, network: &Network) -> bool {
+    let id = cluster_id(&msc.namespace().unwrap_or_default(), &msc.name_any());
+    network.projectid == msc.spec.project_id
+        && network.labels.get(metal_api::tags::CLUSTER_ID) == Some(&id)
 }
 
 /// The control-plane IP: allocated by capms when no host is given; for a given host, whether
@@ -331,7 +344,7 @@ async fn owned_networks(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<St
         .and_then(|s| s.allocated_network_id.clone());
     if let Some(id) = recorded.filter(|id| !ids.contains(id)) {
         match ctx.metal.network(&id).await {
-            Ok(n) if carries(&n.labels) => ids.push(id),
+            Ok(n) if carries(&n.labels) || allocated_for(msc, &n) => ids.push(id),
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),

@@ -5,7 +5,7 @@ use super::model::{Live, Observed, target};
 use crate::api::{MetalStackCluster, MetalStackFirewall};
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::controllers::allocation::{self, Found};
-use crate::ownership::{OwnerKind, identity_of};
+use crate::ownership::{OwnerKind, firewall_identity, identity_of};
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use metal_api::types::{NetworkFindRequest, ROLE_FIREWALL};
 
 fn identity(fw: &MetalStackFirewall) -> std::collections::BTreeMap<String, String> {
-    identity_of(OwnerKind::Firewall, fw)
+    firewall_identity(fw)
 }
 
 /// Reads what `decide` needs, in its order, stopping at the first gate that is closed.
@@ -34,7 +34,10 @@ pub async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed>
         let listing = owning_cluster(fw, ctx)
             .await?
             .map(|msc| allocation::teardown_query(&ns, &msc.name_any()));
-        let owned = allocation::owned(ctx, &identity(fw), listing.as_ref()).await?;
+        let recorded = fw.status.as_ref().and_then(|s| s.machine_id.as_deref());
+        let named = allocation::named_machine(fw.spec.provider_id.as_deref(), recorded);
+        let marks = identity(fw);
+        let owned = allocation::owned(ctx, &marks, listing.as_ref(), named.as_deref()).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
     let mut live = Live::default();

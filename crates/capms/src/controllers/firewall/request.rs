@@ -2,7 +2,10 @@
 //! public networks plus the spec's, the rules, and the tags that find it again.
 
 use crate::api::{MetalStackCluster, MetalStackFirewall, Protocol};
-use crate::ownership::{OwnerKind, cluster_id, owner_marks_of, owner_tags};
+use crate::ownership::{
+    FIREWALL_DEPLOYMENT_LABEL, GO_PROVIDER_MANAGER, OwnerKind, cluster_id, firewall_identity,
+    identity_of, owner_marks_of, owner_tags,
+};
 use kube::ResourceExt;
 use metal_api::tags::CLUSTER_ID;
 use metal_api::types::{
@@ -22,7 +25,17 @@ pub fn request(
     let name = fw.name_any();
     let mut tags = owner_tags(&owner_marks_of(OwnerKind::Firewall, fw));
     tags.push(format!("{CLUSTER_ID}={}", cluster_id(&ns, &msc.name_any())));
-    tags.push("firewall.metal-stack.io/managed-by=capms".into());
+    // A firewall deployment's firewall is tagged as the Go provider tags it, so that what its
+    // users run beside it finds it, and capms finds it again the same way.
+    let manager = match fw.labels().contains_key(FIREWALL_DEPLOYMENT_LABEL) {
+        true => {
+            tags.extend(owner_tags(&firewall_identity(fw)));
+            tags.extend(owner_tags(&identity_of(OwnerKind::Cluster, msc)));
+            GO_PROVIDER_MANAGER
+        }
+        false => "capms",
+    };
+    tags.push(format!("firewall.metal-stack.io/managed-by={manager}"));
     // A cluster without a public network of its own (the Go provider's API) takes its firewall's
     // outside networks from the spec's networks alone.
     let mut ids = vec![network.to_owned()];

@@ -47,7 +47,9 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
         }
         let ns = msm.namespace().unwrap_or_default();
         let listing = allocation::teardown_query_of(ctx, &ns, cluster.as_deref()).await?;
-        let owned = allocation::owned(ctx, &identity(msm), listing.as_ref()).await?;
+        let named = allocation::named_machine(msm.spec.provider_id.as_deref(), None);
+        let marks = identity(msm);
+        let owned = allocation::owned(ctx, &marks, listing.as_ref(), named.as_deref()).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
     let mut live = Live::default();

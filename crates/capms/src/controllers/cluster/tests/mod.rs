@@ -94,6 +94,7 @@ fn next(d: &ClusterDecision) -> Requeue {
     *d.next.as_ref().expect("no error")
 }
 
+mod deployment;
 mod firewall;
 
 #[test]
@@ -163,7 +164,7 @@ fn a_given_network_that_does_not_exist_names_the_field_and_the_choices() {
     );
     assert_eq!(condition(&d, Type::NetworkReady).1, "InvalidSpec");
     assert_eq!(condition(&d, Type::Ready).1, "InvalidSpec");
-    let d = run(&given, live(NetworkSeen::Given, allocate()));
+    let d = run(&given, live(NetworkSeen::Given { ours: false }, allocate()));
     assert_eq!(d.status.network_id.as_deref(), Some("nope"));
     assert_eq!(
         d.status.allocated_network_id, None,

@@ -1,0 +1,166 @@
+//! The cluster's firewall through one of the Go provider's firewall deployments: made from the
+//! template it names, on the machine it names, recorded back on it.
+
+use super::*;
+use crate::api::v1alpha1::{
+    AutoUpdate, MetalStackFirewallDeployment, MetalStackFirewallDeploymentSpec, NamedReference,
+};
+use crate::api::{
+    LocalObjectReference, MetalStackFirewall, MetalStackFirewallTemplate,
+    MetalStackFirewallTemplateResource, MetalStackFirewallTemplateSpec,
+};
+use crate::ownership::FIREWALL_DEPLOYMENT_LABEL;
+use kube::ResourceExt;
+
+fn template_spec() -> crate::api::MetalStackFirewallSpec {
+    crate::api::MetalStackFirewallSpec {
+        image: "firewall-ubuntu-3.0".into(),
+        machine_type: "v1-small-x86".into(),
+        ..Default::default()
+    }
+}
+
+const TAKEN_OVER: &str = "metal://fra-equ01/2294c949-88f6-5390-8154-fa53d93a3313";
+
+fn deployed() -> MetalStackCluster {
+    let mut c = with_endpoint();
+    c.spec.firewall_deployment_ref = Some(LocalObjectReference {
+        name: "edge".into(),
+    });
+    c
+}
+
+fn deployment(managed: Option<&str>, auto_update: bool) -> MetalStackFirewallDeployment {
+    let mut d = MetalStackFirewallDeployment::new(
+        "edge",
+        MetalStackFirewallDeploymentSpec {
+            firewall_template_ref: NamedReference {
+                name: "edge-template".into(),
+            },
+            managed_resource_ref: managed.map(|name| NamedReference { name: name.into() }),
+            auto_update: Some(AutoUpdate {
+                machine_image: Some(auto_update),
+            }),
+        },
+    );
+    d.metadata.namespace = Some("team-a".into());
+    d
+}
+
+fn template() -> MetalStackFirewallTemplate {
+    let mut t = MetalStackFirewallTemplate::new(
+        "edge-template",
+        MetalStackFirewallTemplateSpec {
+            template: MetalStackFirewallTemplateResource {
+                metadata: None,
+                spec: template_spec(),
+            },
+        },
+    );
+    t.metadata.namespace = Some("team-a".into());
+    t
+}
+
+fn seen(
+    current: Option<MetalStackFirewall>,
+    deployment: Result<MetalStackFirewallDeployment, Vec<String>>,
+) -> Live {
+    Live {
+        firewall: Some(FirewallSeen {
+            current,
+            deployment: Some(deployment),
+            template: Some(Ok(template())),
+        }),
+        ..provisioned()
+    }
+}
+
+#[test]
+fn the_firewall_takes_over_the_machine_the_deployment_names() {
+    let d = run(
+        &deployed(),
+        seen(None, Ok(deployment(Some(TAKEN_OVER), false))),
+    );
+    let Step::CreateFirewall(fw) = &d.step else {
+        panic!("{:?}", d.step)
+    };
+    assert_eq!(fw.spec.image, template_spec().image, "the template's spec");
+    assert_eq!(fw.spec.provider_id.as_deref(), Some(TAKEN_OVER));
+    assert_eq!(
+        fw.labels()
+            .get(FIREWALL_DEPLOYMENT_LABEL)
+            .map(String::as_str),
+        Some("edge")
+    );
+    let d = run(&deployed(), seen(None, Ok(deployment(None, false))));
+    let Step::CreateFirewall(fw) = &d.step else {
+        panic!("{:?}", d.step)
+    };
+    assert_eq!(
+        fw.spec.provider_id, None,
+        "a new deployment gets a new machine"
+    );
+}
+
+#[test]
+fn an_allocated_firewall_is_recorded_on_the_deployment_and_auto_update_is_said_not_done() {
+    let d = run(&deployed(), seen(None, Ok(deployment(None, true))));
+    let Step::CreateFirewall(created) = d.step else {
+        panic!("{:?}", d.step)
+    };
+    let mut fw = *created;
+    fw.spec.provider_id = Some(TAKEN_OVER.into());
+    fw.status = Some(MetalStackFirewallStatus {
+        ready: true,
+        ..Default::default()
+    });
+    let d = run(
+        &deployed(),
+        seen(Some(fw.clone()), Ok(deployment(None, true))),
+    );
+    let Step::RecordFirewallOnDeployment(name, provider_id) = &d.step else {
+        panic!("{:?}", d.step)
+    };
+    assert_eq!((name.as_str(), provider_id.as_str()), ("edge", TAKEN_OVER));
+    assert_eq!(next(&d), Requeue::AwaitChange);
+
+    let d = run(
+        &deployed(),
+        seen(Some(fw), Ok(deployment(Some(TAKEN_OVER), true))),
+    );
+    assert!(d.status.ready);
+    let (status, _, message) = condition(&d, Type::FirewallReady);
+    assert_eq!(status, "True");
+    assert!(
+        message.ends_with("spec.autoUpdate.machineImage of MetalStackFirewallDeployment edge is not acted on yet: capms does not replace a running firewall with a newer image"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_missing_deployment_is_named_with_the_deployments_there_are() {
+    let d = run(&deployed(), seen(None, Err(vec!["core".into()])));
+    assert!(matches!(d.step, Step::Nothing), "nothing is created");
+    let (status, reason, message) = condition(&d, Type::FirewallReady);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "FirewallDeploymentNotFound")
+    );
+    assert_eq!(
+        message,
+        "spec.firewallDeploymentRef: MetalStackFirewallDeployment team-a/edge does not exist (yet); the firewall is created once it does; MetalStackFirewallDeployments in the namespace: core"
+    );
+}
+
+#[test]
+fn a_given_network_labelled_for_the_cluster_is_freed_with_it() {
+    let mut given = with_endpoint();
+    given.spec.private_network_id = Some("net-go".into());
+    let d = run(&given, live(NetworkSeen::Given { ours: true }, allocate()));
+    assert_eq!(d.status.allocated_network_id.as_deref(), Some("net-go"));
+    let d = run(&given, live(NetworkSeen::Given { ours: false }, allocate()));
+    assert_eq!(
+        d.status.allocated_network_id, None,
+        "someone else's network"
+    );
+}
