@@ -59,9 +59,10 @@ release-manifests:
 	bash manifests/release.sh out/release
 
 ## The whole flow locally: control plane, simulator, capms, Cluster API, a cluster with two
-## workers; it keeps running until `make demo-down`.
+## workers; it keeps running until `make demo-down`. `make demo TEMPLATE=go-provider` applies
+## metal-stack's Go provider's own cluster template instead of capms's.
 demo:
-	bash tests/scripts/demo.sh up
+	CAPMS_DEMO_TEMPLATE="$${CAPMS_DEMO_TEMPLATE:-$(TEMPLATE)}" bash tests/scripts/demo.sh up
 
 demo-down:
 	bash tests/scripts/demo.sh down

@@ -156,7 +156,7 @@ async fn objects_re_created_without_status_adopt_everything_and_allocate_nothing
     );
     let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
     for_each_object(&env, "worker-r", &strip, true).await;
-    eventually("the objects gone", Duration::from_secs(30), || async {
+    eventually("the objects gone", Duration::from_secs(120), || async {
         clusters
             .get_opt(MSC)
             .await

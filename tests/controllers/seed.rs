@@ -36,7 +36,7 @@ async fn seed_000_reaches_its_reconciled_state_and_deletion_frees_everything() {
     // Machines return to Waiting and their IPs are released a moment after the free.
     eventually(
         "the simulator to end as it began",
-        Duration::from_secs(30),
+        Duration::from_secs(120),
         || async {
             let now = env.metal_state().await;
             let waiting = now

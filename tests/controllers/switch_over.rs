@@ -270,6 +270,26 @@ async fn capms_takes_over_a_go_provider_cluster_in_place() {
             env.capms_log()
         );
     }
+    // The Go provider's finalizer on its firewall deployment goes with the firewall; the
+    // deployment (owned by the MetalStackCluster) then goes too.
+    let deployments = env.dynamic(
+        GO,
+        "MetalStackFirewallDeployment",
+        "metalstackfirewalldeployments",
+    );
+    eventually(
+        "the firewall deployment to be gone",
+        Duration::from_secs(120),
+        || async {
+            deployments
+                .get_opt(CLUSTER)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
     let (networks, ips, machines) = env.allocations().await;
     assert!(
         networks.is_empty(),
@@ -356,15 +376,23 @@ async fn everything_becomes_ready(env: &Env, allocated: &Allocated) {
             .is_some_and(|s| condition(&s.conditions, "Ready").is_some_and(|c| c.status == "True"))
     })
     .await;
-    let deployment = env
-        .dynamic(
-            GO,
-            "MetalStackFirewallDeployment",
-            "metalstackfirewalldeployments",
-        )
-        .get(CLUSTER)
-        .await
-        .expect("deployment");
+    // capms reports the firewall in the deployment's status, as the Go provider's users read it.
+    let deployments = env.dynamic(
+        GO,
+        "MetalStackFirewallDeployment",
+        "metalstackfirewalldeployments",
+    );
+    let deployment = eventually(
+        "the firewall deployment's status to say ready",
+        Duration::from_secs(120),
+        || async {
+            let d = deployments.get(CLUSTER).await.ok()?;
+            let status = &d.data["status"];
+            (status["ready"] == true && status["initialization"]["provisioned"] == true)
+                .then_some(d)
+        },
+    )
+    .await;
     assert_eq!(
         deployment.data["spec"]["managedResourceRef"]["name"],
         format!("metal://mini-lab/{}", allocated.firewall)

@@ -41,7 +41,7 @@ async fn a_cluster_waits_for_its_firewall_template_then_clones_it() {
     // The template watch wakes the cluster at once (the safety-net requeue is 5 minutes away).
     eventually(
         "the firewall created from the template",
-        Duration::from_secs(30),
+        Duration::from_secs(120),
         || async { firewalls.get_opt(&format!("{MSC}-firewall")).await.ok()? },
     )
     .await;

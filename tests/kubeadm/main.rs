@@ -9,6 +9,8 @@
 
 use capms_test_support as support;
 
+// The Go provider's own template.
+mod go_template;
 // The high-availability and upgrade test.
 mod ha;
 
@@ -268,7 +270,7 @@ impl Stack {
 
     /// Deletes the Cluster and waits until every machine is freed and the workload cluster's
     /// processes stopped.
-    async fn delete_cluster(self) {
+    async fn delete_cluster(&self) {
         capi(&self.ns.client, &self.ns.name, "Cluster")
             .delete(CLUSTER, &DeleteParams::foreground())
             .await
@@ -280,7 +282,7 @@ impl Stack {
         let kubeconfig = self.kubeconfig();
         eventually(
             "the workload cluster stopped",
-            Duration::from_secs(30),
+            Duration::from_secs(180),
             || async { (!kubeconfig.exists()).then_some(()) },
         )
         .await;

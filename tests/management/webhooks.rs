@@ -97,7 +97,7 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     let mut manager = CapmsManager::start("capms", &ns.name, &sim.url, &cert_dir, work.path(), &[]);
     eventually(
         "the webhook server to be ready",
-        Duration::from_secs(30),
+        Duration::from_secs(120),
         || async { (manager.readyz().await == Some(200)).then_some(()) },
     )
     .await;
@@ -394,7 +394,7 @@ async fn tls_server_needs_tls12_rotates_certificates_and_is_unready_without_them
     let (health, port) = (manager.health_port, manager.webhook_port);
 
     // No certificate yet: the pod must not take traffic.
-    eventually("/readyz to answer", Duration::from_secs(30), || async {
+    eventually("/readyz to answer", Duration::from_secs(120), || async {
         manager.readyz().await.map(|_| ())
     })
     .await;

@@ -119,16 +119,34 @@ start capms "$capms" manager --kubeconfig="$KUBECONFIG" --webhook-host=127.0.0.1
 wait_ready "http://127.0.0.1:$capms_health/readyz" "capms"
 "$capms" webhooks --url "https://127.0.0.1:$capms_webhook" --ca-file "$state/cp/pki/ca.crt" | "$kubectl" apply -f - >/dev/null
 
-say "rendering cluster-template.yaml with clusterctl and applying it: one control-plane machine, two workers"
 "$kubectl" create namespace demo >/dev/null
-# A free address of the public network (internet-mini-lab, 127.100.0.0/24) for the API server:
-# capms reserves it, kube-vip on the control-plane machine announces it.
-METAL_PARTITION=mini-lab METAL_PROJECT_ID=00000000-0000-0000-0000-000000000001 \
-METAL_PUBLIC_NETWORK_ID=internet-mini-lab CONTROL_PLANE_IP=127.100.0.250 \
-METAL_CONTROL_PLANE_IMAGE=ubuntu-26.4 METAL_WORKER_IMAGE=ubuntu-26.4 HOME="$state" \
-  "$CAPMS_CAPI_BIN/clusterctl" generate cluster demo --from "$root/manifests/clusterctl/cluster-template.yaml" \
-  --kubernetes-version v1.33.5 --control-plane-machine-count 1 --worker-machine-count 2 \
-  --target-namespace demo > "$state/cluster.yaml"
+if [ "${CAPMS_DEMO_TEMPLATE:-}" = go-provider ]; then
+  go_template=${CAPMS_GO_TEMPLATE:-$root/../shared/reference/capms-v0.8.0/clusterctl-templates/cluster-template.yaml}
+  [ -f "$go_template" ] || { echo "TEMPLATE=go-provider needs the Go provider's cluster-template.yaml (v0.8.0); give its path in CAPMS_GO_TEMPLATE (not found: $go_template)" >&2; exit 1; }
+  # metal-stack's Go provider's own template (v0.8.0), applied unchanged: its v1alpha1 objects
+  # go through capms's conversion webhook. Its control-plane IP is a static IP made beforehand;
+  # the simulator's inventory has one (127.100.0.142, "pre-reserved").
+  say "rendering the Go provider's cluster-template.yaml with clusterctl and applying it: one control-plane machine, two workers"
+  METAL_PARTITION=mini-lab METAL_PROJECT_ID=00000000-0000-0000-0000-000000000001 \
+  FIREWALL_MACHINE_SIZE=v1-small-x86 FIREWALL_MACHINE_IMAGE=firewall-ubuntu-3.0 \
+  FIREWALL_EXTERNAL_NETWORKS='[internet-mini-lab]' CONTROL_PLANE_IP=127.100.0.142 \
+  CONTROL_PLANE_MACHINE_SIZE=v1-small-x86 CONTROL_PLANE_MACHINE_IMAGE=capms-ubuntu-1.33.5 \
+  WORKER_MACHINE_SIZE=v1-small-x86 WORKER_MACHINE_IMAGE=capms-ubuntu-1.33.5 HOME="$state" \
+    "$CAPMS_CAPI_BIN/clusterctl" generate cluster demo \
+    --from "$go_template" \
+    --kubernetes-version v1.33.5 --control-plane-machine-count 1 --worker-machine-count 2 \
+    --target-namespace demo > "$state/cluster.yaml"
+else
+  say "rendering cluster-template.yaml with clusterctl and applying it: one control-plane machine, two workers"
+  # A free address of the public network (internet-mini-lab, 127.100.0.0/24) for the API server:
+  # capms reserves it, kube-vip on the control-plane machine announces it.
+  METAL_PARTITION=mini-lab METAL_PROJECT_ID=00000000-0000-0000-0000-000000000001 \
+  METAL_PUBLIC_NETWORK_ID=internet-mini-lab CONTROL_PLANE_IP=127.100.0.250 \
+  METAL_CONTROL_PLANE_IMAGE=ubuntu-26.4 METAL_WORKER_IMAGE=ubuntu-26.4 HOME="$state" \
+    "$CAPMS_CAPI_BIN/clusterctl" generate cluster demo --from "$root/manifests/clusterctl/cluster-template.yaml" \
+    --kubernetes-version v1.33.5 --control-plane-machine-count 1 --worker-machine-count 2 \
+    --target-namespace demo > "$state/cluster.yaml"
+fi
 "$kubectl" apply --server-side -f "$state/cluster.yaml"
 
 say "waiting for every Machine to be Running with its Node"
@@ -144,15 +162,21 @@ done
 
 say "what Kubernetes shows"
 "$kubectl" get cluster,kubeadmcontrolplane,machines,metalstackclusters,metalstackmachines,metalstackfirewalls -n demo
+if [ "${CAPMS_DEMO_TEMPLATE:-}" = go-provider ]; then
+  say "the same cluster as the Go provider's API shows it"
+  "$kubectl" get metalstackclusters.v1alpha1.infrastructure.cluster.x-k8s.io,metalstackfirewalldeployments -n demo
+fi
 say "the workload cluster's nodes (its API at the control-plane IP, served by the node stand-in)"
 workload_kubeconfig="$state/workloads/demo.demo/admin.conf"
 "$kubectl" --kubeconfig "$workload_kubeconfig" get nodes -o wide
-say "metal-ccm in the workload cluster (applied by Cluster API's ClusterResourceSet; no pod runs in the stand-in)"
-for _ in $(seq 1 60); do
-  "$kubectl" --kubeconfig "$workload_kubeconfig" -n kube-system get deployment cloud-controller-manager >/dev/null 2>&1 && break
-  sleep 1
-done
-"$kubectl" --kubeconfig "$workload_kubeconfig" -n kube-system get deployment/cloud-controller-manager secret/cloud-controller-manager
+if [ "${CAPMS_DEMO_TEMPLATE:-}" != go-provider ]; then  # the Go provider's template ships no metal-ccm
+  say "metal-ccm in the workload cluster (applied by Cluster API's ClusterResourceSet; no pod runs in the stand-in)"
+  for _ in $(seq 1 60); do
+    "$kubectl" --kubeconfig "$workload_kubeconfig" -n kube-system get deployment cloud-controller-manager >/dev/null 2>&1 && break
+    sleep 1
+  done
+  "$kubectl" --kubeconfig "$workload_kubeconfig" -n kube-system get deployment/cloud-controller-manager secret/cloud-controller-manager
+fi
 say "what metal-api shows (the machines)"
 if [ -x "${CAPMS_METALCTL:-}" ]; then
   METALCTL_API_URL="$METAL_API_URL" METALCTL_HMAC=metal-admin "$CAPMS_METALCTL" machine ls

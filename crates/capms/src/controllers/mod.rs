@@ -1,15 +1,18 @@
 //! The reconcile loops: MetalStackCluster, MetalStackFirewall and MetalStackMachine, one folder
 //! each of the same shape (`model`, `observe`, `decide`, `act`, `watches`), on the shared
-//! watches and the allocation rules machines and firewalls share.
+//! watches and the allocation rules machines and firewalls share; and the status of the Go
+//! provider's MetalStackFirewallDeployment, in a smaller folder of the same shape.
 
 pub mod allocation;
 pub mod cluster;
 pub mod firewall;
+pub mod firewall_deployment;
 pub mod machine;
 mod watches;
 
 pub use watches::Watches;
 
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
 use crate::reconciler::{Context, drive};
 use kube::Resource;
@@ -17,7 +20,7 @@ use kube::runtime::controller;
 use std::future::Future;
 use std::sync::Arc;
 
-/// Runs the three controllers until `shutdown` resolves. `caches_synced` turns true once every
+/// Runs the controllers until `shutdown` resolves. `caches_synced` turns true once every
 /// watch cache has its first full listing; reconciles start only then, as they read the caches.
 pub async fn run(
     ctx: Arc<Context>,
@@ -33,12 +36,14 @@ pub async fn run(
         MetalStackCluster::kind(&()),
         MetalStackFirewall::kind(&()),
         MetalStackMachine::kind(&()),
+        MetalStackFirewallDeployment::kind(&()),
     ] {
         ctx.metrics.queues.declare(&kind);
     }
     let clusters = cluster::watches::controller(&mut watches, &ctx);
     let firewalls = firewall::watches::controller(&mut watches, &ctx);
     let machines = machine::watches::controller(&mut watches, &ctx);
+    let deployments = firewall_deployment::watches::controller(&mut watches, &ctx);
     let watching = tokio::spawn(watches.run(shutdown.clone()));
     tokio::select! {
         _ = stores.synced() => {}
@@ -49,7 +54,8 @@ pub async fn run(
     tokio::join!(
         drive::<cluster::Clusters>(clusters, &config, shutdown.clone(), &ctx),
         drive::<firewall::Firewalls>(firewalls, &config, shutdown.clone(), &ctx),
-        drive::<machine::Machines>(machines, &config, shutdown, &ctx),
+        drive::<machine::Machines>(machines, &config, shutdown.clone(), &ctx),
+        drive::<firewall_deployment::FirewallDeployments>(deployments, &config, shutdown, &ctx),
     );
     let _ = watching.await;
 }

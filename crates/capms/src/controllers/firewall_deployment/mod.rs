@@ -1,0 +1,86 @@
+//! MetalStackFirewallDeployment, the Go provider's kind: capms makes the firewall of the
+//! cluster that names it (the MetalStackCluster controller does); this controller reports that
+//! firewall in the deployment's status, as the Go provider's users read it (`ready`,
+//! `initialization.provisioned`, a Ready condition), and lets a deleted deployment go once its
+//! firewall is gone.
+//!
+//! `observe` reads, `decide` chooses without I/O, `act` removes the finalizer, and the engine
+//! writes the status once; `watches` says what wakes a deployment.
+
+mod decide;
+mod observe;
+#[cfg(test)]
+mod tests;
+pub mod watches;
+
+use crate::api::v1alpha1::{FirewallDeploymentStatus, MetalStackFirewallDeployment};
+use crate::reconciler::writes::remove_finalizer;
+use crate::reconciler::{Context, Decision, Effect, Error, Reconciler, Requeue, Result, failure};
+use kube::ResourceExt;
+
+/// The Go provider's finalizer on its firewall deployments; capms keeps it until the firewall
+/// made for the deployment is gone.
+pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/firewall-deployment";
+
+/// What observe read: the MetalStackFirewall made for the deployment, if any.
+pub type Observed = crate::reconciler::Observed<Seen, Seen>;
+
+/// The firewall made for the deployment (labelled with its name), if it exists.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub firewall: Option<crate::api::MetalStackFirewall>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    Nothing,
+    RemoveFinalizer,
+}
+
+pub type DeploymentDecision = Decision<Step, FirewallDeploymentStatus>;
+
+/// The MetalStackFirewallDeployment controller's parts.
+pub struct FirewallDeployments;
+
+impl Reconciler for FirewallDeployments {
+    type Object = MetalStackFirewallDeployment;
+    type Observed = Observed;
+    type Step = Step;
+    type Status = FirewallDeploymentStatus;
+
+    fn status(obj: &MetalStackFirewallDeployment) -> Option<&FirewallDeploymentStatus> {
+        obj.status.as_ref()
+    }
+
+    async fn observe(obj: &MetalStackFirewallDeployment, ctx: &Context) -> Result<Observed> {
+        observe::observe(obj, ctx).await
+    }
+
+    fn decide(obj: &MetalStackFirewallDeployment, observed: &Observed) -> DeploymentDecision {
+        decide::decide(obj, observed)
+    }
+
+    async fn act(obj: &MetalStackFirewallDeployment, ctx: &Context, step: &Step) -> Result<()> {
+        if *step == Step::RemoveFinalizer {
+            let api = ctx.api::<MetalStackFirewallDeployment>(&obj.namespace().unwrap_or_default());
+            remove_finalizer(&api, obj, FINALIZER).await?;
+        }
+        Ok(())
+    }
+
+    fn effect(step: &Step) -> Effect {
+        match step {
+            Step::Nothing => Effect::Elsewhere,
+            Step::RemoveFinalizer => Effect::LetsGo,
+        }
+    }
+
+    fn failed(
+        _: &MetalStackFirewallDeployment,
+        status: FirewallDeploymentStatus,
+        error: Error,
+        step: Option<&Step>,
+    ) -> (FirewallDeploymentStatus, Result<Requeue>) {
+        failure::<Self>(status, error, step, |s, _| s)
+    }
+}

@@ -1,0 +1,55 @@
+//! What a MetalStackFirewallDeployment reconcile reads: the firewall made for it.
+
+use super::{FINALIZER, Observed, Seen};
+use crate::api::MetalStackFirewall;
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
+use crate::ownership::FIREWALL_DEPLOYMENT_LABEL;
+use crate::reconciler::gates::is_externally_managed;
+use crate::reconciler::{Context, During, Result};
+use kube::ResourceExt;
+use kube::api::ListParams;
+
+pub async fn observe(fwd: &MetalStackFirewallDeployment, ctx: &Context) -> Result<Observed> {
+    if is_externally_managed(fwd) {
+        return Ok(Observed::Unmanaged);
+    }
+    let deleting = fwd.metadata.deletion_timestamp.is_some();
+    if deleting && !fwd.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Observed::Deleting(None));
+    }
+    let seen = Seen {
+        firewall: firewall_for(fwd, ctx).await?,
+    };
+    Ok(match deleting {
+        true => Observed::Deleting(Some(seen)),
+        false => Observed::Live(Box::new(seen)),
+    })
+}
+
+/// The MetalStackFirewall labelled with the deployment's name, from the shared cache when the
+/// controllers fill it.
+async fn firewall_for(
+    fwd: &MetalStackFirewallDeployment,
+    ctx: &Context,
+) -> Result<Option<MetalStackFirewall>> {
+    let ns = fwd.namespace().unwrap_or_default();
+    let name = fwd.name_any();
+    let made_for = |fw: &MetalStackFirewall| {
+        fw.namespace().as_deref() == Some(ns.as_str())
+            && fw.labels().get(FIREWALL_DEPLOYMENT_LABEL) == Some(&name)
+    };
+    if let Some(stores) = ctx.caches.get() {
+        let state = stores.firewalls.state();
+        return Ok(state
+            .iter()
+            .find(|fw| made_for(fw))
+            .map(|fw| fw.as_ref().clone()));
+    }
+    let selector = format!("{FIREWALL_DEPLOYMENT_LABEL}={name}");
+    let list = ctx
+        .api::<MetalStackFirewall>(&ns)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .during(|| format!("listing the MetalStackFirewalls of deployment {ns}/{name}"))?;
+    Ok(list.items.into_iter().find(made_for))
+}
