@@ -376,3 +376,4 @@ mod resilience;
 mod seed;
 mod switch_over;
 mod templates;
+mod way_back;

@@ -9,17 +9,17 @@ use super::*;
 use capms::ownership::DOMAIN;
 use metal_api::tags::CLUSTER_ID;
 
-const CLUSTER: &str = "go-cluster";
-const WORKER: &str = "go-cluster-worker-0";
+pub(super) const CLUSTER: &str = "go-cluster";
+pub(super) const WORKER: &str = "go-cluster-worker-0";
 const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
-const GO: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+pub(super) const GO: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
 
 /// What the Go provider (and its user, for the static IP) allocated in metal-api.
-struct Allocated {
-    ip: String,
-    network: String,
-    firewall: String,
-    machine: String,
+pub(super) struct Allocated {
+    pub(super) ip: String,
+    pub(super) network: String,
+    pub(super) firewall: String,
+    pub(super) machine: String,
 }
 
 /// Replays the Go provider's metal-api calls for a cluster with one worker, with the requests
@@ -206,7 +206,7 @@ impl Env {
     }
 
     /// The private networks, the IPs and the allocated machines' IDs in metal-api.
-    async fn allocations(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
+    pub(super) async fn allocations(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
         let (networks, ips, machines) = self.metal_state().await;
         let mut allocated: Vec<String> = machines
             .into_iter()
@@ -220,10 +220,12 @@ impl Env {
     }
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn capms_takes_over_a_go_provider_cluster_in_place() {
-    let cp = ControlPlane::go_provider_management("switch-over");
-    let mut env = Env::on(&cp, "switch-over", Inventory::default_lab()).await;
+/// On `cp` (made by [`ControlPlane::go_provider_management`]): a namespace with a running
+/// cluster as the Go provider leaves it, in the apiserver and in metal-api; then capms's CRDs
+/// applied over the Go provider's, and capms started and awaited until it has taken the cluster
+/// over.
+pub(super) async fn taken_over(cp: &ControlPlane, label: &str) -> (Env, Allocated) {
+    let mut env = Env::on(cp, label, Inventory::default_lab()).await;
     let allocated = allocate_as_the_go_provider(&env).await;
     for object in go_provider_objects(&env.ns.name, &allocated) {
         env.create_with_status(&object).await;
@@ -250,6 +252,13 @@ async fn capms_takes_over_a_go_provider_cluster_in_place() {
     env.start_capms(&[]);
     everything_becomes_ready(&env, &allocated).await;
     assert_eq!(env.allocations().await, before, "capms allocated nothing");
+    (env, allocated)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn capms_takes_over_a_go_provider_cluster_in_place() {
+    let cp = ControlPlane::go_provider_management("switch-over");
+    let (env, allocated) = taken_over(&cp, "switch-over").await;
 
     env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
         .delete(CLUSTER, &DeleteParams::default())

@@ -8,47 +8,23 @@ use super::*;
 use metal_api::types::IpAllocateRequest;
 
 /// Renders the Go provider's template for `ns` with the lab's values for its variables
-/// (its `example_variables.rc` names them).
+/// (its `example_variables.rc` names them): one control-plane machine, one worker.
 async fn render_go_template(cp: &ControlPlane, ns: &str, control_plane_ip: &str) -> String {
     let template = repo_root()
         .join("../shared/reference/capms-v0.8.0/clusterctl-templates/cluster-template.yaml");
-    let out = cp
-        .clusterctl_with(
-            &[
-                "generate",
-                "cluster",
-                CLUSTER,
-                "--from",
-                &template.to_string_lossy(),
-                "--kubernetes-version",
-                "v1.33.5",
-                "--control-plane-machine-count",
-                "1",
-                "--worker-machine-count",
-                "1",
-                "--target-namespace",
-                ns,
-            ],
-            &[
-                ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
-                ("METAL_PARTITION", "mini-lab"),
-                ("FIREWALL_MACHINE_SIZE", "v1-small-x86"),
-                ("FIREWALL_MACHINE_IMAGE", "firewall-ubuntu-3.0"),
-                ("FIREWALL_EXTERNAL_NETWORKS", "[internet-mini-lab]"),
-                ("CONTROL_PLANE_IP", control_plane_ip),
-                ("CONTROL_PLANE_MACHINE_SIZE", "v1-small-x86"),
-                ("CONTROL_PLANE_MACHINE_IMAGE", "capms-ubuntu-1.33.5"),
-                ("WORKER_MACHINE_SIZE", "v1-small-x86"),
-                ("WORKER_MACHINE_IMAGE", "capms-ubuntu-1.33.5"),
-            ],
-        )
-        .await;
-    assert!(
-        out.status.success(),
-        "clusterctl generate: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let variables = [
+        ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
+        ("METAL_PARTITION", "mini-lab"),
+        ("FIREWALL_MACHINE_SIZE", "v1-small-x86"),
+        ("FIREWALL_MACHINE_IMAGE", "firewall-ubuntu-3.0"),
+        ("FIREWALL_EXTERNAL_NETWORKS", "[internet-mini-lab]"),
+        ("CONTROL_PLANE_IP", control_plane_ip),
+        ("CONTROL_PLANE_MACHINE_SIZE", "v1-small-x86"),
+        ("CONTROL_PLANE_MACHINE_IMAGE", "capms-ubuntu-1.33.5"),
+        ("WORKER_MACHINE_SIZE", "v1-small-x86"),
+        ("WORKER_MACHINE_IMAGE", "capms-ubuntu-1.33.5"),
+    ];
+    generate(cp, ns, &template, ("1", "1"), &variables).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -54,13 +54,35 @@ async fn render(
     ns: &str,
     metal_api: &str,
     flavor: Option<&str>,
-    (control_planes, workers): (&str, &str),
+    machines: (&str, &str),
 ) -> String {
     let file = match flavor {
         Some(flavor) => format!("cluster-template-{flavor}.yaml"),
         None => "cluster-template.yaml".to_string(),
     };
     let template = repo_root().join("manifests/clusterctl").join(file);
+    let variables = [
+        ("METAL_PARTITION", "mini-lab"),
+        ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
+        ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
+        ("CONTROL_PLANE_IP", CONTROL_PLANE_IP),
+        ("METAL_CONTROL_PLANE_IMAGE", "ubuntu-26.4"),
+        ("METAL_WORKER_IMAGE", "ubuntu-26.4"),
+        ("METAL_API_URL", metal_api),
+        ("METAL_API_HMAC", "metal-edit"),
+    ];
+    generate(cp, ns, &template, machines, &variables).await
+}
+
+/// `template` rendered by the real clusterctl as cluster `kc` in `ns`, Kubernetes v1.33.5, with
+/// `(control_planes, workers)` machines and the template's `variables`.
+async fn generate(
+    cp: &ControlPlane,
+    ns: &str,
+    template: &Path,
+    (control_planes, workers): (&str, &str),
+    variables: &[(&str, &str)],
+) -> String {
     let out = cp
         .clusterctl_with(
             &[
@@ -78,16 +100,7 @@ async fn render(
                 "--target-namespace",
                 ns,
             ],
-            &[
-                ("METAL_PARTITION", "mini-lab"),
-                ("METAL_PROJECT_ID", "00000000-0000-0000-0000-000000000001"),
-                ("METAL_PUBLIC_NETWORK_ID", "internet-mini-lab"),
-                ("CONTROL_PLANE_IP", CONTROL_PLANE_IP),
-                ("METAL_CONTROL_PLANE_IMAGE", "ubuntu-26.4"),
-                ("METAL_WORKER_IMAGE", "ubuntu-26.4"),
-                ("METAL_API_URL", metal_api),
-                ("METAL_API_HMAC", "metal-edit"),
-            ],
+            variables,
         )
         .await;
     assert!(

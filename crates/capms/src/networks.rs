@@ -56,11 +56,11 @@ pub fn default_external(all: &[Network]) -> Result<&Network, String> {
     match (defaults.next(), defaults.next()) {
         (Some(n), None) => Ok(n),
         (None, _) => Err(format!(
-            "is not set and no external network carries the label {key}; set it; {}",
+            "is not set and no external network carries the label {key}; name one here (v1alpha4) or give spec.controlPlaneIP; {}",
             external_choices(all)
         )),
         (Some(_), Some(_)) => Err(format!(
-            "is not set and several external networks carry the label {key}; set it; {}",
+            "is not set and several external networks carry the label {key}; name one here (v1alpha4) or give spec.controlPlaneIP; {}",
             external_choices(all)
         )),
     }

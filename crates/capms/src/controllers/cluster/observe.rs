@@ -165,6 +165,9 @@ async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen
     if recorded == Some(host.as_str()) {
         return Ok(EndpointSeen::Recorded);
     }
+    if spec.control_plane_ip.as_deref() == Some(host.as_str()) {
+        return Ok(EndpointSeen::AsGiven);
+    }
     let Ok(address) = host.parse::<IpAddr>() else {
         return Ok(EndpointSeen::AsGiven);
     };

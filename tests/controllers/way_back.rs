@@ -1,0 +1,171 @@
+//! The way back to metal-stack's Go provider, as far as it goes here: after capms took a
+//! cluster over, the steps of the migration guide bring back the Go provider's CRDs with every
+//! object stored as `v1alpha1` and everything the Go provider reads to find its allocations
+//! again. The Go provider itself cannot run here: the Go module proxy refuses it
+//! (`github.com/metal-stack/cluster-api-provider-metal-stack@v0.8.0: reading
+//! https://proxy.golang.org/…/@v/v0.8.0.info: 403 Forbidden`), so the test stops at what it
+//! would read.
+
+use super::switch_over::{CLUSTER, GO, WORKER, taken_over};
+use super::*;
+
+/// The kinds capms converts, by plural.
+const CONVERTED: [&str; 4] = [
+    "metalstackclusters",
+    "metalstackmachines",
+    "metalstackmachinetemplates",
+    "metalstackfirewalltemplates",
+];
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_way_back_leaves_what_the_go_provider_reads() {
+    let cp = ControlPlane::go_provider_management("way-back");
+    let (mut env, allocated) = taken_over(&cp, "way-back").await;
+    // 1. capms stops; its conversion webhook (here the test's) keeps answering.
+    env.capms = None;
+    // 2. v1alpha1 becomes the storage version.
+    for plural in CONVERTED {
+        let crd = format!("{plural}.infrastructure.cluster.x-k8s.io");
+        let patch = r#"[{"op":"replace","path":"/spec/versions/0/storage","value":true},{"op":"replace","path":"/spec/versions/2/storage","value":false}]"#;
+        cp.kubectl(&["patch", "crd", &crd, "--type=json", "-p", patch], &[]);
+    }
+    // 3. Every object is written again, so that it is stored as v1alpha1; then only v1alpha1 is
+    //    a stored version.
+    for plural in CONVERTED {
+        let kind = go_kind(plural);
+        let api = env.dynamic(GO, &kind, plural);
+        for object in api.list(&Default::default()).await.expect("list").items {
+            let name = object.metadata.name.clone().expect("name");
+            api.replace(&name, &Default::default(), &object)
+                .await
+                .unwrap_or_else(|e| panic!("rewriting {kind} {name}: {e}"));
+        }
+        let crd = format!("{plural}.infrastructure.cluster.x-k8s.io");
+        let patch = r#"{"status":{"storedVersions":["v1alpha1"]}}"#;
+        cp.kubectl(
+            &[
+                "patch",
+                "crd",
+                &crd,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                patch,
+            ],
+            &[],
+        );
+    }
+    // 4. The MetalStackFirewall goes without freeing its machine.
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    let firewall = format!("{CLUSTER}-firewall");
+    firewalls
+        .patch(
+            &firewall,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("finalizer removed");
+    let _ = firewalls.delete(&firewall, &DeleteParams::default()).await;
+    // 5. The Go provider's CRDs replace capms's, with the contract labels its kustomization adds.
+    let go_crds = repo_root().join("../shared/reference/capms-v0.8.0/crd");
+    cp.apply(&go_crds);
+    cp.kubectl(
+        &[
+            "label",
+            "--overwrite",
+            "cluster.x-k8s.io/v1beta1=v1alpha1",
+            "cluster.x-k8s.io/v1beta2=v1alpha1",
+            "-f",
+        ],
+        std::slice::from_ref(&go_crds),
+    );
+    cp.wait_crds_established();
+    for plural in CONVERTED {
+        let crd = format!("{plural}.infrastructure.cluster.x-k8s.io");
+        let versions = cp.kubectl(
+            &[
+                "get",
+                "crd",
+                &crd,
+                "-o",
+                "jsonpath={.spec.versions[*].name} {.spec.conversion.strategy}",
+            ],
+            &[],
+        );
+        assert_eq!(
+            versions, "v1alpha1 None",
+            "{crd} is the Go provider's again"
+        );
+    }
+
+    what_the_go_provider_reads_is_there(&env, &allocated).await;
+    let (_, _, machines) = env.allocations().await;
+    assert!(
+        machines.contains(&allocated.firewall) && machines.contains(&allocated.machine),
+        "firewall and worker stay allocated: {machines:?}"
+    );
+}
+
+/// `metalstackclusters` → `MetalStackCluster`.
+fn go_kind(plural: &str) -> String {
+    let singular = plural.trim_end_matches('s');
+    let words = [
+        "metal",
+        "stack",
+        "firewall",
+        "cluster",
+        "machine",
+        "template",
+        "deployment",
+    ];
+    let mut kind = String::new();
+    let mut rest = singular;
+    while let Some(word) = words.iter().find(|w| rest.starts_with(**w)) {
+        let mut chars = word.chars();
+        kind.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+        kind.push_str(chars.as_str());
+        rest = &rest[word.len()..];
+    }
+    kind
+}
+
+/// Under the Go provider's CRDs (one version, no conversion): the write-backs it finds its
+/// allocations by (section 2.7 of the reference) and the status it wrote.
+async fn what_the_go_provider_reads_is_there(env: &Env, allocated: &super::switch_over::Allocated) {
+    let get = |kind: &'static str, name: &'static str| async move {
+        let plural = format!("{}s", kind.to_lowercase());
+        let object = env.dynamic(GO, kind, &plural).get(name).await;
+        object.unwrap_or_else(|e| panic!("{kind} {name} under the Go provider's CRDs: {e}"))
+    };
+    let cluster = get("MetalStackCluster", CLUSTER).await;
+    assert_eq!(
+        cluster.data["spec"]["nodeNetworkID"],
+        allocated.network.as_str()
+    );
+    assert_eq!(
+        cluster.data["spec"]["controlPlaneEndpoint"],
+        json!({"host": allocated.ip, "port": 443})
+    );
+    assert_eq!(
+        cluster.data["spec"]["controlPlaneIP"],
+        allocated.ip.as_str()
+    );
+    assert_eq!(cluster.data["status"]["ready"], true);
+    let machine = get("MetalStackMachine", WORKER).await;
+    assert_eq!(
+        machine.data["spec"]["providerID"],
+        format!("metal://mini-lab/{}", allocated.machine)
+    );
+    let deployment = get("MetalStackFirewallDeployment", CLUSTER).await;
+    assert_eq!(
+        deployment.data["spec"]["managedResourceRef"]["name"],
+        format!("metal://mini-lab/{}", allocated.firewall)
+    );
+    let template = get("MetalStackFirewallTemplate", CLUSTER).await;
+    assert_eq!(template.data["spec"]["size"], "v1-small-x86");
+    assert_eq!(
+        template.data["spec"]["initialRuleSet"]["egress"][0]["protocol"],
+        "TCP"
+    );
+}
