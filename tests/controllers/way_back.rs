@@ -1,5 +1,6 @@
 //! The way back to metal-stack's Go provider, as far as it goes here: after capms took a
-//! cluster over, the steps of the migration guide bring back the Go provider's CRDs with every
+//! cluster over, the steps of the migration guide (docs/migrating-from-the-go-provider.md) bring
+//! back the Go provider's CRDs with every
 //! object stored as `v1alpha1` and everything the Go provider reads to find its allocations
 //! again. The Go provider itself cannot run here: the Go module proxy refuses it
 //! (`github.com/metal-stack/cluster-api-provider-metal-stack@v0.8.0: reading
@@ -21,8 +22,15 @@ const CONVERTED: [&str; 4] = [
 async fn the_way_back_leaves_what_the_go_provider_reads() {
     let cp = ControlPlane::go_provider_management("way-back");
     let (mut env, allocated) = taken_over(&cp, "way-back").await;
-    // 1. capms stops; its conversion webhook (here the test's) keeps answering.
-    env.capms = None;
+    // 1. The Cluster is paused: capms, still running, touches nothing of it.
+    env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .expect("pause the Cluster");
     // 2. v1alpha1 becomes the storage version.
     for plural in CONVERTED {
         let crd = format!("{plural}.infrastructure.cluster.x-k8s.io");
@@ -67,7 +75,9 @@ async fn the_way_back_leaves_what_the_go_provider_reads() {
         .await
         .expect("finalizer removed");
     let _ = firewalls.delete(&firewall, &DeleteParams::default()).await;
-    // 5. The Go provider's CRDs replace capms's, with the contract labels its kustomization adds.
+    // 5. capms stops, and the Go provider's CRDs replace capms's, with the contract labels its
+    //    kustomization adds.
+    env.capms = None;
     let go_crds = repo_root().join("../shared/reference/capms-v0.8.0/crd");
     cp.apply(&go_crds);
     cp.kubectl(

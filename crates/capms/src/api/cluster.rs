@@ -96,8 +96,8 @@ pub struct MetalStackClusterSpec {
     pub public_network_id: Option<String>,
     /// An IP address already allocated in metal-api (for example a static IP made with
     /// metalctl) to serve the cluster's API server at. Used as the endpoint's host when
-    /// controlPlaneEndpoint names none (with port 443 unless it names one), and never freed by
-    /// capms.
+    /// controlPlaneEndpoint names none, and never freed by capms. Written in v1alpha1 (the Go
+    /// provider's API), the endpoint's port then defaults to 443, as the Go provider has it.
     #[serde(
         default,
         rename = "controlPlaneIP",

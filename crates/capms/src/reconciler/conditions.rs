@@ -51,6 +51,8 @@ pub enum Reason {
     FirewallReady,
     FirewallTemplateNotFound,
     FirewallDeploymentNotFound,
+    /// The firewall deployment is another cluster's.
+    FirewallDeploymentTaken,
     /// The cluster's firewall spec changed after the firewall was allocated.
     FirewallSpecChanged,
     Allocating,

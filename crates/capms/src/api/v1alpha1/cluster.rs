@@ -64,8 +64,8 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MetalStackClusterSpec {
-    /// Endpoint of the cluster's API server. When its host is empty capms sets it to the
-    /// control-plane IP, port 443.
+    /// Endpoint of the cluster's API server. Left empty, capms sets it to controlPlaneIP, port
+    /// 443; without controlPlaneIP, to the IP it allocates, port 6443.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane_endpoint: Option<ControlPlaneEndpoint>,
     /// metal-stack project that owns every resource of the cluster.

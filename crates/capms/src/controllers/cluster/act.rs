@@ -59,6 +59,23 @@ pub async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<
                     format!("writing spec.managedResourceRef of MetalStackFirewallDeployment {ns}/{name}")
                 })?;
         }
+        Step::ClaimDeployment {
+            name,
+            owners,
+            labels,
+        } => {
+            let patch =
+                serde_json::json!({"metadata": {"ownerReferences": owners, "labels": labels}});
+            ctx.api::<MetalStackFirewallDeployment>(&ns)
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .during(|| {
+                    format!(
+                        "making MetalStackFirewallDeployment {ns}/{name} the firewall of {}",
+                        describe(msc)
+                    )
+                })?;
+        }
         Step::RemoveFinalizer => remove_finalizer(&api, msc, FINALIZER).await?,
         metal => act_in_metal_api(msc, ctx, metal).await?,
     }

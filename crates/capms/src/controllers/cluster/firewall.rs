@@ -2,15 +2,14 @@
 //! named template. It is applied whenever it differs, until the firewall is allocated; after
 //! that metal-api keeps the firewall as allocated, and the condition says the change waits.
 
+use super::deployment::{self, Whose};
 use super::firewall_name;
 use super::model::{FirewallSeen, Step};
-use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackClusterSpec, MetalStackFirewall, MetalStackFirewallSpec,
     TemplateMeta,
 };
 use crate::capi::CLUSTER_NAME_LABEL;
-use crate::ownership::FIREWALL_DEPLOYMENT_LABEL;
 use crate::reconciler::Requeue;
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use kube::api::ObjectMeta;
@@ -124,7 +123,7 @@ fn desired(
             let meta = Some((name.as_str(), resource.metadata.as_ref()));
             let mut fw = plan_firewall(msc, cluster_name, resource.spec.clone(), meta);
             if let Some(Ok(deployment)) = &seen.deployment {
-                for_deployment(&mut fw, deployment);
+                deployment::for_deployment(&mut fw, deployment);
             }
             Ok(fw)
         }
@@ -138,40 +137,6 @@ fn desired(
                 existing,
             ),
         }),
-    })
-}
-
-/// A firewall made for one of the Go provider's firewall deployments: labelled with its name, so
-/// that it is tagged as the Go provider tags its firewalls, and on the machine the deployment
-/// names (the firewall the Go provider allocated, taken over).
-fn for_deployment(fw: &mut MetalStackFirewall, deployment: &MetalStackFirewallDeployment) {
-    let labels = fw.metadata.labels.get_or_insert_with(Default::default);
-    labels.insert(FIREWALL_DEPLOYMENT_LABEL.to_owned(), deployment.name_any());
-    let managed = deployment.spec.managed_resource_ref.as_ref();
-    fw.spec.provider_id = managed.map(|r| r.name.clone()).filter(|n| !n.is_empty());
-}
-
-/// The firewall's machine, once allocated, written to the deployment's
-/// spec.managedResourceRef where the Go provider keeps it: what it finds again if an operator
-/// goes back to it.
-fn record_on_deployment(fw: &MetalStackFirewall, seen: &FirewallSeen) -> Option<Step> {
-    let deployment = seen.deployment.as_ref()?.as_ref().ok()?;
-    let provider_id = fw.spec.provider_id.clone()?;
-    let recorded = deployment.spec.managed_resource_ref.as_ref();
-    (recorded.map(|r| &r.name) != Some(&provider_id))
-        .then(|| Step::RecordFirewallOnDeployment(deployment.name_any(), provider_id))
-}
-
-/// What the cluster's firewall deployment asks that capms does not do yet, said rather than
-/// silently ignored.
-fn not_acted_on(seen: &FirewallSeen) -> Option<String> {
-    let deployment = seen.deployment.as_ref()?.as_ref().ok()?;
-    let auto_update = deployment.spec.auto_update.as_ref()?;
-    auto_update.machine_image.filter(|on| *on).map(|_| {
-        format!(
-            "; spec.autoUpdate.machineImage of MetalStackFirewallDeployment {} is not acted on yet: capms does not replace a running firewall with a newer image",
-            deployment.name_any()
-        )
     })
 }
 
@@ -211,6 +176,22 @@ pub fn decide(
     let Some(seen) = seen else {
         return Outcome::Step(Step::Nothing, Requeue::Poll);
     };
+    if let Some(Ok(d)) = &seen.deployment {
+        match deployment::claim(msc, cluster_name, d) {
+            Whose::Ours => {}
+            Whose::Nobodys(step) => {
+                let message = format!("claiming MetalStackFirewallDeployment {}", d.name_any());
+                conditions.set_false(Type::FirewallReady, Reason::FirewallCreated, message);
+                // The deployment's change brings the cluster back.
+                return Outcome::Step(step, Requeue::AwaitChange);
+            }
+            Whose::Others(message) => {
+                let reason = Reason::FirewallDeploymentTaken;
+                conditions.set_false(Type::FirewallReady, reason, message);
+                return Outcome::Step(Step::Nothing, Requeue::AwaitChange);
+            }
+        }
+    }
     let name = firewall_name(&msc.name_any());
     let desired = match desired(msc, cluster_name, seen) {
         Some(Ok(fw)) => fw,
@@ -244,7 +225,7 @@ pub fn decide(
             message,
         );
     } else if ready {
-        let notice = not_acted_on(seen).unwrap_or_default();
+        let notice = deployment::not_acted_on(seen).unwrap_or_default();
         let message = format!("MetalStackFirewall {name} is ready{notice}");
         conditions.set_true(Type::FirewallReady, Reason::FirewallReady, message);
     } else {
@@ -258,7 +239,7 @@ pub fn decide(
         let message = said.unwrap_or(waiting);
         conditions.set_false(Type::FirewallReady, Reason::WaitingForFirewall, message);
     }
-    if let Some(step) = record_on_deployment(current, seen) {
+    if let Some(step) = deployment::record_on_deployment(current, seen) {
         // The deployment's change brings the cluster back.
         return Outcome::Step(step, Requeue::AwaitChange);
     }

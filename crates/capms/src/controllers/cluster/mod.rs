@@ -6,6 +6,7 @@
 
 mod act;
 mod decide;
+mod deployment;
 mod firewall;
 mod model;
 mod observe;
@@ -62,7 +63,8 @@ impl Reconciler for Clusters {
             | Step::CreateFirewall(_)
             | Step::UpdateFirewall(_)
             | Step::DeleteFirewall(_)
-            | Step::RecordFirewallOnDeployment(..) => Effect::Elsewhere,
+            | Step::RecordFirewallOnDeployment(..)
+            | Step::ClaimDeployment { .. } => Effect::Elsewhere,
             Step::AddFinalizer | Step::PatchEndpoint(_) => Effect::OwnObject,
             Step::AllocateNetwork(_)
             | Step::AllocateIp(_)

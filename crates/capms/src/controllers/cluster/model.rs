@@ -98,6 +98,13 @@ pub enum Step {
     /// Write the firewall's providerID to the named firewall deployment's
     /// spec.managedResourceRef.
     RecordFirewallOnDeployment(String, String),
+    /// Make the named firewall deployment the cluster's: these owner references (the cluster as
+    /// controller) and labels.
+    ClaimDeployment {
+        name: String,
+        owners: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+        labels: std::collections::BTreeMap<String, String>,
+    },
     FreeIp(String),
     FreeNetwork(String),
     RemoveFinalizer,

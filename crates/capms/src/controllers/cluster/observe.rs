@@ -301,6 +301,7 @@ async fn left(msc: &MetalStackCluster, ctx: &Context) -> Result<Left> {
 async fn owned_ips(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>> {
     let marks = identity(msc);
     let find = IpFindRequest {
+        projectid: Some(msc.spec.project_id.clone()),
         tags: owner_tags(&marks),
         ..Default::default()
     };

@@ -44,6 +44,13 @@ fn deployment(managed: Option<&str>, auto_update: bool) -> MetalStackFirewallDep
         },
     );
     d.metadata.namespace = Some("team-a".into());
+    // Claimed by the cluster of these tests, as the cluster controller (or the Go provider) does.
+    d.metadata.owner_references = Some(vec![OwnerReference {
+        kind: "MetalStackCluster".into(),
+        name: "prod".into(),
+        controller: Some(true),
+        ..Default::default()
+    }]);
     d
 }
 
@@ -162,5 +169,48 @@ fn a_given_network_labelled_for_the_cluster_is_freed_with_it() {
     assert_eq!(
         d.status.allocated_network_id, None,
         "someone else's network"
+    );
+}
+
+#[test]
+fn a_deployment_is_claimed_once_and_serves_one_cluster() {
+    let mut owned = deployment(None, false);
+    owned.metadata.owner_references = None;
+    let mut cluster = deployed();
+    cluster.metadata.uid = Some("uid-prod".into());
+    let d = run(&cluster, seen(None, Ok(owned.clone())));
+    let Step::ClaimDeployment {
+        name,
+        owners,
+        labels,
+    } = &d.step
+    else {
+        panic!("{:?}", d.step)
+    };
+    assert_eq!(name, "edge");
+    assert_eq!(
+        (owners.len(), owners[0].name.as_str(), owners[0].controller),
+        (1, "prod", Some(true))
+    );
+    assert!(labels.contains_key(crate::capi::CLUSTER_NAME_LABEL));
+
+    owned.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "infrastructure.cluster.x-k8s.io/v1alpha4".into(),
+        kind: "MetalStackCluster".into(),
+        name: "other".into(),
+        uid: "uid-other".into(),
+        controller: Some(true),
+        ..Default::default()
+    }]);
+    let d = run(&cluster, seen(None, Ok(owned)));
+    assert!(matches!(d.step, Step::Nothing), "{:?}", d.step);
+    let (status, reason, message) = condition(&d, Type::FirewallReady);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "FirewallDeploymentTaken")
+    );
+    assert!(
+        message.contains("belongs to MetalStackCluster other"),
+        "{message}"
     );
 }
