@@ -78,19 +78,7 @@ async fn the_way_back_leaves_what_the_go_provider_reads() {
     // 5. capms stops, and the Go provider's CRDs replace capms's, with the contract labels its
     //    kustomization adds.
     env.capms = None;
-    let go_crds = repo_root().join("../shared/reference/capms-v0.8.0/crd");
-    cp.apply(&go_crds);
-    cp.kubectl(
-        &[
-            "label",
-            "--overwrite",
-            "cluster.x-k8s.io/v1beta1=v1alpha1",
-            "cluster.x-k8s.io/v1beta2=v1alpha1",
-            "-f",
-        ],
-        std::slice::from_ref(&go_crds),
-    );
-    cp.wait_crds_established();
+    cp.install_go_provider_crds();
     for plural in CONVERTED {
         let crd = format!("{plural}.infrastructure.cluster.x-k8s.io");
         let versions = cp.kubectl(

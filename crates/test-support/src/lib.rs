@@ -147,9 +147,17 @@ impl ControlPlane {
     /// [`Self::install_capms_crds`] replaces the Go provider's CRDs.
     pub fn go_provider_management(label: &str) -> ControlPlane {
         let cp = ControlPlane::converting(label);
+        cp.install_go_provider_crds();
+        cp.install_capi_crds();
+        cp
+    }
+
+    /// The Go provider v0.8.0's CRDs, from the shared reference, with the contract labels its
+    /// kustomization adds; over capms's, they take their place (the way back).
+    pub fn install_go_provider_crds(&self) {
         let crds = repo_root().join("../shared/reference/capms-v0.8.0/crd");
-        cp.apply(&crds);
-        cp.kubectl(
+        self.apply(&crds);
+        self.kubectl(
             &[
                 "label",
                 "--overwrite",
@@ -159,8 +167,7 @@ impl ControlPlane {
             ],
             &[crds],
         );
-        cp.install_capi_crds();
-        cp
+        self.wait_crds_established();
     }
 
     /// A bare control plane with capms's conversion webhook listening.
