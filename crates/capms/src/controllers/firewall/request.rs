@@ -31,9 +31,6 @@ pub fn request(
         true => {
             tags.extend(owner_tags(&firewall_identity(fw)));
             tags.extend(owner_tags(&identity_of(OwnerKind::Cluster, msc)));
-            // The Go provider finds its firewalls by the node network as cluster id: so that it
-            // frees this one too if an operator goes back to it.
-            tags.push(format!("{CLUSTER_ID}={network}"));
             GO_PROVIDER_MANAGER
         }
         false => "capms",
