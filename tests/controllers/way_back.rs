@@ -10,12 +10,12 @@
 use super::switch_over::{CLUSTER, GO, WORKER, taken_over};
 use super::*;
 
-/// The kinds capms converts, by plural.
-const CONVERTED: [&str; 4] = [
-    "metalstackclusters",
-    "metalstackmachines",
-    "metalstackmachinetemplates",
-    "metalstackfirewalltemplates",
+/// The kinds capms converts: plural and kind.
+const CONVERTED: [(&str, &str); 4] = [
+    ("metalstackclusters", "MetalStackCluster"),
+    ("metalstackmachines", "MetalStackMachine"),
+    ("metalstackmachinetemplates", "MetalStackMachineTemplate"),
+    ("metalstackfirewalltemplates", "MetalStackFirewallTemplate"),
 ];
 
 #[tokio::test(flavor = "current_thread")]
@@ -32,16 +32,15 @@ async fn the_way_back_leaves_what_the_go_provider_reads() {
         .await
         .expect("pause the Cluster");
     // 2. v1alpha1 becomes the storage version.
-    for plural in CONVERTED {
+    for (plural, _) in CONVERTED {
         let crd = format!("{plural}.infrastructure.cluster.x-k8s.io");
         let patch = r#"[{"op":"replace","path":"/spec/versions/0/storage","value":true},{"op":"replace","path":"/spec/versions/2/storage","value":false}]"#;
         cp.kubectl(&["patch", "crd", &crd, "--type=json", "-p", patch], &[]);
     }
     // 3. Every object is written again, so that it is stored as v1alpha1; then only v1alpha1 is
     //    a stored version.
-    for plural in CONVERTED {
-        let kind = go_kind(plural);
-        let api = env.dynamic(GO, &kind, plural);
+    for (plural, kind) in CONVERTED {
+        let api = env.dynamic(GO, kind, plural);
         for object in api.list(&Default::default()).await.expect("list").items {
             let name = object.metadata.name.clone().expect("name");
             api.replace(&name, &Default::default(), &object)
@@ -79,7 +78,7 @@ async fn the_way_back_leaves_what_the_go_provider_reads() {
     //    kustomization adds.
     env.capms = None;
     cp.install_go_provider_crds();
-    for plural in CONVERTED {
+    for (plural, _) in CONVERTED {
         let crd = format!("{plural}.infrastructure.cluster.x-k8s.io");
         let versions = cp.kubectl(
             &[
@@ -103,29 +102,6 @@ async fn the_way_back_leaves_what_the_go_provider_reads() {
         machines.contains(&allocated.firewall) && machines.contains(&allocated.machine),
         "firewall and worker stay allocated: {machines:?}"
     );
-}
-
-/// `metalstackclusters` → `MetalStackCluster`.
-fn go_kind(plural: &str) -> String {
-    let singular = plural.trim_end_matches('s');
-    let words = [
-        "metal",
-        "stack",
-        "firewall",
-        "cluster",
-        "machine",
-        "template",
-        "deployment",
-    ];
-    let mut kind = String::new();
-    let mut rest = singular;
-    while let Some(word) = words.iter().find(|w| rest.starts_with(**w)) {
-        let mut chars = word.chars();
-        kind.extend(chars.next().map(|c| c.to_ascii_uppercase()));
-        kind.push_str(chars.as_str());
-        rest = &rest[word.len()..];
-    }
-    kind
 }
 
 /// Under the Go provider's CRDs (one version, no conversion): the write-backs it finds its

@@ -158,6 +158,33 @@ fn allocated(fw: &MetalStackFirewall) -> bool {
     fw.spec.provider_id.is_some() || fw.status.as_ref().is_some_and(|s| s.machine_id.is_some())
 }
 
+/// While the cluster's firewall deployment is not the cluster's: the step that claims it, or
+/// the condition that it is another cluster's.
+fn unclaimed(
+    msc: &MetalStackCluster,
+    cluster_name: &str,
+    seen: &FirewallSeen,
+    conditions: &mut Conditions<'_>,
+) -> Option<Outcome> {
+    let Some(Ok(d)) = &seen.deployment else {
+        return None;
+    };
+    match deployment::claim(msc, cluster_name, d) {
+        Whose::Ours => None,
+        Whose::Nobodys(step) => {
+            let message = format!("claiming MetalStackFirewallDeployment {}", d.name_any());
+            conditions.set_false(Type::FirewallReady, Reason::FirewallCreated, message);
+            // The deployment's change brings the cluster back.
+            Some(Outcome::Step(step, Requeue::AwaitChange))
+        }
+        Whose::Others(message) => {
+            let reason = Reason::FirewallDeploymentTaken;
+            conditions.set_false(Type::FirewallReady, reason, message);
+            Some(Outcome::Step(Step::Nothing, Requeue::AwaitChange))
+        }
+    }
+}
+
 /// The firewall step and FirewallReady; Ready when the cluster needs nothing more from it.
 pub fn decide(
     msc: &MetalStackCluster,
@@ -176,21 +203,8 @@ pub fn decide(
     let Some(seen) = seen else {
         return Outcome::Step(Step::Nothing, Requeue::Poll);
     };
-    if let Some(Ok(d)) = &seen.deployment {
-        match deployment::claim(msc, cluster_name, d) {
-            Whose::Ours => {}
-            Whose::Nobodys(step) => {
-                let message = format!("claiming MetalStackFirewallDeployment {}", d.name_any());
-                conditions.set_false(Type::FirewallReady, Reason::FirewallCreated, message);
-                // The deployment's change brings the cluster back.
-                return Outcome::Step(step, Requeue::AwaitChange);
-            }
-            Whose::Others(message) => {
-                let reason = Reason::FirewallDeploymentTaken;
-                conditions.set_false(Type::FirewallReady, reason, message);
-                return Outcome::Step(Step::Nothing, Requeue::AwaitChange);
-            }
-        }
+    if let Some(outcome) = unclaimed(msc, cluster_name, seen, conditions) {
+        return outcome;
     }
     let name = firewall_name(&msc.name_any());
     let desired = match desired(msc, cluster_name, seen) {
