@@ -369,6 +369,7 @@ async fn bind_user(env: &Env, user: &str, role: Value) {
         .expect("binding");
 }
 
+mod clusterctl_upgrade;
 mod conditions;
 mod go_provider;
 mod moving;

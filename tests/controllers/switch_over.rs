@@ -7,6 +7,7 @@
 
 use super::*;
 use capms::ownership::DOMAIN;
+use clusterctl_upgrade::upgraded_by_clusterctl;
 use metal_api::tags::CLUSTER_ID;
 
 pub(super) const CLUSTER: &str = "go-cluster";
@@ -220,12 +221,29 @@ impl Env {
     }
 }
 
+/// How capms's components replace the Go provider's.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Replacement {
+    /// capms's CRDs applied over the Go provider's.
+    PlainApply,
+    /// `clusterctl upgrade apply` with the metal-stack provider overridden by capms's release.
+    ClusterctlUpgrade,
+}
+
 /// On `cp` (made by [`ControlPlane::go_provider_management`]): a namespace with a running
-/// cluster as the Go provider leaves it, in the apiserver and in metal-api; then capms's CRDs
-/// applied over the Go provider's, and capms started and awaited until it has taken the cluster
-/// over.
-pub(super) async fn taken_over(cp: &ControlPlane, label: &str) -> (Env, Allocated) {
+/// cluster as the Go provider leaves it, in the apiserver and in metal-api; then capms's
+/// components replacing the Go provider's, and capms started and awaited until it has taken the
+/// cluster over.
+pub(super) async fn taken_over(
+    cp: &ControlPlane,
+    label: &str,
+    replacement: Replacement,
+) -> (Env, Allocated) {
     let mut env = Env::on(cp, label, Inventory::default_lab()).await;
+    if replacement == Replacement::ClusterctlUpgrade {
+        cp.install_go_provider_by_clusterctl_init(&env.sim.url)
+            .await;
+    }
     let allocated = allocate_as_the_go_provider(&env).await;
     for object in go_provider_objects(&env.ns.name, &allocated) {
         env.create_with_status(&object).await;
@@ -246,10 +264,16 @@ pub(super) async fn taken_over(cp: &ControlPlane, label: &str) -> (Env, Allocate
     .await;
     let before = env.allocations().await;
 
-    // The replacement by a plain apply of capms's CRDs over the Go provider's.
-    cp.install_capms_crds();
+    let capms_args = match replacement {
+        Replacement::PlainApply => {
+            cp.install_capms_crds();
+            Vec::new()
+        }
+        Replacement::ClusterctlUpgrade => upgraded_by_clusterctl(cp, &env).await,
+    };
     every_stored_object_reads_in_every_served_version(&env, &allocated).await;
-    env.start_capms(&[]);
+    let capms_args: Vec<&str> = capms_args.iter().map(String::as_str).collect();
+    env.start_capms(&capms_args);
     everything_becomes_ready(&env, &allocated).await;
     assert_eq!(env.allocations().await, before, "capms allocated nothing");
     (env, allocated)
@@ -258,8 +282,21 @@ pub(super) async fn taken_over(cp: &ControlPlane, label: &str) -> (Env, Allocate
 #[tokio::test(flavor = "current_thread")]
 async fn capms_takes_over_a_go_provider_cluster_in_place() {
     let cp = ControlPlane::go_provider_management("switch-over");
-    let (env, allocated) = taken_over(&cp, "switch-over").await;
+    let (env, allocated) = taken_over(&cp, "switch-over", Replacement::PlainApply).await;
+    deleting_the_cluster_frees_what_the_go_provider_would(&env, &allocated).await;
+}
 
+#[tokio::test(flavor = "current_thread")]
+async fn capms_takes_over_by_clusterctl_upgrade_apply() {
+    let cp = ControlPlane::go_provider_management("clusterctl-upgrade");
+    let (env, allocated) =
+        taken_over(&cp, "clusterctl-upgrade", Replacement::ClusterctlUpgrade).await;
+    deleting_the_cluster_frees_what_the_go_provider_would(&env, &allocated).await;
+}
+
+/// Deleting the Cluster frees the node network, the firewall and the worker, keeps the static
+/// control-plane IP its user made, and takes the firewall deployment with it.
+async fn deleting_the_cluster_frees_what_the_go_provider_would(env: &Env, allocated: &Allocated) {
     env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
         .delete(CLUSTER, &DeleteParams::default())
         .await

@@ -7,7 +7,7 @@
 //! https://proxy.golang.org/…/@v/v0.8.0.info: 403 Forbidden`), so the test stops at what it
 //! would read.
 
-use super::switch_over::{CLUSTER, GO, WORKER, taken_over};
+use super::switch_over::{CLUSTER, GO, Replacement, WORKER, taken_over};
 use super::*;
 
 /// The kinds capms converts: plural and kind.
@@ -21,7 +21,7 @@ const CONVERTED: [(&str, &str); 4] = [
 #[tokio::test(flavor = "current_thread")]
 async fn the_way_back_leaves_what_the_go_provider_reads() {
     let cp = ControlPlane::go_provider_management("way-back");
-    let (mut env, allocated) = taken_over(&cp, "way-back").await;
+    let (mut env, allocated) = taken_over(&cp, "way-back", Replacement::PlainApply).await;
     // 1. The Cluster is paused: capms, still running, touches nothing of it.
     env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
         .patch(

@@ -89,7 +89,7 @@ fn install_components(cp: &ControlPlane, work: &Path, metal_api: &str) {
         .expect("release.sh");
     assert!(out.status.success());
     let home = tempfile::tempdir().expect("home");
-    let processed = Command::new(binaries().capi.join("clusterctl"))
+    let processed = support::clusterctl::clusterctl_command()
         .args(["generate", "yaml", "--from"])
         .arg(release.join("infrastructure-components.yaml"))
         .env("HOME", home.path())

@@ -28,7 +28,7 @@ fn release(dir: &Path) -> PathBuf {
 fn clusterctl(args: &[&str], env: &[(&str, &str)]) -> String {
     let cp = ControlPlane::shared();
     let home = tempfile::tempdir().expect("home");
-    let out = Command::new(binaries().capi.join("clusterctl"))
+    let out = support::clusterctl::clusterctl_command()
         .args(args)
         .env("KUBECONFIG", &cp.kubeconfig)
         .env("HOME", home.path())

@@ -212,5 +212,15 @@ if [ ! -f "$capi_dir/crd/clusterctl/clusterctl-api.yaml" ]; then
   mv "$capi_dir/crd/clusterctl.partial" "$capi_dir/crd/clusterctl"
 fi
 
+# Cluster API's metadata.yaml (release series to contract): clusterctl reads the management
+# cluster's contract from the core provider's repository, which the upgrade test makes locally.
+if [ ! -f "$capi_dir/metadata.yaml" ]; then
+  src=$(GOFLAGS= go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  cp "$src/metadata.yaml" "$capi_dir/metadata.yaml.partial"
+  chmod u+w "$capi_dir/metadata.yaml.partial"
+  mv "$capi_dir/metadata.yaml.partial" "$capi_dir/metadata.yaml"
+fi
+
 progress "all binaries present"
 write_env all

@@ -42,6 +42,8 @@ mkdir -p "$state"
 : > "$state/pids"
 bash "$root/tests/scripts/controlplane.sh" start "$state/cp" >/dev/null
 export KUBECONFIG="$state/cp/kubeconfig"
+# clusterctl would otherwise ask GitHub for its latest release after every command.
+export CLUSTERCTL_DISABLE_VERSIONCHECK=true
 
 free_port() { python3 "$root/tests/scripts/free_ports.py"; }
 start() { # name command...

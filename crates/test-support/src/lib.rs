@@ -141,37 +141,8 @@ impl ControlPlane {
         cp
     }
 
-    /// A management control plane as metal-stack's Go provider v0.8.0 leaves it: its CRDs (from
-    /// the shared reference, with the contract labels its kustomization adds, storing
-    /// `v1alpha1`) and Cluster API's; capms's conversion webhook already listens, for when
-    /// [`Self::install_capms_crds`] replaces the Go provider's CRDs.
-    pub fn go_provider_management(label: &str) -> ControlPlane {
-        let cp = ControlPlane::converting(label);
-        cp.install_go_provider_crds();
-        cp.install_capi_crds();
-        cp
-    }
-
-    /// The Go provider v0.8.0's CRDs, from the shared reference, with the contract labels its
-    /// kustomization adds; over capms's, they take their place (the way back).
-    pub fn install_go_provider_crds(&self) {
-        let crds = repo_root().join("../shared/reference/capms-v0.8.0/crd");
-        self.apply(&crds);
-        self.kubectl(
-            &[
-                "label",
-                "--overwrite",
-                "cluster.x-k8s.io/v1beta1=v1alpha1",
-                "cluster.x-k8s.io/v1beta2=v1alpha1",
-                "-f",
-            ],
-            &[crds],
-        );
-        self.wait_crds_established();
-    }
-
     /// A bare control plane with capms's conversion webhook listening.
-    fn converting(label: &str) -> ControlPlane {
+    pub(crate) fn converting(label: &str) -> ControlPlane {
         let mut cp = ControlPlane::bare(label);
         let (server, url) = cp.start_conversion_server();
         cp.conversion = Some(server);
@@ -181,7 +152,7 @@ impl ControlPlane {
 
     /// Cluster API's CRDs: core, kubeadm bootstrap and control plane; then waits until every
     /// CRD is established.
-    fn install_capi_crds(&self) {
+    pub(crate) fn install_capi_crds(&self) {
         let cp = self;
         let capi_crds = binaries().capi.join("crd");
         cp.apply(&capi_crds.join("core"));
@@ -465,6 +436,7 @@ where
 pub mod clusterctl;
 pub mod contract;
 mod conversion;
+mod go_provider;
 mod manager;
 pub mod mock_apiserver;
 mod registration;

@@ -10,7 +10,7 @@ use crate::api::{
 use crate::cache::read_through;
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::conversion::Schema;
-use crate::ownership::{OwnerKind, identity_of};
+use crate::ownership::{OwnerKind, firewall_identity, identity_of};
 use kube::ResourceExt;
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionRequest;
@@ -280,7 +280,8 @@ async fn validate_firewall(
 ) -> Result<Decision, String> {
     let (_, obj): (Value, MetalStackFirewall) = typed(object, "MetalStackFirewall")?;
     let old: Option<(Value, MetalStackFirewall)> = old_typed(request)?;
-    let ours = identity_of(OwnerKind::Firewall, &obj);
+    // A firewall made for a Go provider firewall deployment is known by the deployment's mark.
+    let ours = firewall_identity(&obj);
     with_catalog(state, |catalog| {
         let mut report = Report::default();
         let old_spec = old.as_ref().map(|(_, o)| &o.spec);

@@ -58,4 +58,5 @@ fn errors_of(f: impl FnOnce(&mut Report)) -> Vec<String> {
 mod configurations;
 mod handlers;
 mod rules;
+mod takeover;
 mod updates;
