@@ -389,6 +389,34 @@ async fn every_stored_object_reads_in_every_served_version(env: &Env, allocated:
     );
 }
 
+/// In `v1alpha1`, the Go provider's condition types carry capms's conditions for the same steps.
+async fn the_go_provider_s_conditions_show_capms_s(env: &Env, cluster: &MetalStackCluster) {
+    let go = env
+        .dynamic(GO, "MetalStackCluster", "metalstackclusters")
+        .get(CLUSTER)
+        .await
+        .expect("v1alpha1");
+    let hub = &cluster.status.as_ref().expect("status").conditions;
+    for (capms, go_type) in [
+        ("NetworkReady", "ClusterNodeNetworkEnsured"),
+        ("FirewallReady", "ClusterFirewallDeploymentEnsured"),
+        ("ControlPlaneIPReady", "ClusterControlPlaneIPEnsured"),
+    ] {
+        let source = condition(hub, capms).unwrap_or_else(|| panic!("{capms} in {hub:?}"));
+        let conditions = go.data["status"]["conditions"].as_array().cloned();
+        let shown = conditions
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c["type"] == go_type)
+            .unwrap_or_else(|| panic!("{go_type} in {:#}", go.data["status"]));
+        assert_eq!(
+            (shown["status"].as_str(), shown["reason"].as_str()),
+            (Some(source.status.as_str()), Some(source.reason.as_str())),
+            "{go_type} shows {capms}"
+        );
+    }
+}
+
 /// The cluster, its firewall (on the Go provider's machine) and the worker reach Ready under
 /// capms; the firewall deployment keeps naming the same firewall.
 async fn everything_becomes_ready(env: &Env, allocated: &Allocated) {
@@ -399,12 +427,13 @@ async fn everything_becomes_ready(env: &Env, allocated: &Allocated) {
                 .is_some_and(|c| c.status == "True" && c.reason == "Provisioned")
                 && condition(conditions, "FirewallReady").is_some_and(|c| c.status == "True")
         };
-    wait_ready(env, &clusters, CLUSTER, |c| {
+    let cluster = wait_ready(env, &clusters, CLUSTER, |c| {
         c.status
             .as_ref()
             .is_some_and(|s| s.ready && capms_ready(&s.conditions))
     })
     .await;
+    the_go_provider_s_conditions_show_capms_s(env, &cluster).await;
     let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
     let firewall = wait_ready(env, &firewalls, &format!("{CLUSTER}-firewall"), |f| {
         f.status.as_ref().is_some_and(|s| s.ready)

@@ -7,3 +7,7 @@ pub const CLUSTER_ID: &str = "cluster.metal-stack.io/id";
 pub const MACHINE_ID: &str = "machine.metal-stack.io/id";
 /// metal-lib's label of the network a partition's clusters reach the outside through by default.
 pub const NETWORK_DEFAULT: &str = "network.metal-stack.io/default";
+/// Kubernetes' well-known zone label, as a machine tag: the machine's partition.
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+/// Kubernetes' well-known hostname label, as a machine tag: the machine's hostname.
+pub const HOSTNAME: &str = "kubernetes.io/hostname";

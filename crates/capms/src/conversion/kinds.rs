@@ -1,7 +1,7 @@
 //! Per kind, where each field of one schema lives in the other. Every field of both schemas is
 //! listed (a test checks the tables against the CRDs): a field missing here would be dropped.
 
-use super::Schema;
+use super::{Schema, conditions};
 use serde_json::Value;
 
 /// A value as one schema holds it, turned into what the other holds (None: absent).
@@ -121,12 +121,10 @@ fn empty_is_absent(value: Option<Value>) -> Option<Value> {
     value.filter(|v| v.as_str() != Some(""))
 }
 
-/// The readiness, condition and failure fields of every kind with a status, alike in both
-/// schemas.
-static SHARED_STATUS: [Field; 5] = [
+/// The readiness and failure fields of every kind with a status, alike in both schemas.
+static SHARED_STATUS: [Field; 4] = [
     same("/status/ready"),
     same("/status/initialization"),
-    same("/status/conditions"),
     same("/status/failureReason"),
     same("/status/failureMessage"),
 ];
@@ -150,6 +148,11 @@ pub static CLUSTER: Kind = Kind {
     fields: &[
         &SHARED_STATUS,
         &[
+            Field {
+                up: Some(conditions::cluster_from_go),
+                down: Some(conditions::cluster_shown_in_go),
+                ..same("/status/conditions")
+            },
             same("/spec/controlPlaneEndpoint"),
             same("/spec/partition"),
             same("/spec/projectID"),
@@ -176,7 +179,14 @@ pub static MACHINE: Kind = Kind {
     fields: &[
         &SHARED_STATUS,
         &machine_spec!("/spec"),
-        &[same("/status/addresses")],
+        &[
+            same("/status/addresses"),
+            Field {
+                up: Some(conditions::machine_from_go),
+                down: Some(conditions::machine_shown_in_go),
+                ..same("/status/conditions")
+            },
+        ],
     ],
     go_required: &["/spec/image", "/spec/size"],
     capms_required: &["/spec/image", "/spec/machineType"],

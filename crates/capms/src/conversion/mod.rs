@@ -10,6 +10,7 @@
 //! Conversion is pure: JSON in, JSON out, no I/O. A conversion that would leave the target without
 //! a field it requires is refused, naming the object and the field.
 
+mod conditions;
 mod engine;
 pub mod kinds;
 pub mod paths;

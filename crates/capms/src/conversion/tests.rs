@@ -43,6 +43,31 @@ fn any_rules(rng: &mut StdRng) -> Value {
     json!({"egress": [rule("to")], "ingress": [rule("from"), rule("from")]})
 }
 
+/// Conditions of types both schemas name, each present or not, in any order.
+fn any_conditions(rng: &mut StdRng) -> Value {
+    let types = [
+        "Ready",
+        "Paused",
+        "NetworkReady",
+        "ClusterNodeNetworkEnsured",
+        "FirewallReady",
+        "ClusterFirewallDeploymentEnsured",
+        "ControlPlaneIPReady",
+        "ClusterControlPlaneIPEnsured",
+        "MachineAllocated",
+        "MachineCreated",
+        "MachineReady",
+        "MachineHealthy",
+    ];
+    let list: Vec<Value> = (0..rng.random_range(0..6))
+        .map(|_| {
+            let t = types[rng.random_range(0..types.len())];
+            json!({"type": t, "status": if rng.random() { "True" } else { "False" }, "reason": "R"})
+        })
+        .collect();
+    Value::Array(list)
+}
+
 /// A random object of `kind` in `version`: each field of its schema present or not.
 fn any_object(rng: &mut StdRng, kind: &'static Kind, version: &str) -> Value {
     let schema = Schema::of(version).unwrap_or(Schema::Capms);
@@ -62,9 +87,12 @@ fn any_object(rng: &mut StdRng, kind: &'static Kind, version: &str) -> Value {
         if !kind.required(schema).contains(&path) && rng.random_bool(0.4) {
             continue;
         }
-        let value = match path.ends_with("initialRuleSet") || path.ends_with("rules") {
-            true => any_rules(rng),
-            false => any_value(rng, 0),
+        let value = if path.ends_with("initialRuleSet") || path.ends_with("rules") {
+            any_rules(rng)
+        } else if path.ends_with("conditions") && rng.random_bool(0.8) {
+            any_conditions(rng)
+        } else {
+            any_value(rng, 0)
         };
         put(&mut object, path, Some(value), "generated").unwrap_or_else(|e| panic!("{e}"));
     }

@@ -3,9 +3,9 @@
 
 use super::PURPOSE;
 use crate::api::{MetalStackCluster, MetalStackMachine};
-use crate::ownership::{OwnerKind, cluster_id, owner_marks_of, owner_tags};
+use crate::ownership::{OwnerKind, cluster_id, identity_of, owner_marks_of, owner_tags};
 use kube::ResourceExt;
-use metal_api::tags::CLUSTER_ID;
+use metal_api::tags::{CLUSTER_ID, HOSTNAME, ZONE};
 use metal_api::types::{AllocationNetwork, MachineAllocateRequest};
 
 /// Everything a machine allocation is made of.
@@ -33,15 +33,20 @@ impl Order<'_> {
         } else {
             "worker"
         };
+        let hostname = cloud_config_hostname(self.user_data).unwrap_or_else(|| name.clone());
         let mut tags = owner_tags(&marks);
         tags.push(cluster_tag.clone());
         tags.push(format!("{PURPOSE}={purpose}"));
+        // The tags metal-stack's Go provider puts on its machines, which its users filter by.
+        tags.extend(owner_tags(&identity_of(OwnerKind::Cluster, self.msc)));
+        tags.push(format!("{ZONE}={}", self.partition));
+        tags.push(format!("{HOSTNAME}={hostname}"));
         tags.extend(msm.spec.tags.iter().cloned());
         MachineAllocateRequest {
             uuid: self.preset.clone(),
             name: name.clone(),
             description: format!("{ns}/{name} of cluster {ns}/{cluster}, allocated by capms"),
-            hostname: cloud_config_hostname(self.user_data).unwrap_or_else(|| name.clone()),
+            hostname,
             projectid: self.msc.spec.project_id.clone(),
             partitionid: self.partition.to_owned(),
             sizeid: msm.spec.machine_type.clone(),
