@@ -71,17 +71,18 @@ async fn render(
         ("METAL_API_URL", metal_api),
         ("METAL_API_HMAC", "metal-edit"),
     ];
-    generate(cp, ns, &template, machines, &variables).await
+    generate(cp, ns, &template, machines, &variables, "v1.33.5").await
 }
 
-/// `template` rendered by the real clusterctl as cluster `kc` in `ns`, Kubernetes v1.33.5, with
-/// `(control_planes, workers)` machines and the template's `variables`.
+/// `template` rendered by the real clusterctl as cluster `kc` in `ns`, Kubernetes `version`,
+/// with `(control_planes, workers)` machines and the template's `variables`.
 async fn generate(
     cp: &ControlPlane,
     ns: &str,
     template: &Path,
     (control_planes, workers): (&str, &str),
     variables: &[(&str, &str)],
+    version: &str,
 ) -> String {
     let out = cp
         .clusterctl_with(
@@ -92,7 +93,7 @@ async fn generate(
                 "--from",
                 &template.to_string_lossy(),
                 "--kubernetes-version",
-                "v1.33.5",
+                version,
                 "--control-plane-machine-count",
                 control_planes,
                 "--worker-machine-count",

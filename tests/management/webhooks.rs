@@ -117,8 +117,8 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
 }
 
 /// `v1alpha1` objects (the Go provider's API) reach the webhooks converted to `v1alpha4`; the
-/// answers name their fields as `v1alpha1` has them, and a cluster's static control-plane IP
-/// becomes its endpoint on the Go provider's port.
+/// answers name their fields as `v1alpha1` has them, and a cluster's API server is defaulted to
+/// the Go provider's port, of its static control-plane IP or of the IP capms allocates.
 fn go_provider_objects_are_checked_in_their_own_field_names(a: &Admission<'_>) {
     let go = "infrastructure.cluster.x-k8s.io/v1alpha1";
     a.refused(
@@ -161,6 +161,26 @@ fn go_provider_objects_are_checked_in_their_own_field_names(a: &Admission<'_>) {
     assert!(
         stored["metadata"]["annotations"]["conversion.capms.metal-stack.io/kept"].is_null(),
         "nothing to keep for a v1alpha1 object: {stored:#}"
+    );
+    // Without an IP, on port 443 of the IP capms will allocate: v1alpha1 shows no endpoint until
+    // the host is known, capms's versions show the port.
+    a.admitted("go-no-ip.json", cluster("go-no-ip", json!({})));
+    let hub = a.get(
+        "metalstackclusters.v1alpha4.infrastructure.cluster.x-k8s.io",
+        "go-no-ip",
+    );
+    assert_eq!(
+        hub["spec"]["controlPlaneEndpoint"],
+        json!({"port": 443}),
+        "{hub:#}"
+    );
+    let go_view = a.get(
+        "metalstackclusters.v1alpha1.infrastructure.cluster.x-k8s.io",
+        "go-no-ip",
+    );
+    assert!(
+        go_view["spec"]["controlPlaneEndpoint"].is_null(),
+        "{go_view:#}"
     );
 }
 

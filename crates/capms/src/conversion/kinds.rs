@@ -121,6 +121,16 @@ fn empty_is_absent(value: Option<Value>) -> Option<Value> {
     value.filter(|v| v.as_str() != Some(""))
 }
 
+/// `v1alpha1` requires an endpoint's host; capms's endpoint may name only the port of the IP it
+/// allocates. Such an endpoint is not shown in `v1alpha1` (it travels in the kept annotation).
+fn endpoint_with_host(value: Option<Value>) -> Option<Value> {
+    value.filter(|v| {
+        v.get("host")
+            .and_then(Value::as_str)
+            .is_some_and(|h| !h.is_empty())
+    })
+}
+
 /// The readiness and failure fields of every kind with a status, alike in both schemas.
 static SHARED_STATUS: [Field; 4] = [
     same("/status/ready"),
@@ -153,7 +163,10 @@ pub static CLUSTER: Kind = Kind {
                 down: Some(conditions::cluster_shown_in_go),
                 ..same("/status/conditions")
             },
-            same("/spec/controlPlaneEndpoint"),
+            Field {
+                down: Some(endpoint_with_host),
+                ..same("/spec/controlPlaneEndpoint")
+            },
             same("/spec/partition"),
             same("/spec/projectID"),
             Field {

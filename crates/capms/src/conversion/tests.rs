@@ -100,6 +100,23 @@ fn any_object(rng: &mut StdRng, kind: &'static Kind, version: &str) -> Value {
 }
 
 #[test]
+fn an_endpoint_of_only_a_port_is_not_shown_in_v1alpha1_and_comes_back() {
+    let hub = json!({"apiVersion": api_version("v1alpha4"), "kind": "MetalStackCluster",
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {"partition": "p", "projectID": "x", "controlPlaneEndpoint": {"port": 443}}});
+    let go = convert(&hub, &api_version("v1alpha1")).expect("converted");
+    assert_eq!(go["spec"].get("controlPlaneEndpoint"), None, "{go:#}");
+    assert_eq!(convert(&go, &api_version("v1alpha4")), Ok(hub.clone()));
+    let mut allocated = hub;
+    allocated["spec"]["controlPlaneEndpoint"] = json!({"host": "127.100.0.7", "port": 443});
+    let go = convert(&allocated, &api_version("v1alpha1")).expect("converted");
+    assert_eq!(
+        go["spec"]["controlPlaneEndpoint"],
+        json!({"host": "127.100.0.7", "port": 443})
+    );
+}
+
+#[test]
 fn round_trips_through_every_other_version_give_back_the_object() {
     let mut rng = StdRng::seed_from_u64(28);
     let versions = ["v1alpha1", "v1alpha3", "v1alpha4"];

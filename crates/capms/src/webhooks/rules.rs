@@ -77,19 +77,16 @@ pub fn default_cluster(spec: &mut MetalStackClusterSpec) {
 }
 
 /// A cluster written in the Go provider's `v1alpha1`: its API server listens where the Go
-/// provider puts it, on port 443 of spec.controlPlaneIP. Nothing else is defaulted: a port
-/// without a host cannot be said in `v1alpha1`.
+/// provider puts it, on port 443 of spec.controlPlaneIP, or of the IP capms allocates when
+/// there is none (an endpoint of only a port, which `v1alpha1` shows once the host is known).
 pub fn default_go_provider_cluster(spec: &mut MetalStackClusterSpec) {
-    let host = spec
+    let endpoint = spec
         .control_plane_endpoint
-        .as_ref()
-        .and_then(|e| e.host.as_ref());
-    if let (Some(ip), None) = (&spec.control_plane_ip, host) {
-        let port = spec.control_plane_endpoint.as_ref().and_then(|e| e.port);
-        spec.control_plane_endpoint = Some(ApiEndpoint {
-            host: Some(ip.clone()),
-            port: Some(port.unwrap_or(crate::api::v1alpha1::API_PORT)),
-        });
+        .get_or_insert_with(Default::default);
+    if endpoint.host.is_none() {
+        // The Go provider serves the API on port 443, of the given IP or of one it allocates.
+        endpoint.host = spec.control_plane_ip.clone();
+        endpoint.port = Some(endpoint.port.unwrap_or(crate::api::v1alpha1::API_PORT));
     }
 }
 

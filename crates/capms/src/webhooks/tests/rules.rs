@@ -5,6 +5,36 @@ use super::*;
 // ---- defaults -----------------------------------------------------------------------------
 
 #[test]
+fn go_provider_clusters_serve_their_api_on_port_443() {
+    let endpoint = |ip: Option<&str>, given: Option<ApiEndpoint>| {
+        let mut spec = cluster_spec();
+        spec.control_plane_ip = ip.map(str::to_owned);
+        spec.control_plane_endpoint = given;
+        default_go_provider_cluster(&mut spec);
+        spec.control_plane_endpoint.expect("an endpoint")
+    };
+    let at = |host: Option<&str>, port: i32| ApiEndpoint {
+        host: host.map(str::to_owned),
+        port: Some(port),
+    };
+    assert_eq!(
+        endpoint(Some("127.100.0.9"), None),
+        at(Some("127.100.0.9"), 443)
+    );
+    assert_eq!(
+        endpoint(None, None),
+        at(None, 443),
+        "on the IP capms allocates"
+    );
+    let given = at(Some("api.example.org"), 6443);
+    assert_eq!(
+        endpoint(Some("127.100.0.9"), Some(given.clone())),
+        given,
+        "kept"
+    );
+}
+
+#[test]
 fn defaults_port_protocol_and_partition() {
     let mut spec = cluster_spec();
     spec.control_plane_endpoint = Some(ApiEndpoint {
