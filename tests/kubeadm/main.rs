@@ -220,7 +220,7 @@ struct Stack {
     sim: RunningSim,
     workloads: std::path::PathBuf,
     agent: tokio::task::JoinHandle<()>,
-    _managers: (Managers, KubeadmProviders),
+    managers: (Managers, KubeadmProviders),
     _logs: LogsOnFailure,
     work: tempfile::TempDir,
 }
@@ -263,7 +263,7 @@ impl Stack {
             sim,
             workloads,
             agent,
-            _managers: (managers, kubeadm),
+            managers: (managers, kubeadm),
             work,
         }
     }
@@ -276,6 +276,16 @@ impl Stack {
         let rendered = render(cp, &self.ns.name, &self.sim.url, flavor, machines).await;
         std::fs::write(&file, rendered).expect("write");
         cp.kubectl(&["apply", "--server-side", "-f"], &[file]);
+    }
+
+    /// Cluster API's `v1beta1` served too: its CRDs convert through this stack's managers.
+    fn serve_capi_v1beta1(&self) {
+        let cp = ControlPlane::shared();
+        let (managers, kubeadm) = &self.managers;
+        cp.convert_through(Path::new("crd/core"), managers.capi.webhook_port);
+        cp.convert_through(Path::new("crd/bootstrap"), kubeadm.bootstrap.webhook_port);
+        let control_plane = kubeadm.control_plane.webhook_port;
+        cp.convert_through(Path::new("crd/controlplane"), control_plane);
     }
 
     fn kubeconfig(&self) -> std::path::PathBuf {

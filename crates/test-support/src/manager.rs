@@ -143,6 +143,8 @@ impl Managers {
 /// test's namespace), as in a real installation.
 pub struct CapiManager {
     pub process: ChildProcess,
+    /// Where its webhooks (admission and `/convert`) answer.
+    pub webhook_port: u16,
 }
 
 impl CapiManager {
@@ -180,7 +182,10 @@ impl CapiManager {
         let manifests = binaries().capi.join(webhooks).join("manifests.yaml");
         on.cp
             .register_webhooks_of(provider, &manifests, webhook_port, on.namespace, on.work);
-        CapiManager { process }
+        CapiManager {
+            process,
+            webhook_port,
+        }
     }
 }
 

@@ -95,6 +95,36 @@ impl ControlPlane {
 }
 
 impl ControlPlane {
+    /// Points the conversion of every CRD in `crds` (a directory of the CAPI cache) that serves
+    /// more than one version at `/convert` on 127.0.0.1:`port`, the manager that owns them,
+    /// trusting this control plane's CA: what Cluster API's kustomization does with a Service,
+    /// for clients of an older API version (the stored one needs no conversion).
+    pub fn convert_through(&self, crds: &Path, port: u16) {
+        let ca = serde_json::to_value(k8s_openapi::ByteString(self.ca_pem())).expect("base64");
+        for entry in std::fs::read_dir(binaries().capi.join(crds)).expect("CRD directory") {
+            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("CRD");
+            let crd: serde_json::Value = serde_saphyr::from_str(&text).expect("CRD YAML");
+            let versions = crd["spec"]["versions"].as_array().map_or(0, Vec::len);
+            let Some(name) = crd["metadata"]["name"].as_str().filter(|_| versions > 1) else {
+                continue;
+            };
+            let conversion = serde_json::json!({"spec": {"conversion": {"strategy": "Webhook",
+                "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": {
+                    "url": format!("https://127.0.0.1:{port}/convert"), "caBundle": ca}}}}});
+            self.kubectl(
+                &[
+                    "patch",
+                    "crd",
+                    name,
+                    "--type=merge",
+                    "-p",
+                    &conversion.to_string(),
+                ],
+                &[],
+            );
+        }
+    }
+
     /// Waits until every CRD installed so far is Established.
     pub fn wait_crds_established(&self) {
         self.kubectl(
