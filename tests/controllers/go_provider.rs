@@ -73,7 +73,7 @@ async fn a_go_provider_cluster_reaches_ready_and_keeps_its_given_ip() {
     assert!(
         firewall_ready
             .message
-            .contains("spec.autoUpdate.machineImage of MetalStackFirewallDeployment firewall is not acted on yet"),
+            .contains("following spec.autoUpdate.machineImage of MetalStackFirewallDeployment firewall: the newest firewall image is firewall-ubuntu-3.0"),
         "{}",
         firewall_ready.message
     );

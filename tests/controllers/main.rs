@@ -374,6 +374,7 @@ mod conditions;
 mod go_provider;
 mod moving;
 mod resilience;
+mod rollout;
 mod seed;
 mod switch_over;
 mod templates;

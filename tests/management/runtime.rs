@@ -38,6 +38,7 @@ async fn the_manager_runs_in_process_and_stops_on_shutdown() {
         }),
         concurrency: 4,
         sync_period: capms::reconciler::DEFAULT_SYNC_PERIOD,
+        firewall_rollout_deadline: capms::reconciler::DEFAULT_FIREWALL_ROLLOUT_DEADLINE,
         health_addr,
         metrics_addr,
         metrics_secure: true,

@@ -155,7 +155,8 @@ async fn the_firewall_follows_the_cluster_spec_until_it_is_allocated() {
         "applied by server-side apply"
     );
 
-    // Once allocated, the firewall keeps its spec and the cluster says why.
+    // Once allocated, the firewall keeps its spec: the changed spec gets a firewall of its own,
+    // named after it, and the allocated one stays until that is ready.
     let mut allocated = rig.api.get(&fw);
     allocated.spec.provider_id =
         Some("metal://mini-lab/00000000-0000-0000-0000-000000000001".into());
@@ -172,13 +173,13 @@ async fn the_firewall_follows_the_cluster_spec_until_it_is_allocated() {
         "v1-large-x86",
         "not applied"
     );
-    let status = rig.api.get(&msc).status.expect("status");
-    let firewall_ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "FirewallReady")
-        .expect("FirewallReady");
-    assert_eq!(firewall_ready.reason, "FirewallSpecChanged");
+    let created = rig.api.take_object_writes();
+    let rolled = created.iter().find(|w| {
+        w.content_type == "application/apply-patch+yaml"
+            && w.path.contains("/metalstackfirewalls/prod-firewall-")
+    });
+    let rolled = rolled.unwrap_or_else(|| panic!("a firewall for the new spec: {created:?}"));
+    assert_eq!(rolled.body["spec"]["machineType"], "v1-small-x86");
 }
 
 #[tokio::test]

@@ -194,4 +194,6 @@ cat <<EOF
   export METAL_API_URL=$METAL_API_URL METAL_API_HMAC=metal-edit   # capms metal machines
   export METALCTL_API_URL=$METAL_API_URL METALCTL_HMAC=metal-admin # metalctl, where it can be built
   logs: $state/*.log        stop everything: make demo-down
+  # (capms's template) roll the firewall to new rules; the new one takes over before the old one goes:
+  kubectl -n demo patch msc demo --type=merge -p '{"spec":{"firewallSpec":{"rules":{"egress":[{"protocol":"tcp","ports":[443,8443],"to":["0.0.0.0/0"]}]}}}}' && kubectl -n demo get msc,msfw -w
 EOF

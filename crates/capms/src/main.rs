@@ -98,6 +98,11 @@ struct ManagerArgs {
     /// this period.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     sync_period: Duration,
+    /// How long a firewall rolling in for a changed firewall spec may take to phone home and
+    /// become ready; after that capms frees it, keeps the serving firewall and tries again
+    /// after a backoff.
+    #[arg(long, default_value = "20m", value_parser = parse_duration)]
+    firewall_rollout_deadline: Duration,
     /// Address of /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:9440")]
     health_addr: std::net::SocketAddr,
@@ -238,6 +243,7 @@ impl ManagerArgs {
             }),
             concurrency: self.concurrency,
             sync_period: self.sync_period,
+            firewall_rollout_deadline: self.firewall_rollout_deadline,
             health_addr: self.health_addr,
             metrics_addr: self.metrics_addr,
             metrics_secure: self.metrics_secure,

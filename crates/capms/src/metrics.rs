@@ -36,6 +36,12 @@ struct ReconcileOutcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RolloutOutcome {
+    /// `started`, `replaced` (the new firewall took over), `superseded` or `failed`.
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MetalCall {
     endpoint: String,
     /// The HTTP status; 0 when no answer came.
@@ -106,6 +112,7 @@ pub struct Metrics {
     work_time: Histograms<QueueName>,
     retries: Family<QueueName, Counter>,
     kube_requests: Family<KubeRequest, Counter>,
+    rollouts: Family<RolloutOutcome, Counter>,
     /// The controllers' work queues as controller-runtime reports them.
     pub queues: WorkQueues,
 }
@@ -181,9 +188,16 @@ impl Metrics {
             "Total number of retries handled by workqueue",
             retries.clone(),
         );
+        let rollouts = Family::default();
+        registry.register(
+            "capms_firewall_rollouts",
+            "Firewall rollouts by outcome: started, replaced, superseded, failed",
+            rollouts.clone(),
+        );
         let queues = WorkQueues::register(&mut registry);
         Metrics {
             queues,
+            rollouts,
             kube_requests,
             work_time,
             retries,
@@ -225,6 +239,15 @@ impl Metrics {
             .get_or_create(&ReconcileOutcome {
                 kind: kind.into(),
                 outcome: outcome.err().unwrap_or("success").into(),
+            })
+            .inc();
+    }
+
+    /// A firewall rollout step: `started`, `replaced`, `superseded` or `failed`.
+    pub fn rollout(&self, outcome: &str) {
+        self.rollouts
+            .get_or_create(&RolloutOutcome {
+                outcome: outcome.into(),
             })
             .inc();
     }

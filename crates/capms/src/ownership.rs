@@ -33,21 +33,27 @@ impl OwnerKind {
 pub const FIREWALL_DEPLOYMENT_LABEL: &str =
     "metal-stack.infrastructure.cluster.x-k8s.io/firewall-deployment";
 
+/// Annotation on a MetalStackFirewall rolled in for a changed firewall spec. Of a firewall
+/// deployment's firewalls, only the first carries the deployment's mark in metal-api: two
+/// firewalls with one mark would each take the other's machine for its own.
+pub const ROLLED_IN_ANNOTATION: &str = "metal-stack.infrastructure.cluster.x-k8s.io/rolled-in";
+
 /// The Go provider's `firewall.metal-stack.io/managed-by` value: on the firewalls of its
 /// firewall deployments, which capms writes too, so that its users' filters still find them.
 pub const GO_PROVIDER_MANAGER: &str = "cluster-api-provider-metal-stack";
 
-/// What finds a firewall's machine again: for one made for a firewall deployment, the Go
-/// provider's `firewall-deployment-resource=<namespace>.<deployment>` tag (so that the firewall
-/// the Go provider allocated for it is taken over); for any other, [`identity_of`].
+/// What finds a firewall's machine again: for the first one made for a firewall deployment, the
+/// Go provider's `firewall-deployment-resource=<namespace>.<deployment>` tag (so that the
+/// firewall the Go provider allocated for it is taken over); for any other, [`identity_of`].
 pub fn firewall_identity<K: Resource>(fw: &K) -> BTreeMap<String, String> {
+    let rolled_in = fw.annotations().contains_key(ROLLED_IN_ANNOTATION);
     match fw.labels().get(FIREWALL_DEPLOYMENT_LABEL) {
-        Some(deployment) => [(
+        Some(deployment) if !rolled_in => [(
             format!("{DOMAIN}/firewall-deployment-resource"),
             cluster_id(&fw.namespace().unwrap_or_default(), deployment),
         )]
         .into(),
-        None => identity_of(OwnerKind::Firewall, fw),
+        _ => identity_of(OwnerKind::Firewall, fw),
     }
 }
 
@@ -171,6 +177,29 @@ mod tests {
             owner_of(&tags[1..]),
             None,
             "the uid mark alone names no object"
+        );
+    }
+
+    #[test]
+    fn only_a_deployment_s_first_firewall_carries_its_mark() {
+        let mut fw = k8s_openapi::api::core::v1::ConfigMap::default();
+        fw.metadata.namespace = Some("ns".into());
+        fw.metadata.name = Some("c-firewall".into());
+        fw.metadata.labels = Some([(FIREWALL_DEPLOYMENT_LABEL.to_owned(), "d".to_owned())].into());
+        let first = owner_tags(&firewall_identity(&fw));
+        assert_eq!(
+            first,
+            ["metal-stack.infrastructure.cluster.x-k8s.io/firewall-deployment-resource=ns.d"]
+        );
+        fw.metadata.name = Some("c-firewall-0a1b2c3d".into());
+        fw.metadata.annotations =
+            Some([(ROLLED_IN_ANNOTATION.to_owned(), "true".to_owned())].into());
+        let rolled = owner_tags(&firewall_identity(&fw));
+        assert_eq!(
+            rolled,
+            [
+                "metal-stack.infrastructure.cluster.x-k8s.io/firewall-resource=ns.c-firewall-0a1b2c3d"
+            ]
         );
     }
 }

@@ -49,6 +49,8 @@ pub struct ManagerConfig {
     pub concurrency: u16,
     /// How often a provisioned object is looked at again without an event.
     pub sync_period: Duration,
+    /// How long a rolling-in firewall may take to become ready.
+    pub firewall_rollout_deadline: Duration,
     pub health_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
     /// Serve `/metrics` over HTTPS to callers the apiserver authenticates and authorizes
@@ -125,6 +127,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
         watch_filter: config.watch_filter.clone().filter(|f| !f.is_empty()),
         concurrency: config.concurrency,
         sync_period: config.sync_period,
+        firewall_rollout_deadline: config.firewall_rollout_deadline,
     };
     let ctx = Arc::new(Context::new(
         client.clone(),

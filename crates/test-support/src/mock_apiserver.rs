@@ -178,11 +178,24 @@ impl MockApiserver {
             None => (path.to_owned(), false),
         };
         match *method {
-            Method::GET => objects
-                .get(&target)
-                .cloned()
-                .map(|o| (StatusCode::OK, o))
-                .ok_or(StatusCode::NOT_FOUND),
+            Method::GET => match objects.get(&target) {
+                Some(object) => Ok((StatusCode::OK, object.clone())),
+                // A collection: the objects stored right below it.
+                None => {
+                    let prefix = format!("{target}/");
+                    let items: Vec<Value> = objects
+                        .iter()
+                        .filter(|(key, _)| {
+                            key.strip_prefix(&prefix)
+                                .is_some_and(|rest| !rest.contains('/'))
+                        })
+                        .map(|(_, object)| object.clone())
+                        .collect();
+                    let list = json!({"kind": "List", "apiVersion": "v1",
+                        "metadata": {"resourceVersion": "1"}, "items": items});
+                    Ok((StatusCode::OK, list))
+                }
+            },
             Method::POST => {
                 let mut created = body;
                 let name = created["metadata"]["name"]

@@ -46,6 +46,18 @@ use serde::{Deserialize, Serialize};
         description = "metal-stack partition"
     ),
     printcolumn(
+        name = "Firewall",
+        type_ = "string",
+        json_path = ".status.firewall.serving",
+        description = "The MetalStackFirewall serving the private network"
+    ),
+    printcolumn(
+        name = "Rollout",
+        type_ = "string",
+        json_path = ".status.firewall.phase",
+        description = "Stable, RollingOut or Failed: the firewall's rollout"
+    ),
+    printcolumn(
         name = "Project",
         type_ = "string",
         json_path = ".spec.projectID",
@@ -144,7 +156,7 @@ pub struct MetalStackClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<Initialization>,
     /// Current state, one condition per step: Ready, Paused, NetworkReady, ControlPlaneIPReady,
-    /// FirewallReady.
+    /// FirewallReady, FirewallRolledOut.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
@@ -177,4 +189,60 @@ pub struct MetalStackClusterStatus {
     )]
     #[schemars(length(min = 1, max = 64))]
     pub allocated_control_plane_ip: Option<String>,
+    /// The cluster's firewalls: the one serving, the one rolling in for a changed firewall spec,
+    /// and the rollout's phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall: Option<FirewallRolloutStatus>,
+}
+
+/// The firewalls of a cluster. A changed firewall spec rolls the firewall: capms creates a
+/// MetalStackFirewall for the new spec and deletes the serving one only once the new one is
+/// ready, so the private network always has a ready firewall.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FirewallRolloutStatus {
+    /// The ready MetalStackFirewall serving the private network, if there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub serving: Option<String>,
+    /// The MetalStackFirewall of the current firewall spec while it is not ready yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub rolling_in: Option<String>,
+    /// Stable: the serving firewall has the current spec. RollingOut: a firewall for the current
+    /// spec is on its way. Failed: the last one did not become ready in time; capms retries.
+    #[serde(default)]
+    pub phase: RolloutPhase,
+    /// The MetalStackFirewall whose rollout failed last (named after its spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub last_failed: Option<String>,
+    /// How often rolling in that firewall failed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(max = 1000))]
+    pub failed_attempts: u32,
+    /// When the last attempt failed; the next one waits out a backoff from then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// Why the last attempt failed: the firewall and its last event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 10240))]
+    pub last_failure: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The phase of a firewall rollout.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RolloutPhase {
+    /// The firewall has the current spec (or is being made for the first time).
+    #[default]
+    Stable,
+    /// A firewall for the current spec is being made; the serving one stays until it is ready.
+    RollingOut,
+    /// The firewall for the current spec did not become ready in time and was freed; the
+    /// serving one stays. capms tries again after a backoff.
+    Failed,
 }

@@ -17,7 +17,10 @@ pub mod machine;
 pub mod templates;
 pub mod v1alpha1;
 
-pub use cluster::{MetalStackCluster, MetalStackClusterSpec, MetalStackClusterStatus};
+pub use cluster::{
+    FirewallRolloutStatus, MetalStackCluster, MetalStackClusterSpec, MetalStackClusterStatus,
+    RolloutPhase,
+};
 pub use common::{
     ApiEndpoint, Initialization, LocalObjectReference, MachineAddress, MachineAddressType,
     TemplateMeta,

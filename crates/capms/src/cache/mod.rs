@@ -120,6 +120,33 @@ where
     }
 }
 
+/// Every `K` in `namespace`, from `caches` when the controllers fill them, else from the
+/// apiserver.
+pub async fn read_all<K>(
+    caches: &Caches,
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Vec<K>, kube::Error>
+where
+    K: Stored
+        + Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + serde::de::DeserializeOwned
+        + Debug,
+{
+    match caches.get() {
+        Some(stores) => Ok(K::store(stores)
+            .state()
+            .into_iter()
+            .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+            .map(|o| o.as_ref().clone())
+            .collect()),
+        None => {
+            let api = Api::<K>::namespaced(client.clone(), namespace);
+            Ok(api.list(&ListParams::default()).await?.items)
+        }
+    }
+}
+
 /// Like [`read`], but a cache miss asks the apiserver too. For the webhooks: the caches of
 /// capms's own kinds follow `--watch-filter`, while admission sees every object, so a miss
 /// there does not mean the object is absent.

@@ -80,6 +80,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn types(conditions: &Value) -> Vec<&str> {
+        let list = conditions.as_array().into_iter().flatten();
+        list.filter_map(type_of).collect()
+    }
+
     fn condition(t: &str, status: &str) -> Value {
         json!({"type": t, "status": status, "reason": "R", "message": "m",
                "lastTransitionTime": "2026-11-26T00:00:00Z"})
@@ -93,14 +98,8 @@ mod tests {
             condition("FirewallReady", "False")
         ]);
         let go = cluster_shown_in_go(Some(hub.clone())).expect("conditions");
-        let types: Vec<&str> = go
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(type_of)
-            .collect();
         assert_eq!(
-            types,
+            types(&go),
             [
                 "Ready",
                 "NetworkReady",
@@ -153,14 +152,8 @@ mod tests {
             condition("MachineHealthy", "True")
         ]);
         let go = machine_shown_in_go(Some(hub.clone())).expect("conditions");
-        let types: Vec<&str> = go
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(type_of)
-            .collect();
         assert_eq!(
-            types,
+            types(&go),
             [
                 "Ready",
                 "MachineAllocated",

@@ -181,6 +181,7 @@ pub static CLUSTER: Kind = Kind {
             capms_only("/status/networkID"),
             capms_only("/status/allocatedNetworkID"),
             capms_only("/status/allocatedControlPlaneIP"),
+            capms_only("/status/firewall"),
         ],
     ],
     go_required: &["/spec/partition", "/spec/projectID"],

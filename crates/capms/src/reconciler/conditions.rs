@@ -15,6 +15,9 @@ pub enum Type {
     #[strum(serialize = "ControlPlaneIPReady")]
     ControlPlaneIpReady,
     FirewallReady,
+    /// The serving firewall has the cluster's current firewall spec; False while a firewall for
+    /// a changed spec rolls in, or after it failed to.
+    FirewallRolledOut,
     MachineAllocated,
     MachineHealthy,
     FirewallAllocated,
@@ -55,6 +58,11 @@ pub enum Reason {
     FirewallDeploymentTaken,
     /// The cluster's firewall spec changed after the firewall was allocated.
     FirewallSpecChanged,
+    FirewallRolledOut,
+    /// A firewall for the changed firewall spec is on its way.
+    RollingOut,
+    /// The firewall for the changed spec did not become ready in time.
+    RolloutFailed,
     Allocating,
     Allocated,
     /// The machine capms allocated went away outside capms.

@@ -18,6 +18,9 @@ use std::time::Duration;
 /// `--sync-period` says otherwise.
 pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(300);
 
+/// Real firewalls take minutes to install and phone home.
+pub const DEFAULT_FIREWALL_ROLLOUT_DEADLINE: Duration = Duration::from_secs(20 * 60);
+
 /// Settings every controller honours.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -30,6 +33,8 @@ pub struct Settings {
     /// How often a provisioned object is looked at again without an event (what finds a
     /// machine freed outside capms).
     pub sync_period: Duration,
+    /// How long a firewall rolling in for a changed spec may take to become ready.
+    pub firewall_rollout_deadline: Duration,
 }
 
 impl Default for Settings {
@@ -39,6 +44,7 @@ impl Default for Settings {
             watch_filter: None,
             concurrency: 0,
             sync_period: DEFAULT_SYNC_PERIOD,
+            firewall_rollout_deadline: DEFAULT_FIREWALL_ROLLOUT_DEADLINE,
         }
     }
 }
@@ -93,6 +99,19 @@ impl Context {
         crate::cache::read(&self.caches, &self.client, namespace, name)
             .await
             .during(|| format!("reading {} {namespace}/{name}", K::kind(&())))
+    }
+
+    /// Every `K` in `namespace`, from the watch cache (else from the apiserver).
+    pub async fn list<K>(&self, namespace: &str) -> Result<Vec<K>>
+    where
+        K: Stored
+            + Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + DeserializeOwned
+            + Debug,
+    {
+        crate::cache::read_all(&self.caches, &self.client, namespace)
+            .await
+            .during(|| format!("listing the {}s of namespace {namespace}", K::kind(&())))
     }
 
     /// Api for a namespaced kind in `namespace`.

@@ -1,7 +1,7 @@
 //! The one step `decide` chose for a MetalStackCluster, taken.
 
 use super::FINALIZER;
-use super::model::Step;
+use super::model::{Retire, Step};
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackCluster, MetalStackFirewall};
 use crate::reconciler::writes::{FIELD_MANAGER, describe, ensure_finalizer, remove_finalizer};
@@ -40,12 +40,44 @@ pub async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<
             ctx.events
                 .note(msc, "FirewallUpdated", "UpdateFirewall", note);
         }
+        Step::RollInFirewall(fw) => {
+            apply_firewall(ctx, &ns, fw).await?;
+            ctx.metrics.rollout("started");
+            let note = format!(
+                "the firewall spec changed: rolling in MetalStackFirewall {}; the serving firewall stays until it is ready",
+                fw.name_any()
+            );
+            ctx.events
+                .note(msc, "FirewallRolloutStarted", "RollInFirewall", note);
+        }
+        Step::RetireFirewall(name, why) => {
+            delete_firewall(ctx, &ns, name).await?;
+            let (outcome, reason, note) = match why {
+                Retire::Replaced => (
+                    "replaced",
+                    "FirewallRolledOut",
+                    format!(
+                        "the new firewall is ready; deleting MetalStackFirewall {name}, which it replaces"
+                    ),
+                ),
+                Retire::Superseded => (
+                    "superseded",
+                    "FirewallRolloutSuperseded",
+                    format!(
+                        "the firewall spec changed again; deleting MetalStackFirewall {name}, which was rolling in"
+                    ),
+                ),
+                Retire::Failed(why) => (
+                    "failed",
+                    "FirewallRolloutFailed",
+                    format!("{why}; deleting it, the serving firewall stays"),
+                ),
+            };
+            ctx.metrics.rollout(outcome);
+            ctx.events.note(msc, reason, "RetireFirewall", note);
+        }
         Step::DeleteFirewall(name) => {
-            let firewalls = ctx.api::<MetalStackFirewall>(&ns);
-            firewalls
-                .delete(name, &Default::default())
-                .await
-                .during(|| format!("deleting MetalStackFirewall {ns}/{name}"))?;
+            delete_firewall(ctx, &ns, name).await?;
             let note = format!("deleting MetalStackFirewall {name}");
             ctx.events
                 .note(msc, "FirewallDeleting", "DeleteFirewall", note);
@@ -124,6 +156,21 @@ async fn act_in_metal_api(msc: &MetalStackCluster, ctx: &Context, step: &Step) -
     };
     ctx.events.note(msc, reason, action, note);
     Ok(())
+}
+
+/// Deletes the firewall; one already gone is fine.
+async fn delete_firewall(ctx: &Context, ns: &str, name: &str) -> Result<()> {
+    match ctx
+        .api::<MetalStackFirewall>(ns)
+        .delete(name, &Default::default())
+        .await
+    {
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        deleted => {
+            deleted.during(|| format!("deleting MetalStackFirewall {ns}/{name}"))?;
+            Ok(())
+        }
+    }
 }
 
 /// Creates or updates the firewall by server-side apply: the fields capms sets are capms's,

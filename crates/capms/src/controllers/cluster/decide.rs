@@ -208,13 +208,16 @@ impl Progress<'_> {
     ) -> ClusterDecision {
         let mut conditions =
             Conditions::of(&mut self.status.conditions, self.msc.metadata.generation);
-        match firewall::decide(self.msc, cluster_name, seen, &mut conditions) {
-            firewall::Outcome::Ready => self.ready(),
+        let rollout = &mut self.status.firewall;
+        match firewall::decide(self.msc, cluster_name, seen, &mut conditions, rollout) {
+            firewall::Outcome::Ready => self.ready(Step::Nothing, Requeue::Resync),
+            firewall::Outcome::Serving(step, next) => self.ready(step, next),
             firewall::Outcome::Step(step, next) => self.provisioning(Ok(Some((step, next)))),
         }
     }
 
-    fn ready(mut self) -> ClusterDecision {
+    /// Ready: network, endpoint and a serving firewall; `step` is a firewall rollout's.
+    fn ready(mut self, step: Step, next: Requeue) -> ClusterDecision {
         self.status.ready = true;
         self.status.initialization = Some(Initialization {
             provisioned: Some(true),
@@ -224,7 +227,7 @@ impl Progress<'_> {
         let message = "network, control-plane IP and firewall are ready";
         self.conditions()
             .set_true(Type::Ready, Reason::Provisioned, message);
-        Decision::new(Step::Nothing, self.status, Requeue::Resync)
+        Decision::new(step, self.status, next)
     }
 }
 

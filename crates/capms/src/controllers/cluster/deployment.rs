@@ -77,15 +77,30 @@ pub fn record_on_deployment(fw: &MetalStackFirewall, seen: &FirewallSeen) -> Opt
         .then(|| Step::RecordFirewallOnDeployment(deployment.name_any(), provider_id))
 }
 
-/// What the cluster's firewall deployment asks that capms does not do yet, said rather than
-/// silently ignored.
-pub fn not_acted_on(seen: &FirewallSeen) -> Option<String> {
+/// Does the cluster's firewall deployment ask for the newest firewall image?
+pub fn auto_updates(deployment: &MetalStackFirewallDeployment) -> bool {
+    let auto_update = deployment.spec.auto_update.as_ref();
+    auto_update.and_then(|a| a.machine_image) == Some(true)
+}
+
+/// With spec.autoUpdate.machineImage, the firewall gets the newest firewall image of its
+/// template image's operating system, which rolls the firewall when a newer one appears.
+pub fn follow_newest_image(fw: &mut MetalStackFirewall, seen: &FirewallSeen) {
+    let follows = seen.deployment.as_ref().and_then(|d| d.as_ref().ok());
+    if let (Some(newest), true) = (&seen.newest_image, follows.is_some_and(auto_updates)) {
+        fw.spec.image.clone_from(newest);
+    }
+}
+
+/// What the serving firewall follows, for its FirewallReady message.
+pub fn following(seen: &FirewallSeen) -> Option<String> {
     let deployment = seen.deployment.as_ref()?.as_ref().ok()?;
-    let auto_update = deployment.spec.auto_update.as_ref()?;
-    auto_update.machine_image.filter(|on| *on).map(|_| {
-        format!(
-            "; spec.autoUpdate.machineImage of MetalStackFirewallDeployment {} is not acted on yet: capms does not replace a running firewall with a newer image",
-            deployment.name_any()
-        )
-    })
+    let newest = seen
+        .newest_image
+        .as_ref()
+        .filter(|_| auto_updates(deployment))?;
+    Some(format!(
+        "; following spec.autoUpdate.machineImage of MetalStackFirewallDeployment {}: the newest firewall image is {newest}",
+        deployment.name_any()
+    ))
 }

@@ -1,17 +1,18 @@
-//! The cluster's MetalStackFirewall, as it should be: from the inline firewallSpec or from the
-//! named template. It is applied whenever it differs, until the firewall is allocated; after
-//! that metal-api keeps the firewall as allocated, and the condition says the change waits.
+//! The cluster's MetalStackFirewall, as it should be: from the inline firewallSpec, from the
+//! named template or through a firewall deployment. It is applied whenever it differs until the
+//! firewall is allocated; after that a changed spec rolls the firewall (`rollout`).
 
 use super::deployment::{self, Whose};
 use super::firewall_name;
 use super::model::{FirewallSeen, Step};
+use super::rollout::Rollout;
 use crate::api::{
-    MetalStackCluster, MetalStackClusterSpec, MetalStackFirewall, MetalStackFirewallSpec,
-    TemplateMeta,
+    FirewallRolloutStatus, MetalStackCluster, MetalStackClusterSpec, MetalStackFirewall,
+    MetalStackFirewallSpec, TemplateMeta,
 };
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::reconciler::Requeue;
-use crate::reconciler::conditions::{self, Conditions, Reason, Type};
+use crate::reconciler::conditions::{Conditions, Reason, Type};
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use std::collections::BTreeMap;
@@ -22,14 +23,13 @@ pub const CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name";
 
 pub const CLONED_FROM_GROUPKIND: &str = "cluster.x-k8s.io/cloned-from-groupkind";
 
-/// The firewall's status changes bring the cluster back; this is only a safety net.
-const FIREWALL_SAFETY_NET: Duration = Duration::from_secs(60);
-
 /// A template's creation brings the cluster back (the template watch); a safety net too.
 const TEMPLATE_SAFETY_NET: Duration = Duration::from_secs(300);
 
 pub enum Outcome {
     Ready,
+    /// A ready firewall serves the cluster while the rollout takes this step.
+    Serving(Step, Requeue),
     Step(Step, Requeue),
 }
 
@@ -124,6 +124,7 @@ fn desired(
             let mut fw = plan_firewall(msc, cluster_name, resource.spec.clone(), meta);
             if let Some(Ok(deployment)) = &seen.deployment {
                 deployment::for_deployment(&mut fw, deployment);
+                deployment::follow_newest_image(&mut fw, seen);
             }
             Ok(fw)
         }
@@ -154,7 +155,7 @@ pub fn differs(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bo
 }
 
 /// Is the firewall allocated in metal-api (its spec then no longer applies)?
-fn allocated(fw: &MetalStackFirewall) -> bool {
+pub fn allocated(fw: &MetalStackFirewall) -> bool {
     fw.spec.provider_id.is_some() || fw.status.as_ref().is_some_and(|s| s.machine_id.is_some())
 }
 
@@ -185,12 +186,14 @@ fn unclaimed(
     }
 }
 
-/// The firewall step and FirewallReady; Ready when the cluster needs nothing more from it.
+/// The firewall step, FirewallReady and the rollout; Ready when the cluster needs nothing more
+/// from its firewall.
 pub fn decide(
     msc: &MetalStackCluster,
     cluster_name: &str,
     seen: Option<&FirewallSeen>,
     conditions: &mut Conditions<'_>,
+    rollout: &mut Option<FirewallRolloutStatus>,
 ) -> Outcome {
     if !wants_firewall(&msc.spec) {
         conditions.set_true(
@@ -206,7 +209,6 @@ pub fn decide(
     if let Some(outcome) = unclaimed(msc, cluster_name, seen, conditions) {
         return outcome;
     }
-    let name = firewall_name(&msc.name_any());
     let desired = match desired(msc, cluster_name, seen) {
         Some(Ok(fw)) => fw,
         Some(Err(Missing { reason, message })) => {
@@ -215,50 +217,23 @@ pub fn decide(
         }
         None => return Outcome::Step(Step::Nothing, Requeue::Poll),
     };
-    let waiting = format!("waiting for MetalStackFirewall {name} to become ready");
-    let Some(current) = &seen.current else {
-        conditions.set_false(Type::FirewallReady, Reason::FirewallCreated, waiting);
-        let step = Step::CreateFirewall(Box::new(desired));
-        return Outcome::Step(step, Requeue::After(FIREWALL_SAFETY_NET));
+    let rollout = Rollout {
+        msc,
+        desired,
+        seen,
+        conditions: &mut *conditions,
+        status: rollout,
     };
-    let drift = differs(current, &desired);
-    if drift && !allocated(current) {
-        conditions.set_false(Type::FirewallReady, Reason::WaitingForFirewall, waiting);
-        let step = Step::UpdateFirewall(Box::new(desired));
-        return Outcome::Step(step, Requeue::After(FIREWALL_SAFETY_NET));
-    }
-    let ready = current.status.as_ref().is_some_and(|s| s.ready);
-    if drift {
-        let message = format!(
-            "the firewall spec changed after MetalStackFirewall {name} was allocated; the firewall keeps the spec it was allocated with (delete the MetalStackFirewall to replace it)"
-        );
-        conditions.set_to(
-            ready,
-            Type::FirewallReady,
-            Reason::FirewallSpecChanged,
-            message,
-        );
-    } else if ready {
-        let notice = deployment::not_acted_on(seen).unwrap_or_default();
-        let message = format!("MetalStackFirewall {name} is ready{notice}");
-        conditions.set_true(Type::FirewallReady, Reason::FirewallReady, message);
-    } else {
-        // Say what the firewall says about itself (a lost machine, a crash loop …).
-        let said = current
-            .status
-            .as_ref()
-            .and_then(|s| conditions::find(&s.conditions, Type::Ready))
-            .filter(|c| !c.message.is_empty())
-            .map(|c| format!("{waiting}: {}", c.message));
-        let message = said.unwrap_or(waiting);
-        conditions.set_false(Type::FirewallReady, Reason::WaitingForFirewall, message);
-    }
-    if let Some(step) = deployment::record_on_deployment(current, seen) {
+    let current = match rollout.decide() {
+        Ok(current) => current,
+        Err(outcome) => return outcome,
+    };
+    let notice = deployment::following(seen).unwrap_or_default();
+    let message = format!("MetalStackFirewall {} is ready{notice}", current.name_any());
+    conditions.set_true(Type::FirewallReady, Reason::FirewallReady, message);
+    if let Some(step) = deployment::record_on_deployment(&current, seen) {
         // The deployment's change brings the cluster back.
         return Outcome::Step(step, Requeue::AwaitChange);
     }
-    match ready {
-        true => Outcome::Ready,
-        false => Outcome::Step(Step::Nothing, Requeue::After(FIREWALL_SAFETY_NET)),
-    }
+    Outcome::Ready
 }

@@ -11,13 +11,15 @@ mod firewall;
 mod model;
 mod observe;
 mod requests;
+pub(crate) mod rollout;
 mod teardown;
 #[cfg(test)]
 mod tests;
 pub mod watches;
 
-use crate::api::{MetalStackCluster, MetalStackClusterStatus};
+use crate::api::{MetalStackCluster, MetalStackClusterStatus, MetalStackFirewall};
 use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, failure};
+use kube::ResourceExt;
 use model::{ClusterDecision, Observed, Step};
 
 pub use firewall::plan_firewall;
@@ -30,6 +32,14 @@ const PURPOSE_CONTROL_PLANE: &str =
 /// Name of the MetalStackFirewall a MetalStackCluster creates.
 pub fn firewall_name(cluster: &str) -> String {
     format!("{cluster}-firewall")
+}
+
+/// Is `fw` one of MetalStackCluster `cluster`'s firewalls (it is their controller)? By name, not
+/// UID: `clusterctl move` and restores re-create the cluster with a new UID.
+pub fn belongs_to(fw: &MetalStackFirewall, cluster: &str) -> bool {
+    fw.owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.kind == "MetalStackCluster" && o.name == cluster)
 }
 
 /// The MetalStackCluster controller's parts.
@@ -62,6 +72,8 @@ impl Reconciler for Clusters {
             Step::Nothing
             | Step::CreateFirewall(_)
             | Step::UpdateFirewall(_)
+            | Step::RollInFirewall(_)
+            | Step::RetireFirewall(..)
             | Step::DeleteFirewall(_)
             | Step::RecordFirewallOnDeployment(..)
             | Step::ClaimDeployment { .. } => Effect::Elsewhere,

@@ -57,14 +57,21 @@ pub enum EndpointSeen {
 /// What observe read about the firewall.
 #[derive(Debug, Default)]
 pub struct FirewallSeen {
-    /// The MetalStackFirewall named after the cluster, if it exists.
-    pub current: Option<MetalStackFirewall>,
+    /// The cluster's MetalStackFirewalls (those it is the controller of), being deleted or not.
+    pub firewalls: Vec<MetalStackFirewall>,
+    /// When they were read: a rolling-in firewall's age is measured against it.
+    pub now: jiff::Timestamp,
+    /// How long a rolling-in firewall may take to become ready.
+    pub rollout_deadline: std::time::Duration,
     /// When spec.firewallDeploymentRef is set: the deployment, or the names of the deployments
     /// the namespace has.
     pub deployment: Option<Result<MetalStackFirewallDeployment, Vec<String>>>,
     /// When spec.firewallTemplateRef is set, or the deployment names a template: the template,
     /// or the names of the templates the namespace has.
     pub template: Option<Result<MetalStackFirewallTemplate, Vec<String>>>,
+    /// When the deployment asks for spec.autoUpdate.machineImage: the newest firewall image of
+    /// the template image's operating system in metal-api.
+    pub newest_image: Option<String>,
 }
 
 /// What observe found still standing.
@@ -72,8 +79,8 @@ pub struct FirewallSeen {
 pub struct Left {
     /// MetalStackMachines of the cluster.
     pub machines: usize,
-    /// The cluster's own firewall (by owner reference): whether it is being deleted already.
-    pub firewall: Option<bool>,
+    /// The cluster's firewalls (it is their controller), each with whether it is being deleted.
+    pub firewalls: Vec<(String, bool)>,
     /// Control-plane IPs that carry the cluster's owner tags.
     pub ips: Vec<String>,
     /// Networks that carry the cluster's owner labels.
@@ -94,6 +101,10 @@ pub enum Step {
     CreateFirewall(Box<MetalStackFirewall>),
     /// Bring the not yet allocated MetalStackFirewall up to date (server-side apply).
     UpdateFirewall(Box<MetalStackFirewall>),
+    /// Create a MetalStackFirewall for the changed firewall spec while the serving one stays.
+    RollInFirewall(Box<MetalStackFirewall>),
+    /// Delete a MetalStackFirewall of a rollout, for the reason given.
+    RetireFirewall(String, Retire),
     DeleteFirewall(String),
     /// Write the firewall's providerID to the named firewall deployment's
     /// spec.managedResourceRef.
@@ -108,6 +119,17 @@ pub enum Step {
     FreeIp(String),
     FreeNetwork(String),
     RemoveFinalizer,
+}
+
+/// Why a firewall of a rollout goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Retire {
+    /// The firewall of the current spec is ready and replaces it.
+    Replaced,
+    /// It was rolling in for a spec that changed again.
+    Superseded,
+    /// It did not become ready within the deadline: why.
+    Failed(String),
 }
 
 pub type ClusterDecision = Decision<Step, MetalStackClusterStatus>;

@@ -1,7 +1,7 @@
 //! What a MetalStackCluster reconcile reads, in the order `decide` looks at it.
 
 use super::model::{EndpointSeen, FirewallSeen, Left, Live, NetworkSeen, Observed};
-use super::{FINALIZER, firewall_name};
+use super::{FINALIZER, belongs_to};
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
@@ -213,11 +213,15 @@ async fn public_network(
 /// template (or the names of those there are).
 async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen> {
     let ns = msc.namespace().unwrap_or_default();
-    let current = ctx
-        .get::<MetalStackFirewall>(&ns, &firewall_name(&msc.name_any()))
-        .await?;
+    let firewalls = ctx.list::<MetalStackFirewall>(&ns).await?;
+    let name = msc.name_any();
     let mut seen = FirewallSeen {
-        current,
+        firewalls: firewalls
+            .into_iter()
+            .filter(|f| belongs_to(f, &name))
+            .collect(),
+        now: jiff::Timestamp::now(),
+        rollout_deadline: ctx.settings.firewall_rollout_deadline,
         ..Default::default()
     };
     let spec = &msc.spec;
@@ -239,7 +243,37 @@ async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen
     if let Some(name) = template {
         seen.template = Some(named::<MetalStackFirewallTemplate>(ctx, &ns, &name).await?);
     }
+    seen.newest_image = newest_image(&seen, ctx).await?;
     Ok(seen)
+}
+
+/// For a firewall deployment with spec.autoUpdate.machineImage: the newest firewall image of
+/// the template image's operating system in metal-api, of those not expired.
+async fn newest_image(seen: &FirewallSeen, ctx: &Context) -> Result<Option<String>> {
+    let Some(Ok(deployment)) = &seen.deployment else {
+        return Ok(None);
+    };
+    let Some(Ok(template)) = &seen.template else {
+        return Ok(None);
+    };
+    if !super::deployment::auto_updates(deployment) {
+        return Ok(None);
+    }
+    let image = &template.spec.template.spec.image;
+    let Some((os, _)) = metal_api::images::os_and_version(image) else {
+        return Ok(None);
+    };
+    let now = jiff::Timestamp::now();
+    let images = ctx.metal.images().await?;
+    let newest = images
+        .iter()
+        .filter(|i| i.has_feature("firewall") && i.expiration_date > now)
+        .filter_map(|i| {
+            let (their_os, version) = metal_api::images::os_and_version(&i.id)?;
+            (their_os == os).then_some((version, &i.id))
+        })
+        .max();
+    Ok(newest.map(|(_, id)| id.clone()))
 }
 
 /// The `K` named `name` in `ns`, or the names of those there are.
@@ -279,16 +313,15 @@ async fn left(msc: &MetalStackCluster, ctx: &Context) -> Result<Left> {
             return Ok(left);
         }
     }
-    let fw_name = firewall_name(&msc.name_any());
-    if let Some(fw) = ctx.get::<MetalStackFirewall>(&ns, &fw_name).await? {
-        let ours = fw
-            .owner_references()
-            .iter()
-            .any(|o| Some(&o.uid) == msc.metadata.uid.as_ref());
-        if ours {
-            left.firewall = Some(fw.metadata.deletion_timestamp.is_some());
-            return Ok(left);
-        }
+    let name = msc.name_any();
+    let firewalls = ctx.list::<MetalStackFirewall>(&ns).await?;
+    left.firewalls = firewalls
+        .iter()
+        .filter(|f| belongs_to(f, &name))
+        .map(|f| (f.name_any(), f.metadata.deletion_timestamp.is_some()))
+        .collect();
+    if !left.firewalls.is_empty() {
+        return Ok(left);
     }
     left.ips = owned_ips(msc, ctx).await?;
     if left.ips.is_empty() {

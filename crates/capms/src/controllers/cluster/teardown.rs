@@ -1,12 +1,10 @@
 //! Deleting a MetalStackCluster: wait for its machines, delete its firewall and wait for it,
 //! then free the control-plane IP and the network capms allocated (never ones it did not).
 
-use super::firewall_name;
 use super::model::{ClusterDecision, Left, Step};
 use crate::api::{MetalStackCluster, MetalStackClusterStatus};
 use crate::reconciler::conditions::{Conditions, Reason, Type};
 use crate::reconciler::{Decision, Requeue};
-use kube::ResourceExt;
 use std::time::Duration;
 
 pub fn decide(
@@ -27,13 +25,11 @@ pub fn decide(
         );
         let next = Requeue::After(Duration::from_secs(5));
         (Step::Nothing, Reason::WaitingForMachines, message, next)
-    } else if let Some(deleting) = left.firewall {
-        let name = firewall_name(&msc.name_any());
+    } else if let Some((name, _)) = left.firewalls.first() {
         let message = format!("deleting: waiting for MetalStackFirewall {name} to go");
-        let step = if deleting {
-            Step::Nothing
-        } else {
-            Step::DeleteFirewall(name)
+        let step = match left.firewalls.iter().find(|(_, deleting)| !deleting) {
+            Some((name, _)) => Step::DeleteFirewall(name.clone()),
+            None => Step::Nothing,
         };
         let next = Requeue::After(Duration::from_secs(2));
         (step, Reason::WaitingForFirewall, message, next)

@@ -26,8 +26,8 @@ pub async fn observe(fwd: &MetalStackFirewallDeployment, ctx: &Context) -> Resul
     })
 }
 
-/// The MetalStackFirewall labelled with the deployment's name, from the shared cache when the
-/// controllers fill it.
+/// The MetalStackFirewall labelled with the deployment's name (the ready one, while a changed
+/// spec rolls in), from the shared cache when the controllers fill it.
 async fn firewall_for(
     fwd: &MetalStackFirewallDeployment,
     ctx: &Context,
@@ -38,18 +38,26 @@ async fn firewall_for(
         fw.namespace().as_deref() == Some(ns.as_str())
             && fw.labels().get(FIREWALL_DEPLOYMENT_LABEL) == Some(&name)
     };
-    if let Some(stores) = ctx.caches.get() {
-        let state = stores.firewalls.state();
-        return Ok(state
+    let made: Vec<MetalStackFirewall> = match ctx.caches.get() {
+        Some(stores) => stores
+            .firewalls
+            .state()
             .iter()
-            .find(|fw| made_for(fw))
-            .map(|fw| fw.as_ref().clone()));
-    }
-    let selector = format!("{FIREWALL_DEPLOYMENT_LABEL}={name}");
-    let list = ctx
-        .api::<MetalStackFirewall>(&ns)
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .during(|| format!("listing the MetalStackFirewalls of deployment {ns}/{name}"))?;
-    Ok(list.items.into_iter().find(made_for))
+            .filter(|fw| made_for(fw))
+            .map(|fw| fw.as_ref().clone())
+            .collect(),
+        None => {
+            let selector = format!("{FIREWALL_DEPLOYMENT_LABEL}={name}");
+            let list = ctx
+                .api::<MetalStackFirewall>(&ns)
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .during(|| format!("listing the MetalStackFirewalls of deployment {ns}/{name}"))?;
+            list.items.into_iter().filter(made_for).collect()
+        }
+    };
+    // While a changed spec rolls in, the deployment reports the firewall that serves.
+    let ready = |fw: &&MetalStackFirewall| fw.status.as_ref().is_some_and(|s| s.ready);
+    let serving = made.iter().find(ready).or(made.first());
+    Ok(serving.cloned())
 }

@@ -74,9 +74,10 @@ fn seen(
 ) -> Live {
     Live {
         firewall: Some(FirewallSeen {
-            current,
+            firewalls: current.into_iter().collect(),
             deployment: Some(deployment),
             template: Some(Ok(template())),
+            ..Default::default()
         }),
         ..provisioned()
     }
@@ -133,14 +134,45 @@ fn an_allocated_firewall_is_recorded_on_the_deployment_and_auto_update_is_said_n
 
     let d = run(
         &deployed(),
-        seen(Some(fw), Ok(deployment(Some(TAKEN_OVER), true))),
+        seen(Some(fw.clone()), Ok(deployment(Some(TAKEN_OVER), true))),
     );
     assert!(d.status.ready);
     let (status, _, message) = condition(&d, Type::FirewallReady);
     assert_eq!(status, "True");
+    assert!(message.ends_with("prod-firewall is ready"), "{message}");
+
+    // spec.autoUpdate.machineImage: the newest image of the OS; a newer one rolls the firewall.
+    let newest = |image: &str| {
+        let mut live = seen(Some(fw.clone()), Ok(deployment(Some(TAKEN_OVER), true)));
+        if let Some(f) = live.firewall.as_mut() {
+            f.newest_image = Some(image.into());
+        }
+        live
+    };
+    let d = run(&deployed(), newest("firewall-ubuntu-3.0"));
+    let (_, _, message) = condition(&d, Type::FirewallReady);
     assert!(
-        message.ends_with("spec.autoUpdate.machineImage of MetalStackFirewallDeployment edge is not acted on yet: capms does not replace a running firewall with a newer image"),
+        message.ends_with("following spec.autoUpdate.machineImage of MetalStackFirewallDeployment edge: the newest firewall image is firewall-ubuntu-3.0"),
         "{message}"
+    );
+    let d = run(&deployed(), newest("firewall-ubuntu-3.1"));
+    let Step::RollInFirewall(new) = &d.step else {
+        panic!("{:?}", d.step)
+    };
+    assert_eq!(new.spec.image, "firewall-ubuntu-3.1");
+    assert_eq!(new.spec.provider_id, None, "not the deployment's machine");
+    assert!(
+        new.annotations()
+            .contains_key(crate::ownership::ROLLED_IN_ANNOTATION)
+    );
+    assert!(d.status.ready, "the taken-over firewall serves meanwhile");
+    let mut off = newest("firewall-ubuntu-3.1");
+    if let Some(Ok(d)) = off.firewall.as_mut().and_then(|f| f.deployment.as_mut()) {
+        d.spec.auto_update = None;
+    }
+    assert!(
+        matches!(run(&deployed(), off).step, Step::Nothing),
+        "only when asked"
     );
 }
 

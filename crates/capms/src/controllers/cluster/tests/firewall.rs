@@ -13,7 +13,7 @@ fn with_firewall() -> MetalStackCluster {
 fn firewall_live(current: Option<MetalStackFirewall>) -> Live {
     Live {
         firewall: Some(FirewallSeen {
-            current,
+            firewalls: current.into_iter().collect(),
             ..Default::default()
         }),
         ..provisioned()
@@ -68,17 +68,9 @@ fn a_firewall_spec_edit_reaches_the_firewall_until_it_is_allocated() {
     });
     let d = run(&edited, firewall_live(Some(allocated.clone())));
     assert!(
-        matches!(d.step, Step::Nothing),
-        "an allocated firewall keeps its spec"
-    );
-    let (status, reason, message) = condition(&d, Type::FirewallReady);
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("True", "FirewallSpecChanged")
-    );
-    assert!(
-        message.contains("delete the MetalStackFirewall to replace it"),
-        "{message}"
+        matches!(&d.step, Step::RollInFirewall(fw) if fw.spec.image == "firewall-ubuntu-3.1"),
+        "an allocated firewall is rolled: {:?}",
+        d.step
     );
     let d = run(&with_firewall(), firewall_live(Some(allocated)));
     assert_eq!(
@@ -95,7 +87,6 @@ fn a_missing_template_is_named_with_the_templates_there_are() {
         name: "edge".into(),
     });
     let seen = FirewallSeen {
-        current: None,
         template: Some(Err(vec!["core".into()])),
         ..Default::default()
     };

@@ -96,6 +96,7 @@ fn next(d: &ClusterDecision) -> Requeue {
 
 mod deployment;
 mod firewall;
+mod rollout;
 
 #[test]
 fn gates_wait_for_the_owner_and_the_cluster_and_the_finalizer() {
@@ -306,12 +307,18 @@ fn teardown_goes_machines_firewall_ip_network_finalizer() {
             .contains("2 MetalStackMachine(s)")
     );
     let d = gone(Left {
-        firewall: Some(false),
+        firewalls: vec![
+            ("prod-firewall".into(), true),
+            ("prod-firewall-0a1b2c3d".into(), false),
+        ],
         ..Default::default()
     });
-    assert!(matches!(&d.step, Step::DeleteFirewall(n) if n == "prod-firewall"));
+    assert!(
+        matches!(&d.step, Step::DeleteFirewall(n) if n == "prod-firewall-0a1b2c3d"),
+        "every firewall of the cluster goes, a rollout's too"
+    );
     let d = gone(Left {
-        firewall: Some(true),
+        firewalls: vec![("prod-firewall".into(), true)],
         ..Default::default()
     });
     assert!(matches!(d.step, Step::Nothing), "deleted already: wait");

@@ -1,0 +1,353 @@
+//! Rolling the cluster's firewall. A changed firewall spec gets a MetalStackFirewall of its own,
+//! named after the spec; the serving firewall is deleted only once the new one is ready, so the
+//! private network always has a ready firewall. One rollout at a time: a further change
+//! supersedes the firewall rolling in (it is freed), never the serving one. A firewall that does
+//! not become ready within the deadline is freed and tried again after a backoff.
+//!
+//! Everything here is decided from the cluster's firewalls as they are, so a restarted capms
+//! resumes a rollout where it stood without making a second firewall.
+
+use super::firewall::{Outcome, allocated, differs};
+use super::firewall_name;
+use super::model::{FirewallSeen, Retire, Step};
+use crate::api::{FirewallRolloutStatus, MetalStackCluster, MetalStackFirewall, RolloutPhase};
+use crate::ownership::ROLLED_IN_ANNOTATION;
+use crate::reconciler::Requeue;
+use crate::reconciler::conditions::{self, Conditions, Reason, Type};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use std::time::Duration;
+
+/// The firewall's status changes bring the cluster back; this is only a safety net.
+const SAFETY_NET: Duration = Duration::from_secs(60);
+
+/// Attempts to roll in one spec before capms waits for the next change.
+pub const MAX_ATTEMPTS: u32 = 5;
+
+/// The wait before attempt `failed + 1`: 1, 2, 4, 8 minutes.
+pub fn backoff(failed: u32) -> Duration {
+    Duration::from_secs(60 << failed.saturating_sub(1).min(4))
+}
+
+/// Name of a firewall rolled in for `spec`: the cluster's firewall name and a digest of the
+/// spec, the same on every reconcile and after a restart.
+pub fn rolled_name(cluster: &str, fw: &MetalStackFirewall) -> String {
+    // The machine is the firewall controller's choice, not part of the spec asked for.
+    let mut spec = fw.spec.clone();
+    spec.provider_id = None;
+    let spec = serde_json::to_vec(&spec).unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &spec);
+    let hex: String = digest.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{}-{hex}", firewall_name(cluster))
+}
+
+/// `desired` as a firewall rolled in for it: its own name and its own machine. A Go provider
+/// firewall deployment's machine (spec.managedResourceRef) and its mark in metal-api stay with
+/// the firewall made first.
+pub fn rolled(cluster: &str, desired: &MetalStackFirewall) -> MetalStackFirewall {
+    let mut fw = desired.clone();
+    fw.spec.provider_id = None;
+    fw.annotations_mut()
+        .insert(ROLLED_IN_ANNOTATION.to_owned(), "true".to_owned());
+    fw.metadata.name = Some(rolled_name(cluster, &fw));
+    fw
+}
+
+fn ready(fw: &MetalStackFirewall) -> bool {
+    fw.status.as_ref().is_some_and(|s| s.ready)
+}
+
+/// What the firewall says about itself (its Ready condition), for messages.
+fn said(fw: &MetalStackFirewall) -> String {
+    fw.status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, Type::Ready))
+        .filter(|c| !c.message.is_empty())
+        .map(|c| format!(": {}", c.message))
+        .unwrap_or_default()
+}
+
+fn age(fw: &MetalStackFirewall, now: jiff::Timestamp) -> Duration {
+    let created = fw.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    created
+        .and_then(|c| now.duration_since(c).try_into().ok())
+        .unwrap_or_default()
+}
+
+/// Everything the rollout decision reads.
+pub struct Rollout<'a, 'c> {
+    pub msc: &'a MetalStackCluster,
+    pub desired: MetalStackFirewall,
+    pub seen: &'a FirewallSeen,
+    pub conditions: &'a mut Conditions<'c>,
+    pub status: &'a mut Option<FirewallRolloutStatus>,
+}
+
+impl Rollout<'_, '_> {
+    fn live(&self) -> impl Iterator<Item = &MetalStackFirewall> {
+        self.seen
+            .firewalls
+            .iter()
+            .filter(|f| f.metadata.deletion_timestamp.is_none())
+    }
+
+    /// Does `fw` have the current spec (as the cluster's first firewall or as a rolled one)?
+    fn current(&self, fw: &MetalStackFirewall) -> bool {
+        let cluster = self.msc.name_any();
+        !differs(fw, &self.desired) || !differs(fw, &rolled(&cluster, &self.desired))
+    }
+
+    fn set(&mut self, serving: Option<&str>, rolling_in: Option<&str>, phase: RolloutPhase) {
+        let status = self.status.get_or_insert_with(Default::default);
+        status.serving = serving.map(str::to_owned);
+        status.rolling_in = rolling_in.map(str::to_owned);
+        status.phase = phase;
+    }
+
+    fn rolled_out(&mut self, message: String) {
+        let reason = Reason::FirewallRolledOut;
+        self.conditions
+            .set_true(Type::FirewallRolledOut, reason, message);
+        if let Some(status) = self.status.as_mut() {
+            status.failed_attempts = 0;
+            status.last_failed = None;
+            status.last_failure = None;
+            status.last_failure_time = None;
+        }
+    }
+
+    /// The rollout's step, or the firewall of the current spec when it serves alone (the caller
+    /// then reports it ready).
+    pub fn decide(mut self) -> Result<MetalStackFirewall, Outcome> {
+        let live: Vec<MetalStackFirewall> = self.live().cloned().collect();
+        let serving = live.iter().find(|f| ready(f) && !self.current(f)).cloned();
+        match live.iter().find(|f| self.current(f)).cloned() {
+            Some(target) if ready(&target) => self.complete(&target, &live),
+            Some(target) => Err(match serving {
+                Some(serving) => self.rolling_in(&target, &serving),
+                None => self.first(&target),
+            }),
+            None => Err(self.start(&live, serving.as_ref())),
+        }
+    }
+
+    /// The current spec's firewall is ready: every other goes, one per reconcile.
+    fn complete(
+        &mut self,
+        target: &MetalStackFirewall,
+        live: &[MetalStackFirewall],
+    ) -> Result<MetalStackFirewall, Outcome> {
+        let name = target.name_any();
+        self.set(Some(&name), None, RolloutPhase::Stable);
+        let Some(other) = live.iter().find(|f| f.name_any() != name) else {
+            self.rolled_out(format!(
+                "MetalStackFirewall {name} has the current firewall spec"
+            ));
+            return Ok(target.clone());
+        };
+        let other = other.name_any();
+        let message = format!(
+            "MetalStackFirewall {name} is ready; deleting MetalStackFirewall {other}, which it replaces"
+        );
+        self.rolled_out(message.clone());
+        self.conditions
+            .set_true(Type::FirewallReady, Reason::FirewallReady, message);
+        let step = Step::RetireFirewall(other, Retire::Replaced);
+        Err(Outcome::Serving(step, Requeue::AwaitChange))
+    }
+
+    /// The cluster's only firewall, on its way: nothing serves yet.
+    fn first(&mut self, target: &MetalStackFirewall) -> Outcome {
+        let name = target.name_any();
+        self.set(None, None, RolloutPhase::Stable);
+        let message = format!(
+            "waiting for MetalStackFirewall {name} to become ready{}",
+            said(target)
+        );
+        self.conditions
+            .set_false(Type::FirewallReady, Reason::WaitingForFirewall, message);
+        Outcome::Step(Step::Nothing, Requeue::After(SAFETY_NET))
+    }
+
+    /// The current spec's firewall rolls in while `serving` serves; past the deadline it is
+    /// freed.
+    fn rolling_in(&mut self, target: &MetalStackFirewall, serving: &MetalStackFirewall) -> Outcome {
+        let (name, old) = (target.name_any(), serving.name_any());
+        let age = age(target, self.seen.now);
+        let deadline = self.seen.rollout_deadline;
+        let serves = format!("MetalStackFirewall {old} is ready and serves");
+        if age < deadline {
+            self.set(Some(&old), Some(&name), RolloutPhase::RollingOut);
+            let message = format!(
+                "rolling in MetalStackFirewall {name} for the changed firewall spec{}; {serves} until it is ready",
+                said(target)
+            );
+            self.conditions
+                .set_false(Type::FirewallRolledOut, Reason::RollingOut, message);
+            self.conditions
+                .set_true(Type::FirewallReady, Reason::FirewallReady, serves);
+            let next = (deadline - age).min(SAFETY_NET).max(Duration::from_secs(1));
+            return Outcome::Serving(Step::Nothing, Requeue::After(next));
+        }
+        let failure = format!(
+            "MetalStackFirewall {name} did not become ready within {}s{}",
+            deadline.as_secs(),
+            said(target)
+        );
+        self.set(Some(&old), None, RolloutPhase::Failed);
+        let now = self.seen.now;
+        if let Some(status) = self.status.as_mut() {
+            if status.last_failed.as_deref() != Some(name.as_str()) {
+                status.failed_attempts = 0;
+            }
+            status.failed_attempts = status.failed_attempts.saturating_add(1);
+            status.last_failed = Some(name.clone());
+            status.last_failure_time = Some(Time(now));
+            status.last_failure = Some(failure.clone());
+        }
+        let message = format!("{failure}; freeing it, {serves}");
+        self.conditions
+            .set_false(Type::FirewallRolledOut, Reason::RolloutFailed, message);
+        self.conditions
+            .set_true(Type::FirewallReady, Reason::FirewallReady, serves);
+        Outcome::Serving(
+            Step::RetireFirewall(name, Retire::Failed(failure)),
+            Requeue::AwaitChange,
+        )
+    }
+
+    /// No firewall has the current spec: make one, after freeing a superseded one rolling in and
+    /// waiting out the backoff of failed attempts.
+    fn start(
+        &mut self,
+        live: &[MetalStackFirewall],
+        serving: Option<&MetalStackFirewall>,
+    ) -> Outcome {
+        let cluster = self.msc.name_any();
+        let old = serving.map(ResourceExt::name_any);
+        if let [only] = live
+            && !allocated(only)
+            && !ready(only)
+        {
+            // Not allocated yet: the new spec still applies to it.
+            let mut fw = self.desired.clone();
+            fw.metadata.name = Some(only.name_any());
+            self.set(None, None, RolloutPhase::Stable);
+            let message = format!(
+                "waiting for MetalStackFirewall {} to become ready",
+                only.name_any()
+            );
+            self.conditions
+                .set_false(Type::FirewallReady, Reason::WaitingForFirewall, message);
+            return Outcome::Step(
+                Step::UpdateFirewall(Box::new(fw)),
+                Requeue::After(SAFETY_NET),
+            );
+        }
+        if let (Some(old), Some(superseded)) = (&old, live.iter().find(|f| !ready(f))) {
+            let name = superseded.name_any();
+            self.set(Some(old), Some(&name), RolloutPhase::RollingOut);
+            let message = format!(
+                "the firewall spec changed again; freeing MetalStackFirewall {name}, which was rolling in, before rolling in the new spec"
+            );
+            self.conditions
+                .set_false(Type::FirewallRolledOut, Reason::RollingOut, message);
+            let step = Step::RetireFirewall(name, Retire::Superseded);
+            return self.towards(Some(old), step, Requeue::AwaitChange);
+        }
+        let fw = match live.is_empty() && !self.deleting(&firewall_name(&cluster)) {
+            // The cluster's first firewall keeps the name it always had.
+            true => self.desired.clone(),
+            false => rolled(&cluster, &self.desired),
+        };
+        let name = fw.name_any();
+        if self.deleting(&name) {
+            let message =
+                format!("waiting for the earlier MetalStackFirewall {name} to be deleted");
+            self.conditions
+                .set_false(Type::FirewallRolledOut, Reason::RollingOut, message);
+            let next = Requeue::After(Duration::from_secs(5));
+            return self.towards(old.as_deref(), Step::Nothing, next);
+        }
+        if let Some(wait) = self.backing_off(&name, old.as_deref()) {
+            return wait;
+        }
+        match &old {
+            Some(old) => {
+                self.set(Some(old), Some(&name), RolloutPhase::RollingOut);
+                let message = format!(
+                    "rolling in MetalStackFirewall {name} for the changed firewall spec; MetalStackFirewall {old} serves until it is ready"
+                );
+                self.conditions
+                    .set_false(Type::FirewallRolledOut, Reason::RollingOut, message);
+            }
+            None => {
+                self.set(None, None, RolloutPhase::Stable);
+                let message = format!("waiting for MetalStackFirewall {name} to become ready");
+                self.conditions
+                    .set_false(Type::FirewallReady, Reason::FirewallCreated, message);
+            }
+        }
+        let step = match old.is_some() {
+            true => Step::RollInFirewall(Box::new(fw)),
+            false => Step::CreateFirewall(Box::new(fw)),
+        };
+        self.towards(old.as_deref(), step, Requeue::After(SAFETY_NET))
+    }
+
+    /// `step` while `old` serves (FirewallReady stays True), else a provisioning step.
+    fn towards(&mut self, old: Option<&str>, step: Step, next: Requeue) -> Outcome {
+        let Some(old) = old else {
+            return Outcome::Step(step, next);
+        };
+        let message = format!("MetalStackFirewall {old} is ready and serves");
+        self.conditions
+            .set_true(Type::FirewallReady, Reason::FirewallReady, message);
+        Outcome::Serving(step, next)
+    }
+
+    fn deleting(&self, name: &str) -> bool {
+        self.seen
+            .firewalls
+            .iter()
+            .any(|f| f.metadata.deletion_timestamp.is_some() && f.name_any() == name)
+    }
+
+    /// While earlier attempts at firewall `name` failed: the wait, or that capms gave up.
+    fn backing_off(&mut self, name: &str, serving: Option<&str>) -> Option<Outcome> {
+        let status = self.status.clone().unwrap_or_default();
+        if status.failed_attempts == 0 || status.last_failed.as_deref() != Some(name) {
+            return None;
+        }
+        let last = status.last_failure.clone().unwrap_or_default();
+        let failed = status.failed_attempts;
+        self.set(serving, None, RolloutPhase::Failed);
+        if failed >= MAX_ATTEMPTS {
+            let message = format!(
+                "gave up rolling in the changed firewall spec after {failed} attempts; the last: {last}; change the firewall spec to try again"
+            );
+            self.conditions
+                .set_false(Type::FirewallRolledOut, Reason::RolloutFailed, message);
+            return Some(self.towards(serving, Step::Nothing, Requeue::AwaitChange));
+        }
+        let since = status.last_failure_time.map(|t| t.0);
+        let waited = since
+            .and_then(|t| self.seen.now.duration_since(t).try_into().ok())
+            .unwrap_or(Duration::MAX);
+        let wait = backoff(failed);
+        if waited >= wait {
+            return None;
+        }
+        let message = format!(
+            "attempt {failed} of {MAX_ATTEMPTS} failed: {last}; trying again in {}s",
+            (wait - waited).as_secs()
+        );
+        self.conditions
+            .set_false(Type::FirewallRolledOut, Reason::RolloutFailed, message);
+        let next = Requeue::After(wait - waited);
+        Some(self.towards(serving, Step::Nothing, next))
+    }
+}

@@ -1,0 +1,210 @@
+//! Rolling the firewall against the real apiserver and the simulator. Throughout each rollout a
+//! watcher asks metal-api every 200 ms whether an allocated firewall that has phoned home and is
+//! alive sits in the cluster's private network; once provisioned, the cluster is never without
+//! one.
+
+use super::*;
+use capms::api::RolloutPhase;
+use metal_api::types::MachineHealth;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The watcher: the moments metal-api showed no ready firewall in the network, and how often
+/// it looked.
+struct FirewallWatch {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<(Vec<String>, usize)>,
+}
+
+impl FirewallWatch {
+    fn start(env: &Env, network: String) -> FirewallWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let client = env.sim.editor();
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            let (mut gaps, mut looks) = (Vec::new(), 0);
+            while !stopped.load(Ordering::SeqCst) {
+                let machines = client.machine_find(&Default::default()).await;
+                looks += 1;
+                let serving = machines.iter().flatten().any(|m| {
+                    m.allocation.as_ref().is_some_and(|a| {
+                        a.role == "firewall" && a.networks.iter().any(|n| n.networkid == network)
+                    }) && m.health() == MachineHealth::Ready
+                });
+                if !serving {
+                    gaps.push(format!("{:?}", machines.map(|m| m.len())));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            (gaps, looks)
+        });
+        FirewallWatch { stop, task }
+    }
+
+    async fn never_without_a_firewall(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let (gaps, looks) = self.task.await.expect("watcher");
+        assert!(looks > 10, "the watcher looked {looks} times");
+        assert!(
+            gaps.is_empty(),
+            "no ready firewall in the network at {} of {looks} looks: {gaps:?}",
+            gaps.len()
+        );
+    }
+}
+
+/// The lab with a newer firewall image, firewall-ubuntu-3.1.
+fn with_newer_firewall_image() -> Inventory {
+    let mut lab = Inventory::default_lab();
+    lab.images.push(metal_sim::inventory::ImageSpec {
+        id: "firewall-ubuntu-3.1".into(),
+        name: "Firewall 3.1 Ubuntu".into(),
+        features: vec!["firewall".into()],
+    });
+    lab
+}
+
+/// A provisioned lab cluster, capms rolling with `deadline`, and the watcher started.
+async fn provisioned(prefix: &str, deadline: &str) -> (Env, FirewallWatch) {
+    let mut env = Env::with_inventory(prefix, with_newer_firewall_image()).await;
+    env.start_capms(&[&format!("--firewall-rollout-deadline={deadline}")]);
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let msc = wait_stable(&env, &clusters, |_| true).await;
+    let network = msc.status.and_then(|s| s.network_id).expect("network");
+    let watch = FirewallWatch::start(&env, network);
+    (env, watch)
+}
+
+/// Waits until the rollout is stable and `done` holds for the cluster.
+async fn wait_stable(
+    env: &Env,
+    clusters: &Api<MetalStackCluster>,
+    done: impl Fn(&MetalStackCluster) -> bool,
+) -> MetalStackCluster {
+    let found = tokio::time::timeout(
+        Duration::from_secs(240),
+        eventually(
+            "the firewall rollout to be stable",
+            Duration::from_secs(240),
+            || async {
+                let c = clusters.get(MSC).await.ok()?;
+                let status = c.status.as_ref()?;
+                let rollout = status.firewall.as_ref()?;
+                let rolled = condition(&status.conditions, "FirewallRolledOut")
+                    .is_some_and(|c| c.status == "True");
+                (status.ready && rollout.phase == RolloutPhase::Stable && rolled && done(&c))
+                    .then_some(c)
+            },
+        ),
+    )
+    .await;
+    found.unwrap_or_else(|_| panic!("no stable rollout; capms log:\n{}", env.capms_log()))
+}
+
+impl Env {
+    async fn patch_firewall_spec(&self, patch: Value) {
+        let clusters: Api<MetalStackCluster> = Api::namespaced(self.client(), &self.ns.name);
+        let patch = json!({"spec": {"firewallSpec": patch}});
+        clusters
+            .patch(MSC, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch the firewall spec");
+    }
+
+    /// The MetalStackFirewalls left, and the firewall machines allocated in metal-api.
+    async fn firewalls_left(&self) -> (Vec<String>, Vec<String>) {
+        let firewalls: Api<MetalStackFirewall> = Api::namespaced(self.client(), &self.ns.name);
+        let names = firewalls
+            .list(&Default::default())
+            .await
+            .expect("firewalls");
+        let names = names
+            .items
+            .iter()
+            .map(|f| f.metadata.name.clone().unwrap_or_default());
+        let (_, _, machines) = self.metal_state().await;
+        let allocated = machines
+            .iter()
+            .filter(|m| m.allocation.as_ref().is_some_and(|a| a.role == "firewall"));
+        (names.collect(), allocated.map(|m| m.id.clone()).collect())
+    }
+}
+
+/// Patches the firewall spec with `patch` and waits until a firewall other than `before` serves
+/// alone; returns its name.
+async fn rolled_to(env: &Env, patch: Value, before: &str) -> String {
+    env.patch_firewall_spec(patch).await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let serving_of = |c: &MetalStackCluster| {
+        let rollout = c.status.as_ref()?.firewall.as_ref()?;
+        rollout.serving.clone()
+    };
+    let rolled = wait_stable(env, &clusters, |c| {
+        serving_of(c).is_some_and(|s| s != before)
+    })
+    .await;
+    let serving = serving_of(&rolled).expect("serving");
+    the_old_firewall_is_freed(env, &serving).await;
+    serving
+}
+
+/// Only `serving` is left, in Kubernetes and in metal-api.
+async fn the_old_firewall_is_freed(env: &Env, serving: &str) {
+    eventually(
+        "the old firewall to be freed",
+        Duration::from_secs(120),
+        || async {
+            let (names, machines) = env.firewalls_left().await;
+            (names == [serving] && machines.len() == 1).then_some(())
+        },
+    )
+    .await;
+}
+
+fn egress(port: u16) -> Value {
+    json!({"rules": {"egress": [
+        {"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"], "comment": "allow https"},
+        {"protocol": "tcp", "ports": [port], "to": ["0.0.0.0/0"], "comment": "one more"}]}})
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_rule_change_and_then_an_image_change_roll_the_firewall_without_a_gap() {
+    let (env, watch) = provisioned("rollout", "20m").await;
+    let first = format!("{MSC}-firewall");
+    let serving = rolled_to(&env, egress(8443), &first).await;
+    rolled_to(&env, json!({"image": "firewall-ubuntu-3.1"}), &serving).await;
+    watch.never_without_a_firewall().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_firewall_that_never_becomes_ready_is_freed_and_the_old_one_serves_on() {
+    let (env, watch) = provisioned("rollout-fails", "15s").await;
+    // Every free machine boots in a loop from now on.
+    let (_, _, machines) = env.metal_state().await;
+    let free: Vec<String> = machines
+        .iter()
+        .filter(|m| m.allocation.is_none())
+        .map(|m| m.id.clone())
+        .collect();
+    env.set_faults(json!({"crash_loop": free})).await;
+    env.patch_firewall_spec(egress(8443)).await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let failed = eventually("the rollout to fail", Duration::from_secs(180), || async {
+        let c = clusters.get(MSC).await.ok()?;
+        let rollout = c.status.as_ref()?.firewall.clone()?;
+        (rollout.phase == RolloutPhase::Failed && rollout.failed_attempts >= 1).then_some(c)
+    })
+    .await;
+    let status = failed.status.expect("status");
+    assert!(status.ready, "the cluster stays ready");
+    let rollout = status.firewall.expect("rollout");
+    assert_eq!(
+        rollout.serving.as_deref(),
+        Some(format!("{MSC}-firewall").as_str())
+    );
+    let reason = condition(&status.conditions, "FirewallRolledOut").map(|c| c.reason.clone());
+    assert_eq!(reason.as_deref(), Some("RolloutFailed"));
+    the_old_firewall_is_freed(&env, &format!("{MSC}-firewall")).await;
+    watch.never_without_a_firewall().await;
+}
