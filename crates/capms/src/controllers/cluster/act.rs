@@ -50,6 +50,18 @@ pub async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<
             ctx.events
                 .note(msc, "FirewallRolloutStarted", "RollInFirewall", note);
         }
+        Step::RelabelFirewall {
+            name,
+            labels,
+            annotations,
+        } => {
+            let patch =
+                serde_json::json!({"metadata": {"labels": labels, "annotations": annotations}});
+            ctx.api::<MetalStackFirewall>(&ns)
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .during(|| format!("labelling MetalStackFirewall {ns}/{name}"))?;
+        }
         Step::RetireFirewall(name, why) => {
             delete_firewall(ctx, &ns, name).await?;
             let (outcome, reason, note) = match why {

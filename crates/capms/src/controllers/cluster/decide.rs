@@ -227,6 +227,11 @@ impl Progress<'_> {
         let message = "network, control-plane IP and firewall are ready";
         self.conditions()
             .set_true(Type::Ready, Reason::Provisioned, message);
+        // A ready cluster is looked at again within the sync period, whatever its step awaits.
+        let next = match next {
+            Requeue::AwaitChange => Requeue::Resync,
+            other => other,
+        };
         Decision::new(step, self.status, next)
     }
 }

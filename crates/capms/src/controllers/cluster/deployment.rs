@@ -84,7 +84,8 @@ pub fn auto_updates(deployment: &MetalStackFirewallDeployment) -> bool {
 }
 
 /// With spec.autoUpdate.machineImage, the firewall gets the newest firewall image of its
-/// template image's operating system, which rolls the firewall when a newer one appears.
+/// template image's operating system and minor version, which rolls the firewall when a newer
+/// one appears.
 pub fn follow_newest_image(fw: &mut MetalStackFirewall, seen: &FirewallSeen) {
     let follows = seen.deployment.as_ref().and_then(|d| d.as_ref().ok());
     if let (Some(newest), true) = (&seen.newest_image, follows.is_some_and(auto_updates)) {

@@ -141,16 +141,20 @@ fn desired(
     })
 }
 
-/// Does the firewall differ from what the cluster wants (spec, and the labels and annotations
-/// capms sets)? spec.providerID is the firewall controller's, not compared.
-pub fn differs(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
+/// Has the firewall the spec the cluster wants? spec.providerID is the firewall controller's, not
+/// compared.
+pub fn same_spec(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
     let mut spec = current.spec.clone();
     spec.provider_id.clone_from(&desired.spec.provider_id);
+    spec == desired.spec
+}
+
+/// Does the firewall lack labels or annotations the cluster sets on it?
+pub fn metadata_differs(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
     let subset = |want: &Option<BTreeMap<String, String>>, have: &BTreeMap<String, String>| {
         want.iter().flatten().all(|(k, v)| have.get(k) == Some(v))
     };
-    spec != desired.spec
-        || !subset(&desired.metadata.labels, current.labels())
+    !subset(&desired.metadata.labels, current.labels())
         || !subset(&desired.metadata.annotations, current.annotations())
 }
 

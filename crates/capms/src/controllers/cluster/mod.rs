@@ -73,6 +73,7 @@ impl Reconciler for Clusters {
             | Step::CreateFirewall(_)
             | Step::UpdateFirewall(_)
             | Step::RollInFirewall(_)
+            | Step::RelabelFirewall { .. }
             | Step::RetireFirewall(..)
             | Step::DeleteFirewall(_)
             | Step::RecordFirewallOnDeployment(..)

@@ -70,7 +70,7 @@ pub struct FirewallSeen {
     /// or the names of the templates the namespace has.
     pub template: Option<Result<MetalStackFirewallTemplate, Vec<String>>>,
     /// When the deployment asks for spec.autoUpdate.machineImage: the newest firewall image of
-    /// the template image's operating system in metal-api.
+    /// the template image's operating system and minor version in metal-api.
     pub newest_image: Option<String>,
 }
 
@@ -101,6 +101,13 @@ pub enum Step {
     CreateFirewall(Box<MetalStackFirewall>),
     /// Bring the not yet allocated MetalStackFirewall up to date (server-side apply).
     UpdateFirewall(Box<MetalStackFirewall>),
+    /// Give the named firewall the labels and annotations the cluster sets (a merge patch; its
+    /// spec and machine stay).
+    RelabelFirewall {
+        name: String,
+        labels: std::collections::BTreeMap<String, String>,
+        annotations: std::collections::BTreeMap<String, String>,
+    },
     /// Create a MetalStackFirewall for the changed firewall spec while the serving one stays.
     RollInFirewall(Box<MetalStackFirewall>),
     /// Delete a MetalStackFirewall of a rollout, for the reason given.

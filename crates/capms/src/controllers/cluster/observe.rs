@@ -247,8 +247,9 @@ async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen
     Ok(seen)
 }
 
-/// For a firewall deployment with spec.autoUpdate.machineImage: the newest firewall image of
-/// the template image's operating system in metal-api, of those not expired.
+/// For a firewall deployment with spec.autoUpdate.machineImage: the newest firewall image of the
+/// template image's operating system and major.minor version, as metal-api resolves
+/// `<os>-<major>.<minor>`, of the images that have not expired.
 async fn newest_image(seen: &FirewallSeen, ctx: &Context) -> Result<Option<String>> {
     let Some(Ok(deployment)) = &seen.deployment else {
         return Ok(None);
@@ -260,20 +261,19 @@ async fn newest_image(seen: &FirewallSeen, ctx: &Context) -> Result<Option<Strin
         return Ok(None);
     }
     let image = &template.spec.template.spec.image;
-    let Some((os, _)) = metal_api::images::os_and_version(image) else {
+    let Some((os, version)) = metal_api::images::os_and_version(image) else {
         return Ok(None);
     };
     let now = jiff::Timestamp::now();
     let images = ctx.metal.images().await?;
-    let newest = images
+    let current = images
         .iter()
         .filter(|i| i.has_feature("firewall") && i.expiration_date > now)
-        .filter_map(|i| {
-            let (their_os, version) = metal_api::images::os_and_version(&i.id)?;
-            (their_os == os).then_some((version, &i.id))
-        })
-        .max();
-    Ok(newest.map(|(_, id)| id.clone()))
+        .map(|i| i.id.as_str());
+    let series = format!("{os}-{}.{}", version.major, version.minor);
+    Ok(metal_api::images::resolve(&series, current)
+        .ok()
+        .map(str::to_owned))
 }
 
 /// The `K` named `name` in `ns`, or the names of those there are.

@@ -7,7 +7,7 @@
 //! Everything here is decided from the cluster's firewalls as they are, so a restarted capms
 //! resumes a rollout where it stood without making a second firewall.
 
-use super::firewall::{Outcome, allocated, differs};
+use super::firewall::{Outcome, allocated, metadata_differs, same_spec};
 use super::firewall_name;
 use super::model::{FirewallSeen, Retire, Step};
 use crate::api::{FirewallRolloutStatus, MetalStackCluster, MetalStackFirewall, RolloutPhase};
@@ -56,6 +56,11 @@ pub fn rolled(cluster: &str, desired: &MetalStackFirewall) -> MetalStackFirewall
     fw
 }
 
+/// Was `fw` rolled in for a changed spec (rather than being the cluster's first firewall)?
+fn is_rolled(fw: &MetalStackFirewall) -> bool {
+    fw.annotations().contains_key(ROLLED_IN_ANNOTATION)
+}
+
 fn ready(fw: &MetalStackFirewall) -> bool {
     fw.status.as_ref().is_some_and(|s| s.ready)
 }
@@ -94,10 +99,31 @@ impl Rollout<'_, '_> {
             .filter(|f| f.metadata.deletion_timestamp.is_none())
     }
 
-    /// Does `fw` have the current spec (as the cluster's first firewall or as a rolled one)?
+    /// Does `fw` have the current spec? (Labels and annotations are no reason to roll: they are
+    /// patched in place.)
     fn current(&self, fw: &MetalStackFirewall) -> bool {
-        let cluster = self.msc.name_any();
-        !differs(fw, &self.desired) || !differs(fw, &rolled(&cluster, &self.desired))
+        same_spec(fw, &self.desired)
+    }
+
+    /// `fw` as the cluster wants it, under its own name: the first firewall, or a rolled one.
+    fn wanted_as(&self, fw: &MetalStackFirewall) -> MetalStackFirewall {
+        let mut wanted = match is_rolled(fw) {
+            true => rolled(&self.msc.name_any(), &self.desired),
+            false => self.desired.clone(),
+        };
+        wanted.metadata.name = Some(fw.name_any());
+        wanted
+    }
+
+    /// The merge patch that gives `fw` the labels and annotations the cluster sets, if it lacks
+    /// some.
+    fn relabel(&self, fw: &MetalStackFirewall) -> Option<Step> {
+        let wanted = self.wanted_as(fw);
+        metadata_differs(fw, &wanted).then(|| Step::RelabelFirewall {
+            name: fw.name_any(),
+            labels: wanted.metadata.labels.unwrap_or_default(),
+            annotations: wanted.metadata.annotations.unwrap_or_default(),
+        })
     }
 
     fn set(&mut self, serving: Option<&str>, rolling_in: Option<&str>, phase: RolloutPhase) {
@@ -124,7 +150,17 @@ impl Rollout<'_, '_> {
     pub fn decide(mut self) -> Result<MetalStackFirewall, Outcome> {
         let live: Vec<MetalStackFirewall> = self.live().cloned().collect();
         let serving = live.iter().find(|f| ready(f) && !self.current(f)).cloned();
-        match live.iter().find(|f| self.current(f)).cloned() {
+        // Of two firewalls with the current spec, the ready one; the other goes once it serves.
+        let mut targets: Vec<&MetalStackFirewall> =
+            live.iter().filter(|f| self.current(f)).collect();
+        targets.sort_by_key(|f| !ready(f));
+        let target = targets.first().map(|f| (*f).clone());
+        if let Some(step) = target.as_ref().and_then(|t| self.relabel(t)) {
+            let serves = target.as_ref().filter(|t| ready(t)).or(serving.as_ref());
+            let serves = serves.map(ResourceExt::name_any);
+            return Err(self.towards(serves.as_deref(), step, Requeue::AwaitChange));
+        }
+        match target {
             Some(target) if ready(&target) => self.complete(&target, &live),
             Some(target) => Err(match serving {
                 Some(serving) => self.rolling_in(&target, &serving),
@@ -199,13 +235,20 @@ impl Rollout<'_, '_> {
         );
         self.set(Some(&old), None, RolloutPhase::Failed);
         let now = self.seen.now;
+        let created = target.metadata.creation_timestamp.as_ref().map(|t| t.0);
         if let Some(status) = self.status.as_mut() {
             if status.last_failed.as_deref() != Some(name.as_str()) {
                 status.failed_attempts = 0;
             }
-            status.failed_attempts = status.failed_attempts.saturating_add(1);
+            // Counted once per firewall made: seen again (its deletion failed, or the cache
+            // lags), the same attempt is not counted twice.
+            let counted = status.last_failed.as_deref() == Some(name.as_str())
+                && status.last_failure_time.as_ref().map(|t| t.0) >= created;
+            if !counted {
+                status.failed_attempts = status.failed_attempts.saturating_add(1);
+                status.last_failure_time = Some(Time(now));
+            }
             status.last_failed = Some(name.clone());
-            status.last_failure_time = Some(Time(now));
             status.last_failure = Some(failure.clone());
         }
         let message = format!("{failure}; freeing it, {serves}");
@@ -233,8 +276,7 @@ impl Rollout<'_, '_> {
             && !ready(only)
         {
             // Not allocated yet: the new spec still applies to it.
-            let mut fw = self.desired.clone();
-            fw.metadata.name = Some(only.name_any());
+            let fw = self.wanted_as(only);
             self.set(None, None, RolloutPhase::Stable);
             let message = format!(
                 "waiting for MetalStackFirewall {} to become ready",
@@ -247,16 +289,21 @@ impl Rollout<'_, '_> {
                 Requeue::After(SAFETY_NET),
             );
         }
-        if let (Some(old), Some(superseded)) = (&old, live.iter().find(|f| !ready(f))) {
+        // One firewall rolls in at a time: one made for an earlier spec goes first (and so does
+        // any not ready beside a serving one).
+        let superseded = live
+            .iter()
+            .find(|f| !ready(f) && (old.is_some() || is_rolled(f)));
+        if let Some(superseded) = superseded {
             let name = superseded.name_any();
-            self.set(Some(old), Some(&name), RolloutPhase::RollingOut);
+            self.set(old.as_deref(), Some(&name), RolloutPhase::RollingOut);
             let message = format!(
                 "the firewall spec changed again; freeing MetalStackFirewall {name}, which was rolling in, before rolling in the new spec"
             );
             self.conditions
                 .set_false(Type::FirewallRolledOut, Reason::RollingOut, message);
             let step = Step::RetireFirewall(name, Retire::Superseded);
-            return self.towards(Some(old), step, Requeue::AwaitChange);
+            return self.towards(old.as_deref(), step, Requeue::AwaitChange);
         }
         let fw = match live.is_empty() && !self.deleting(&firewall_name(&cluster)) {
             // The cluster's first firewall keeps the name it always had.

@@ -51,7 +51,7 @@ fn live(
         ),
         Some(fw) if ready => {
             let notice = match fwd.spec.auto_update.as_ref().and_then(|a| a.machine_image) {
-                Some(true) => "; spec.autoUpdate.machineImage: capms rolls the firewall to the newest firewall image of its operating system",
+                Some(true) => "; spec.autoUpdate.machineImage: capms rolls the firewall to the newest firewall image of its operating system and minor version",
                 _ => "",
             };
             conditions.set_true(

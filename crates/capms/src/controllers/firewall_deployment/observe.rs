@@ -57,7 +57,10 @@ async fn firewall_for(
         }
     };
     // While a changed spec rolls in, the deployment reports the firewall that serves.
+    // A firewall being deleted counts only while it is the last one.
+    let staying = |fw: &&MetalStackFirewall| fw.metadata.deletion_timestamp.is_none();
     let ready = |fw: &&MetalStackFirewall| fw.status.as_ref().is_some_and(|s| s.ready);
-    let serving = made.iter().find(ready).or(made.first());
+    let serving = made.iter().filter(staying).find(ready);
+    let serving = serving.or(made.iter().find(staying)).or(made.first());
     Ok(serving.cloned())
 }

@@ -68,7 +68,7 @@ fn the_status_follows_the_firewall_made_for_the_deployment() {
     let (status, _, message) = ready_condition(&d);
     assert_eq!(status, "True");
     assert!(
-        message.ends_with("spec.autoUpdate.machineImage: capms rolls the firewall to the newest firewall image of its operating system"),
+        message.ends_with("spec.autoUpdate.machineImage: capms rolls the firewall to the newest firewall image of its operating system and minor version"),
         "{message}"
     );
     assert_eq!(d.step, Step::Nothing);

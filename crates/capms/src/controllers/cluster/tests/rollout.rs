@@ -163,7 +163,11 @@ fn a_firewall_not_ready_by_the_deadline_is_freed_and_the_old_one_keeps_serving()
         seen(vec![old.clone()]),
     );
     assert!(matches!(d.step, Step::Nothing));
-    assert_eq!(next(&d), Requeue::AwaitChange);
+    assert_eq!(
+        next(&d),
+        Requeue::Resync,
+        "looked at again within the sync period"
+    );
     assert!(condition(&d, Type::FirewallRolledOut).2.contains("gave up"));
     // A different spec starts afresh.
     let d = run(&wanting("fw-3", Some(exhausted)), seen(vec![old]));
@@ -227,4 +231,66 @@ fn rolled_names_follow_the_spec_and_wait_for_a_namesake_being_deleted() {
     let d = run(&wanting("fw-2", None), seen(vec![old, namesake]));
     assert!(matches!(d.step, Step::Nothing), "{:?}", d.step);
     assert!(d.status.ready);
+}
+
+#[test]
+fn while_nothing_serves_one_rolled_firewall_at_a_time() {
+    // The first firewall is still booting; the spec changes twice.
+    let booting = firewall("fw-1", true, MINUTE, false);
+    let d = run(&wanting("fw-2", None), seen(vec![booting.clone()]));
+    assert!(matches!(&d.step, Step::CreateFirewall(fw) if fw.spec.image == "fw-2"));
+    let rolling = firewall("fw-2", false, MINUTE, false);
+    let d = run(
+        &wanting("fw-3", None),
+        seen(vec![booting.clone(), rolling.clone()]),
+    );
+    assert!(
+        matches!(&d.step, Step::RetireFirewall(n, Retire::Superseded) if Some(n) == rolling.metadata.name.as_ref()),
+        "the earlier roll-in goes before another is made: {:?}",
+        d.step
+    );
+}
+
+#[test]
+fn new_labels_are_patched_in_place_not_rolled() {
+    let mut serving = firewall("fw-1", true, MINUTE * 60, true);
+    if let Some(labels) = serving.metadata.labels.as_mut() {
+        labels.clear();
+    }
+    let d = run(&wanting("fw-1", None), seen(vec![serving]));
+    let Step::RelabelFirewall { name, labels, .. } = &d.step else {
+        panic!("{:?}", d.step)
+    };
+    assert_eq!(name, "prod-firewall");
+    assert!(labels.contains_key(CLUSTER_NAME_LABEL));
+    assert!(d.status.ready, "it serves meanwhile");
+}
+
+#[test]
+fn of_two_firewalls_with_the_current_spec_the_ready_one_serves() {
+    let rolled_in = firewall("fw-1", false, MINUTE, false);
+    let first = firewall("fw-1", true, MINUTE * 60, true);
+    let d = run(&wanting("fw-1", None), seen(vec![rolled_in.clone(), first]));
+    assert!(
+        matches!(&d.step, Step::RetireFirewall(n, Retire::Replaced) if Some(n) == rolled_in.metadata.name.as_ref()),
+        "{:?}",
+        d.step
+    );
+    assert!(d.status.ready);
+}
+
+#[test]
+fn a_failed_firewall_seen_again_is_counted_once() {
+    let old = firewall("fw-1", true, MINUTE * 60, true);
+    let late = firewall("fw-2", false, DEADLINE + MINUTE, false);
+    let d = run(
+        &wanting("fw-2", None),
+        seen(vec![old.clone(), late.clone()]),
+    );
+    let once = rollout(&d);
+    assert_eq!(once.failed_attempts, 1);
+    // Its deletion failed, or the cache has not caught up: the same firewall again.
+    let d = run(&wanting("fw-2", Some(once)), seen(vec![old, late]));
+    assert!(matches!(d.step, Step::RetireFirewall(_, Retire::Failed(_))));
+    assert_eq!(rollout(&d).failed_attempts, 1);
 }
