@@ -1,7 +1,7 @@
 //! Rolling the firewall against the real apiserver and the simulator. Throughout each rollout a
-//! watcher asks metal-api every 200 ms whether an allocated firewall that has phoned home and is
-//! alive sits in the cluster's private network; once provisioned, the cluster is never without
-//! one.
+//! watcher asks metal-api every 50 ms (at least every 200 ms, as asked) whether an allocated
+//! firewall that has phoned home and is alive sits in the cluster's private network; once
+//! provisioned, the cluster is never without one.
 
 use super::*;
 use capms::api::RolloutPhase;
@@ -34,7 +34,7 @@ impl FirewallWatch {
                 if !serving {
                     gaps.push(format!("{:?}", machines.map(|m| m.len())));
                 }
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
             (gaps, looks)
         });
@@ -44,7 +44,8 @@ impl FirewallWatch {
     async fn never_without_a_firewall(self) {
         self.stop.store(true, Ordering::SeqCst);
         let (gaps, looks) = self.task.await.expect("watcher");
-        assert!(looks > 10, "the watcher looked {looks} times");
+        // The simulator installs a firewall in about a second: a rollout spans a few dozen looks.
+        assert!(looks >= 10, "the watcher looked {looks} times");
         assert!(
             gaps.is_empty(),
             "no ready firewall in the network at {} of {looks} looks: {gaps:?}",
@@ -206,5 +207,59 @@ async fn a_firewall_that_never_becomes_ready_is_freed_and_the_old_one_serves_on(
     let reason = condition(&status.conditions, "FirewallRolledOut").map(|c| c.reason.clone());
     assert_eq!(reason.as_deref(), Some("RolloutFailed"));
     the_old_firewall_is_freed(&env, &format!("{MSC}-firewall")).await;
+    watch.never_without_a_firewall().await;
+}
+
+/// Waits until a firewall rolls in beside the serving one; returns its name.
+async fn rolling_in(env: &Env) -> String {
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    eventually(
+        "a firewall to roll in",
+        Duration::from_secs(120),
+        || async {
+            let c = clusters.get(MSC).await.ok()?;
+            let rollout = c.status?.firewall?;
+            (rollout.phase == RolloutPhase::RollingOut)
+                .then_some(rollout.rolling_in)
+                .flatten()
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_further_change_supersedes_the_firewall_rolling_in() {
+    let (env, watch) = provisioned("rollout-supersede", "20m").await;
+    env.patch_firewall_spec(egress(8443)).await;
+    let superseded = rolling_in(&env).await;
+    let serving = rolled_to(&env, egress(9443), &format!("{MSC}-firewall")).await;
+    assert_ne!(serving, superseded, "the last spec's firewall serves");
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    let last = firewalls.get(&serving).await.expect("the serving firewall");
+    let rules = last.spec.rules.expect("rules");
+    assert!(
+        rules.egress.iter().any(|r| r.ports.contains(&9443)),
+        "{rules:?}"
+    );
+    watch.never_without_a_firewall().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_capms_killed_mid_rollout_resumes_it_without_a_second_firewall() {
+    let (mut env, watch) = provisioned("rollout-killed", "20m").await;
+    env.patch_firewall_spec(egress(8443)).await;
+    let rolling = rolling_in(&env).await;
+    // SIGKILL, as a crash or an evicted pod ends capms.
+    drop(env.capms.take());
+    env.start_capms(&["--firewall-rollout-deadline=20m"]);
+    let serving = wait_stable(&env, &Api::namespaced(env.client(), &env.ns.name), |c| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.firewall.as_ref()?.serving.as_deref())
+            == Some(&rolling)
+    })
+    .await;
+    assert!(serving.status.is_some());
+    the_old_firewall_is_freed(&env, &rolling).await;
     watch.never_without_a_firewall().await;
 }

@@ -305,22 +305,33 @@ impl Rollout<'_, '_> {
             let step = Step::RetireFirewall(name, Retire::Superseded);
             return self.towards(old.as_deref(), step, Requeue::AwaitChange);
         }
-        let fw = match live.is_empty() && !self.deleting(&firewall_name(&cluster)) {
-            // The cluster's first firewall keeps the name it always had.
+        // With none left (the first, or a lost one deleted), the cluster's firewall keeps the name
+        // it always had, once the earlier one is gone.
+        let fw = match live.is_empty() {
             true => self.desired.clone(),
             false => rolled(&cluster, &self.desired),
         };
         let name = fw.name_any();
+        // Failed attempts first: the failed firewall is often still being deleted meanwhile.
+        if let Some(wait) = self.backing_off(&name, old.as_deref()) {
+            return wait;
+        }
         if self.deleting(&name) {
             let message =
                 format!("waiting for the earlier MetalStackFirewall {name} to be deleted");
-            self.conditions
-                .set_false(Type::FirewallRolledOut, Reason::RollingOut, message);
+            if old.is_some() {
+                self.set(old.as_deref(), Some(&name), RolloutPhase::RollingOut);
+                let reason = Reason::RollingOut;
+                self.conditions
+                    .set_false(Type::FirewallRolledOut, reason, message);
+            } else {
+                self.set(None, None, RolloutPhase::Stable);
+                let reason = Reason::WaitingForFirewall;
+                self.conditions
+                    .set_false(Type::FirewallReady, reason, message);
+            }
             let next = Requeue::After(Duration::from_secs(5));
             return self.towards(old.as_deref(), Step::Nothing, next);
-        }
-        if let Some(wait) = self.backing_off(&name, old.as_deref()) {
-            return wait;
         }
         match &old {
             Some(old) => {

@@ -18,6 +18,16 @@ fn lab() -> SimState {
     SimState::from_inventory(&Inventory::default_lab()).expect("inventory")
 }
 
+/// A private network of the lab's project, allocated in `state`.
+fn private_network(state: &mut SimState) -> String {
+    let request = metal_api::types::NetworkAllocateRequest {
+        projectid: PROJECT.into(),
+        partitionid: "mini-lab".into(),
+        ..Default::default()
+    };
+    state.network_allocate(&request).expect("network").id
+}
+
 fn catalog() -> Catalog {
     lab().catalog()
 }

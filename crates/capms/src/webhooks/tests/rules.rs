@@ -156,14 +156,7 @@ fn machine_errors_name_the_field_and_the_valid_choices() {
 #[test]
 fn cluster_errors_cover_project_networks_and_endpoint() {
     let mut state = lab();
-    let private = state
-        .network_allocate(&metal_api::types::NetworkAllocateRequest {
-            projectid: PROJECT.into(),
-            partitionid: "mini-lab".into(),
-            ..Default::default()
-        })
-        .expect("network")
-        .id;
+    let private = private_network(&mut state);
     let c = state.catalog();
     let mut spec = cluster_spec();
     spec.public_network_id = Some("tenant-super-network-mini-lab".into());
@@ -246,14 +239,7 @@ fn firewall_rules_and_provider_ids_are_checked() {
 fn a_preset_machine_is_admitted_only_for_the_object_it_is_allocated_to() {
     let mut state = lab();
     // A preset machine allocated to someone else is refused; to this very object it is fine.
-    let net = state
-        .network_allocate(&metal_api::types::NetworkAllocateRequest {
-            projectid: PROJECT.into(),
-            partitionid: "mini-lab".into(),
-            ..Default::default()
-        })
-        .expect("network")
-        .id;
+    let net = private_network(&mut state);
     let marks = crate::ownership::owner_marks(OwnerKind::Firewall, "ns", "fw", "uid-1");
     let req = metal_api::types::MachineAllocateRequest {
         uuid: Some("00000000-0000-0000-0000-000000000002".into()),

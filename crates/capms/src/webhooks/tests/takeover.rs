@@ -9,14 +9,7 @@ const MACHINE: &str = "00000000-0000-0000-0000-000000000002";
 /// firewall deployment `default/fwd`.
 fn catalog_with_go_provider_firewall() -> Catalog {
     let mut state = lab();
-    let network = state
-        .network_allocate(&metal_api::types::NetworkAllocateRequest {
-            projectid: PROJECT.into(),
-            partitionid: "mini-lab".into(),
-            ..Default::default()
-        })
-        .expect("network")
-        .id;
+    let network = private_network(&mut state);
     let request = metal_api::types::MachineAllocateRequest {
         uuid: Some(MACHINE.into()),
         projectid: PROJECT.into(),

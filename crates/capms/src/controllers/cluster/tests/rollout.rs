@@ -216,15 +216,14 @@ fn rolled_names_follow_the_spec_and_wait_for_a_namesake_being_deleted() {
     assert_eq!(a.metadata.name, b.metadata.name);
     assert_ne!(a.metadata.name, c.metadata.name);
     assert_eq!(a.name_any(), rolled_name("prod", &a));
-    // The first firewall is named after the cluster, unless that one is still being deleted.
+    // The first firewall is named after the cluster; a deleted (lost) one comes back under
+    // that name once it is gone.
     let d = run(&wanting("fw-1", None), seen(vec![]));
     assert!(matches!(&d.step, Step::CreateFirewall(fw) if fw.name_any() == "prod-firewall"));
     let mut deleting = firewall("fw-1", true, MINUTE, false);
     deleting.metadata.deletion_timestamp = Some(Time(now()));
     let d = run(&wanting("fw-1", None), seen(vec![deleting]));
-    assert!(
-        matches!(&d.step, Step::CreateFirewall(fw) if fw.name_any().starts_with("prod-firewall-"))
-    );
+    assert!(matches!(d.step, Step::Nothing), "{:?}", d.step);
     let old = firewall("fw-1", true, MINUTE * 60, true);
     let mut namesake = a;
     namesake.metadata.deletion_timestamp = Some(Time(now()));
@@ -293,4 +292,21 @@ fn a_failed_firewall_seen_again_is_counted_once() {
     let d = run(&wanting("fw-2", Some(once)), seen(vec![old, late]));
     assert!(matches!(d.step, Step::RetireFirewall(_, Retire::Failed(_))));
     assert_eq!(rollout(&d).failed_attempts, 1);
+}
+
+#[test]
+fn while_the_failed_firewall_is_deleted_the_rollout_still_says_it_failed() {
+    let old = firewall("fw-1", true, MINUTE * 60, true);
+    let late = firewall("fw-2", false, DEADLINE + MINUTE, false);
+    let d = run(
+        &wanting("fw-2", None),
+        seen(vec![old.clone(), late.clone()]),
+    );
+    let failed = rollout(&d);
+    let mut deleting = late;
+    deleting.metadata.deletion_timestamp = Some(Time(now()));
+    let d = run(&wanting("fw-2", Some(failed)), seen(vec![old, deleting]));
+    assert!(matches!(d.step, Step::Nothing));
+    assert_eq!(rollout(&d).phase, RolloutPhase::Failed);
+    assert_eq!(condition(&d, Type::FirewallRolledOut).1, "RolloutFailed");
 }
