@@ -25,83 +25,16 @@ pub async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<
                 .await
                 .during(|| format!("writing spec.controlPlaneEndpoint of {}", describe(msc)))?;
         }
-        Step::CreateFirewall(fw) => {
-            apply_firewall(ctx, &ns, fw).await?;
-            let note = format!("created MetalStackFirewall {}", fw.name_any());
-            ctx.events
-                .note(msc, "FirewallCreated", "CreateFirewall", note);
-        }
-        Step::UpdateFirewall(fw) => {
-            apply_firewall(ctx, &ns, fw).await?;
-            let note = format!(
-                "updated MetalStackFirewall {} to the cluster's firewall spec",
-                fw.name_any()
-            );
-            ctx.events
-                .note(msc, "FirewallUpdated", "UpdateFirewall", note);
-        }
-        Step::RollInFirewall(fw) => {
-            apply_firewall(ctx, &ns, fw).await?;
-            ctx.metrics.rollout("started");
-            let note = format!(
-                "the firewall spec changed: rolling in MetalStackFirewall {}; the serving firewall stays until it is ready",
-                fw.name_any()
-            );
-            ctx.events
-                .note(msc, "FirewallRolloutStarted", "RollInFirewall", note);
-        }
-        Step::RelabelFirewall {
-            name,
-            labels,
-            annotations,
-        } => {
-            let patch =
-                serde_json::json!({"metadata": {"labels": labels, "annotations": annotations}});
-            ctx.api::<MetalStackFirewall>(&ns)
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .during(|| format!("labelling MetalStackFirewall {ns}/{name}"))?;
-        }
-        Step::RetireFirewall(name, why) => {
-            delete_firewall(ctx, &ns, name).await?;
-            let (outcome, reason, note) = match why {
-                Retire::Replaced => (
-                    "replaced",
-                    "FirewallRolledOut",
-                    format!(
-                        "the new firewall is ready; deleting MetalStackFirewall {name}, which it replaces"
-                    ),
-                ),
-                Retire::Superseded => (
-                    "superseded",
-                    "FirewallRolloutSuperseded",
-                    format!(
-                        "the firewall spec changed again; deleting MetalStackFirewall {name}, which was rolling in"
-                    ),
-                ),
-                Retire::Failed(why) => (
-                    "failed",
-                    "FirewallRolloutFailed",
-                    format!("{why}; deleting it, the serving firewall stays"),
-                ),
-            };
-            ctx.metrics.rollout(outcome);
-            ctx.events.note(msc, reason, "RetireFirewall", note);
-        }
-        Step::DeleteFirewall(name) => {
-            delete_firewall(ctx, &ns, name).await?;
-            let note = format!("deleting MetalStackFirewall {name}");
-            ctx.events
-                .note(msc, "FirewallDeleting", "DeleteFirewall", note);
-        }
+        Step::CreateFirewall(_)
+        | Step::UpdateFirewall(_)
+        | Step::RollInFirewall(_)
+        | Step::RelabelFirewall { .. }
+        | Step::RetireFirewall(..)
+        | Step::DeleteFirewall(_) => act_on_firewall(msc, ctx, &ns, step).await?,
         Step::RecordFirewallOnDeployment(name, provider_id) => {
             let patch = serde_json::json!({"spec": {"managedResourceRef": {"name": provider_id}}});
-            ctx.api::<MetalStackFirewallDeployment>(&ns)
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .during(|| {
-                    format!("writing spec.managedResourceRef of MetalStackFirewallDeployment {ns}/{name}")
-                })?;
+            let what = "writing spec.managedResourceRef of";
+            merge_patch::<MetalStackFirewallDeployment>(ctx, &ns, name, &patch, what).await?;
         }
         Step::ClaimDeployment {
             name,
@@ -110,19 +43,113 @@ pub async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<
         } => {
             let patch =
                 serde_json::json!({"metadata": {"ownerReferences": owners, "labels": labels}});
-            ctx.api::<MetalStackFirewallDeployment>(&ns)
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .during(|| {
-                    format!(
-                        "making MetalStackFirewallDeployment {ns}/{name} the firewall of {}",
-                        describe(msc)
-                    )
-                })?;
+            let what = format!("making {} the controller owner of", describe(msc));
+            merge_patch::<MetalStackFirewallDeployment>(ctx, &ns, name, &patch, &what).await?;
         }
         Step::RemoveFinalizer => remove_finalizer(&api, msc, FINALIZER).await?,
         metal => act_in_metal_api(msc, ctx, metal).await?,
     }
+    Ok(())
+}
+
+/// The steps on the cluster's MetalStackFirewalls, each reported by an event (and a rollout's
+/// by the rollouts metric).
+async fn act_on_firewall(
+    msc: &MetalStackCluster,
+    ctx: &Context,
+    ns: &str,
+    step: &Step,
+) -> Result<()> {
+    let (reason, action, note) = match step {
+        Step::CreateFirewall(fw) => {
+            apply_firewall(ctx, ns, fw).await?;
+            let note = format!("created MetalStackFirewall {}", fw.name_any());
+            ("FirewallCreated", "CreateFirewall", note)
+        }
+        Step::UpdateFirewall(fw) => {
+            apply_firewall(ctx, ns, fw).await?;
+            let name = fw.name_any();
+            let note = format!("updated MetalStackFirewall {name} to the cluster's firewall spec");
+            ("FirewallUpdated", "UpdateFirewall", note)
+        }
+        Step::RollInFirewall(fw) => {
+            apply_firewall(ctx, ns, fw).await?;
+            ctx.metrics.rollout("started");
+            let note = format!(
+                "the firewall spec changed: rolling in MetalStackFirewall {}; the serving firewall stays until it is ready",
+                fw.name_any()
+            );
+            ("FirewallRolloutStarted", "RollInFirewall", note)
+        }
+        Step::RelabelFirewall {
+            name,
+            labels,
+            annotations,
+        } => {
+            let patch =
+                serde_json::json!({"metadata": {"labels": labels, "annotations": annotations}});
+            return merge_patch::<MetalStackFirewall>(ctx, ns, name, &patch, "labelling").await;
+        }
+        Step::RetireFirewall(name, why) => {
+            delete_firewall(ctx, ns, name).await?;
+            let (outcome, reason, note) = retired(name, why);
+            ctx.metrics.rollout(outcome);
+            (reason, "RetireFirewall", note)
+        }
+        Step::DeleteFirewall(name) => {
+            delete_firewall(ctx, ns, name).await?;
+            let note = format!("deleting MetalStackFirewall {name}");
+            ("FirewallDeleting", "DeleteFirewall", note)
+        }
+        _ => return Ok(()),
+    };
+    ctx.events.note(msc, reason, action, note);
+    Ok(())
+}
+
+/// A rollout's firewall going: the metric's outcome, the event's reason and its note.
+fn retired(name: &str, why: &Retire) -> (&'static str, &'static str, String) {
+    match why {
+        Retire::Replaced => (
+            "replaced",
+            "FirewallRolledOut",
+            format!(
+                "the new firewall is ready; deleting MetalStackFirewall {name}, which it replaces"
+            ),
+        ),
+        Retire::Superseded => (
+            "superseded",
+            "FirewallRolloutSuperseded",
+            format!(
+                "the firewall spec changed again; deleting MetalStackFirewall {name}, which was rolling in"
+            ),
+        ),
+        Retire::Failed(why) => (
+            "failed",
+            "FirewallRolloutFailed",
+            format!("{why}; deleting it, the serving firewall stays"),
+        ),
+    }
+}
+
+/// A merge patch of the `K` named `name`; `what` says what it does, for the error.
+async fn merge_patch<K>(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    patch: &serde_json::Value,
+    what: &str,
+) -> Result<()>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    ctx.api::<K>(ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .during(|| format!("{what} {} {ns}/{name}", K::kind(&())))?;
     Ok(())
 }
 

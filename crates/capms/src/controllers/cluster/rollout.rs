@@ -275,19 +275,7 @@ impl Rollout<'_, '_> {
             && !allocated(only)
             && !ready(only)
         {
-            // Not allocated yet: the new spec still applies to it.
-            let fw = self.wanted_as(only);
-            self.set(None, None, RolloutPhase::Stable);
-            let message = format!(
-                "waiting for MetalStackFirewall {} to become ready",
-                only.name_any()
-            );
-            self.conditions
-                .set_false(Type::FirewallReady, Reason::WaitingForFirewall, message);
-            return Outcome::Step(
-                Step::UpdateFirewall(Box::new(fw)),
-                Requeue::After(SAFETY_NET),
-            );
+            return self.update_in_place(only);
         }
         // One firewall rolls in at a time: one made for an earlier spec goes first (and so does
         // any not ready beside a serving one).
@@ -319,41 +307,56 @@ impl Rollout<'_, '_> {
         if self.deleting(&name) {
             let message =
                 format!("waiting for the earlier MetalStackFirewall {name} to be deleted");
-            if old.is_some() {
-                self.set(old.as_deref(), Some(&name), RolloutPhase::RollingOut);
-                let reason = Reason::RollingOut;
-                self.conditions
-                    .set_false(Type::FirewallRolledOut, reason, message);
-            } else {
-                self.set(None, None, RolloutPhase::Stable);
-                let reason = Reason::WaitingForFirewall;
-                self.conditions
-                    .set_false(Type::FirewallReady, reason, message);
-            }
+            self.awaiting(old.as_deref(), &name, message, Reason::WaitingForFirewall);
             let next = Requeue::After(Duration::from_secs(5));
             return self.towards(old.as_deref(), Step::Nothing, next);
         }
-        match &old {
-            Some(old) => {
-                self.set(Some(old), Some(&name), RolloutPhase::RollingOut);
-                let message = format!(
-                    "rolling in MetalStackFirewall {name} for the changed firewall spec; MetalStackFirewall {old} serves until it is ready"
-                );
-                self.conditions
-                    .set_false(Type::FirewallRolledOut, Reason::RollingOut, message);
-            }
-            None => {
-                self.set(None, None, RolloutPhase::Stable);
-                let message = format!("waiting for MetalStackFirewall {name} to become ready");
-                self.conditions
-                    .set_false(Type::FirewallReady, Reason::FirewallCreated, message);
-            }
-        }
+        let message = match &old {
+            Some(old) => format!(
+                "rolling in MetalStackFirewall {name} for the changed firewall spec; MetalStackFirewall {old} serves until it is ready"
+            ),
+            None => format!("waiting for MetalStackFirewall {name} to become ready"),
+        };
+        self.awaiting(old.as_deref(), &name, message, Reason::FirewallCreated);
         let step = match old.is_some() {
             true => Step::RollInFirewall(Box::new(fw)),
             false => Step::CreateFirewall(Box::new(fw)),
         };
         self.towards(old.as_deref(), step, Requeue::After(SAFETY_NET))
+    }
+
+    /// The cluster's only firewall, not allocated yet: the new spec still applies to it.
+    fn update_in_place(&mut self, only: &MetalStackFirewall) -> Outcome {
+        let fw = self.wanted_as(only);
+        self.set(None, None, RolloutPhase::Stable);
+        let message = format!(
+            "waiting for MetalStackFirewall {} to become ready",
+            only.name_any()
+        );
+        self.conditions
+            .set_false(Type::FirewallReady, Reason::WaitingForFirewall, message);
+        Outcome::Step(
+            Step::UpdateFirewall(Box::new(fw)),
+            Requeue::After(SAFETY_NET),
+        )
+    }
+
+    /// Firewall `name` is on its way: rolling in beside `old`, or (nothing serving) the cluster's
+    /// firewall to come, FirewallReady False with `first_reason`.
+    fn awaiting(&mut self, old: Option<&str>, name: &str, message: String, first_reason: Reason) {
+        match old {
+            Some(old) => {
+                self.set(Some(old), Some(name), RolloutPhase::RollingOut);
+                let reason = Reason::RollingOut;
+                self.conditions
+                    .set_false(Type::FirewallRolledOut, reason, message);
+            }
+            None => {
+                self.set(None, None, RolloutPhase::Stable);
+                self.conditions
+                    .set_false(Type::FirewallReady, first_reason, message);
+            }
+        }
     }
 
     /// `step` while `old` serves (FirewallReady stays True), else a provisioning step.
