@@ -316,6 +316,42 @@ impl Env {
     }
 }
 
+/// Sets the Cluster's spec.paused.
+async fn pause(env: &Env, paused: bool) {
+    env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
+        .patch(
+            MSC,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": paused}})),
+        )
+        .await
+        .expect("pause");
+}
+
+/// `obj` as a restore (or clusterctl move) re-creates it: name, labels, annotations and
+/// ownerReferences (`owner_uid` replacing the owner's old UID when given), the spec; no status.
+fn re_created<K>(obj: &K, owner_uid: Option<&str>) -> Value
+where
+    K: kube::Resource + serde::Serialize,
+{
+    let mut value = serde_json::to_value(obj).expect("json");
+    let meta = obj.meta();
+    let mut owners = serde_json::to_value(&meta.owner_references).expect("owners");
+    if let (Some(uid), Some(list)) = (owner_uid, owners.as_array_mut()) {
+        for o in list {
+            o["uid"] = json!(uid);
+        }
+    }
+    value["metadata"] = json!({
+        "name": meta.name, "labels": meta.labels, "annotations": meta.annotations,
+        "ownerReferences": owners,
+    });
+    if let Some(o) = value.as_object_mut() {
+        o.remove("status");
+    }
+    value
+}
+
 /// The shipped ClusterRole under a test-unique name, optionally without the `/status` rules.
 fn shipped_cluster_role(name: &str, with_status: bool) -> Value {
     let text =

@@ -9,6 +9,9 @@ use metal_api::types::MachineHealth;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod changes;
+mod interrupted;
+
 /// The watcher: the moments metal-api showed no ready firewall in the network, and how often
 /// it looked.
 struct FirewallWatch {
@@ -44,8 +47,9 @@ impl FirewallWatch {
     async fn never_without_a_firewall(self) {
         self.stop.store(true, Ordering::SeqCst);
         let (gaps, looks) = self.task.await.expect("watcher");
-        // The simulator installs a firewall in about a second: a rollout spans a few dozen looks.
-        assert!(looks >= 10, "the watcher looked {looks} times");
+        // A whole rollout spans a few dozen looks (the simulator installs a firewall in about a
+        // second); a rollout interrupted once a firewall rolls in, a few.
+        assert!(looks >= 3, "the watcher looked {looks} times");
         assert!(
             gaps.is_empty(),
             "no ready firewall in the network at {} of {looks} looks: {gaps:?}",
@@ -54,21 +58,37 @@ impl FirewallWatch {
     }
 }
 
-/// The lab with a newer firewall image, firewall-ubuntu-3.1.
-fn with_newer_firewall_image() -> Inventory {
+/// The lab with a newer firewall image, firewall-ubuntu-3.1, and a second size, v1-medium-x86,
+/// of two machines.
+fn rollout_lab() -> Inventory {
     let mut lab = Inventory::default_lab();
     lab.images.push(metal_sim::inventory::ImageSpec {
         id: "firewall-ubuntu-3.1".into(),
         name: "Firewall 3.1 Ubuntu".into(),
         features: vec!["firewall".into()],
     });
+    let mut medium = lab.sizes[0].clone();
+    medium.id = MEDIUM.into();
+    medium.name = MEDIUM.into();
+    lab.sizes.push(medium);
+    for n in 7..=8 {
+        let mut machine = lab.machines[0].clone();
+        machine.id = format!("00000000-0000-0000-0000-00000000000{n}");
+        machine.size = MEDIUM.into();
+        lab.machines.push(machine);
+    }
     lab
 }
 
-/// A provisioned lab cluster, capms rolling with `deadline`, and the watcher started.
-async fn provisioned(prefix: &str, deadline: &str) -> (Env, FirewallWatch) {
-    let mut env = Env::with_inventory(prefix, with_newer_firewall_image()).await;
-    env.start_capms(&[&format!("--firewall-rollout-deadline={deadline}")]);
+const MEDIUM: &str = "v1-medium-x86";
+
+/// capms's rollout deadline in the tests whose firewalls become ready.
+const DEADLINE: &str = "--firewall-rollout-deadline=20m";
+
+/// A provisioned lab cluster, capms started with `args`, and the watcher started.
+async fn provisioned(prefix: &str, args: &[&str]) -> (Env, FirewallWatch) {
+    let mut env = Env::with_inventory(prefix, rollout_lab()).await;
+    env.start_capms(args);
     env.apply_seed_cluster(MSC, lab_cluster()).await;
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
     let msc = wait_stable(&env, &clusters, |_| true).await;
@@ -104,6 +124,22 @@ async fn wait_stable(
 }
 
 impl Env {
+    /// From now on every free machine stops before it phones home: a firewall rolling in stays
+    /// not ready until [`Env::release_phone_home`].
+    async fn hold_phone_home(&self) {
+        let (_, _, machines) = self.metal_state().await;
+        let free: Vec<&str> = machines
+            .iter()
+            .filter(|m| m.allocation.is_none())
+            .map(|m| m.id.as_str())
+            .collect();
+        self.set_faults(json!({"never_phone_home": free})).await;
+    }
+
+    async fn release_phone_home(&self) {
+        self.set_faults(json!({})).await;
+    }
+
     async fn patch_firewall_spec(&self, patch: Value) {
         let clusters: Api<MetalStackCluster> = Api::namespaced(self.client(), &self.ns.name);
         let patch = json!({"spec": {"firewallSpec": patch}});
@@ -136,11 +172,12 @@ impl Env {
 /// alone; returns its name.
 async fn rolled_to(env: &Env, patch: Value, before: &str) -> String {
     env.patch_firewall_spec(patch).await;
+    rolled_from(env, before).await
+}
+
+/// Waits until a firewall other than `before` serves alone; returns its name.
+async fn rolled_from(env: &Env, before: &str) -> String {
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
-    let serving_of = |c: &MetalStackCluster| {
-        let rollout = c.status.as_ref()?.firewall.as_ref()?;
-        rollout.serving.clone()
-    };
     let rolled = wait_stable(env, &clusters, |c| {
         serving_of(c).is_some_and(|s| s != before)
     })
@@ -148,6 +185,10 @@ async fn rolled_to(env: &Env, patch: Value, before: &str) -> String {
     let serving = serving_of(&rolled).expect("serving");
     the_old_firewall_is_freed(env, &serving).await;
     serving
+}
+
+fn serving_of(c: &MetalStackCluster) -> Option<String> {
+    c.status.as_ref()?.firewall.as_ref()?.serving.clone()
 }
 
 /// Only `serving` is left, in Kubernetes and in metal-api.
@@ -171,7 +212,7 @@ fn egress(port: u16) -> Value {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_rule_change_and_then_an_image_change_roll_the_firewall_without_a_gap() {
-    let (env, watch) = provisioned("rollout", "20m").await;
+    let (env, watch) = provisioned("rollout", &[DEADLINE]).await;
     let first = format!("{MSC}-firewall");
     let serving = rolled_to(&env, egress(8443), &first).await;
     rolled_to(&env, json!({"image": "firewall-ubuntu-3.1"}), &serving).await;
@@ -180,7 +221,7 @@ async fn a_rule_change_and_then_an_image_change_roll_the_firewall_without_a_gap(
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_firewall_that_never_becomes_ready_is_freed_and_the_old_one_serves_on() {
-    let (env, watch) = provisioned("rollout-fails", "15s").await;
+    let (env, watch) = provisioned("rollout-fails", &["--firewall-rollout-deadline=15s"]).await;
     // Every free machine boots in a loop from now on.
     let (_, _, machines) = env.metal_state().await;
     let free: Vec<String> = machines
@@ -229,7 +270,7 @@ async fn rolling_in(env: &Env) -> String {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_further_change_supersedes_the_firewall_rolling_in() {
-    let (env, watch) = provisioned("rollout-supersede", "20m").await;
+    let (env, watch) = provisioned("rollout-supersede", &[DEADLINE]).await;
     env.patch_firewall_spec(egress(8443)).await;
     let superseded = rolling_in(&env).await;
     let serving = rolled_to(&env, egress(9443), &format!("{MSC}-firewall")).await;
@@ -246,12 +287,12 @@ async fn a_further_change_supersedes_the_firewall_rolling_in() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_capms_killed_mid_rollout_resumes_it_without_a_second_firewall() {
-    let (mut env, watch) = provisioned("rollout-killed", "20m").await;
+    let (mut env, watch) = provisioned("rollout-killed", &[DEADLINE]).await;
     env.patch_firewall_spec(egress(8443)).await;
     let rolling = rolling_in(&env).await;
     // SIGKILL, as a crash or an evicted pod ends capms.
     drop(env.capms.take());
-    env.start_capms(&["--firewall-rollout-deadline=20m"]);
+    env.start_capms(&[DEADLINE]);
     let serving = wait_stable(&env, &Api::namespaced(env.client(), &env.ns.name), |c| {
         c.status
             .as_ref()

@@ -10,6 +10,8 @@ use std::process::Command;
 use std::time::Duration;
 use support::{CapmsManager, ControlPlane, RunningSim, eventually};
 
+mod firewall_templates;
+
 fn write(dir: &Path, name: &str, manifest: Value) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, serde_json::to_vec_pretty(&manifest).expect("json")).expect("write");
@@ -110,6 +112,7 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     unknown_choices_are_refused_naming_the_field_and_the_valid_ones(&admission);
     go_provider_objects_are_checked_in_their_own_field_names(&admission);
     good_objects_are_admitted_and_defaulted(&admission);
+    firewall_templates::templates_change_only_into_what_their_clusters_can_use(&admission);
     metadata_only_updates_never_reach_the_webhooks(&admission, &manager).await;
     immutable_fields_refuse_updates_and_deletion_is_never_blocked(&admission);
     metrics_count_admissions(&manager).await;

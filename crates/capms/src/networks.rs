@@ -66,6 +66,37 @@ pub fn default_external(all: &[Network]) -> Result<&Network, String> {
     }
 }
 
+/// Why a firewall of a cluster in `project` and `partition` cannot be placed into `n`, as
+/// metal-api's allocation refuses it; None when it can.
+pub fn unfit_for_firewall(n: &Network, project: &str, partition: &str) -> Option<String> {
+    if n.underlay {
+        return Some(format!(
+            "network {:?} is an underlay network, which metal-api adds to every firewall itself",
+            n.id
+        ));
+    }
+    if n.privatesuper {
+        return Some(format!(
+            "network {:?} is a private super network, which no machine is placed into",
+            n.id
+        ));
+    }
+    // External networks fit every cluster.
+    n.parentnetworkid.as_ref()?;
+    if n.partitionid != partition {
+        return Some(format!(
+            "network {:?} is a private network in partition {:?}, not in the cluster's partition {partition:?}",
+            n.id, n.partitionid
+        ));
+    }
+    (!n.shared && n.projectid != project).then(|| {
+        format!(
+            "network {:?} is a private network of project {:?}, not of the cluster's project {project:?}",
+            n.id, n.projectid
+        )
+    })
+}
+
 /// The message for a network id metal-api does not know, with the valid choices.
 pub fn missing(id: &str, choices: &str) -> String {
     format!("network {id:?} does not exist in metal-api; {choices}")

@@ -38,6 +38,11 @@ pub const FIREWALL_DEPLOYMENT_LABEL: &str =
 /// firewalls with one mark would each take the other's machine for its own.
 pub const ROLLED_IN_ANNOTATION: &str = "metal-stack.infrastructure.cluster.x-k8s.io/rolled-in";
 
+/// Label on a cluster's MetalStackFirewalls: `Serving` on the ready one the cluster uses,
+/// `RollingIn` on one on its way beside it, `Provisioning` on the cluster's first on its way.
+/// `kubectl get metalstackfirewalls` shows it as the Role column.
+pub const FIREWALL_ROLE_LABEL: &str = "metal-stack.infrastructure.cluster.x-k8s.io/firewall-role";
+
 /// The Go provider's `firewall.metal-stack.io/managed-by` value: on the firewalls of its
 /// firewall deployments, which capms writes too, so that its users' filters still find them.
 pub const GO_PROVIDER_MANAGER: &str = "cluster-api-provider-metal-stack";

@@ -25,6 +25,12 @@ use serde::{Deserialize, Serialize};
         description = "Cluster this firewall belongs to"
     ),
     printcolumn(
+        name = "Role",
+        type_ = "string",
+        json_path = ".metadata.labels.metal-stack\\.infrastructure\\.cluster\\.x-k8s\\.io/firewall-role",
+        description = "Serving, RollingIn (beside the serving one) or Provisioning (the cluster's first)"
+    ),
+    printcolumn(
         name = "Ready",
         type_ = "boolean",
         json_path = ".status.ready",

@@ -34,7 +34,7 @@ pub use templates::{
     MetalStackClusterTemplate, MetalStackClusterTemplateResource, MetalStackClusterTemplateSpec,
     MetalStackFirewallTemplate, MetalStackFirewallTemplateResource, MetalStackFirewallTemplateSpec,
     MetalStackMachineTemplate, MetalStackMachineTemplateResource, MetalStackMachineTemplateSpec,
-    missing_reference,
+    clusters_using_template, missing_reference,
 };
 
 use common::{

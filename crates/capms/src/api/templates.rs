@@ -1,13 +1,15 @@
 //! MetalStackMachineTemplate, MetalStackClusterTemplate and MetalStackFirewallTemplate: what
 //! MachineDeployments, ClusterClasses and MetalStackClusters create their objects from.
 
-use super::cluster::MetalStackClusterSpec;
+use super::cluster::{MetalStackCluster, MetalStackClusterSpec};
 use super::common::TemplateMeta;
 use super::firewall::MetalStackFirewallSpec;
 use super::machine::MetalStackMachineSpec;
-use kube::CustomResource;
+use super::v1alpha1::MetalStackFirewallDeployment;
+use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::borrow::Borrow;
 
 /// Desired state of a MetalStackMachineTemplate.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -150,4 +152,36 @@ pub fn missing_reference(
         "{field}: {kind} {namespace}/{name} does not exist (yet); the firewall is created once it does; {kind}s in the namespace: {}",
         crate::choices(existing)
     )
+}
+
+/// The MetalStackClusters (of `clusters`) that take their firewall from `template`: by their
+/// firewallTemplateRef, or through the firewall deployment (of `deployments`) they name. Both
+/// references are local to the template's namespace.
+pub fn clusters_using_template<'a, C: Borrow<MetalStackCluster>>(
+    template: &MetalStackFirewallTemplate,
+    clusters: &'a [C],
+    deployments: &[impl Borrow<MetalStackFirewallDeployment>],
+) -> Vec<&'a MetalStackCluster> {
+    let name = template.name_any();
+    let namespace = template.namespace();
+    let through: Vec<String> = deployments
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|d| d.namespace() == namespace && d.spec.firewall_template_ref.name == name)
+        .map(ResourceExt::name_any)
+        .collect();
+    let names = |r: Option<&super::LocalObjectReference>, names: &dyn Fn(&str) -> bool| {
+        r.is_some_and(|r| names(&r.name))
+    };
+    clusters
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|c| c.namespace() == namespace)
+        .filter(|c| {
+            names(c.spec.firewall_template_ref.as_ref(), &|n| n == name)
+                || names(c.spec.firewall_deployment_ref.as_ref(), &|n| {
+                    through.iter().any(|t| t == n)
+                })
+        })
+        .collect()
 }

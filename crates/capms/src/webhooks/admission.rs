@@ -2,7 +2,7 @@
 //! per kind.
 
 use super::rules::{self, Report};
-use super::{DRY_RUN_ANNOTATION, Decision, Kind, WebhookState};
+use super::{DRY_RUN_ANNOTATION, Decision, Kind, WebhookState, firewall_templates};
 use crate::api::{
     MetalStackCluster, MetalStackClusterTemplate, MetalStackFirewall, MetalStackFirewallTemplate,
     MetalStackMachine, MetalStackMachineTemplate,
@@ -19,7 +19,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-fn typed<T: DeserializeOwned>(object: &DynamicObject, what: &str) -> Result<(Value, T), String> {
+pub(super) fn typed<T: DeserializeOwned>(
+    object: &DynamicObject,
+    what: &str,
+) -> Result<(Value, T), String> {
     let raw = serde_json::to_value(object).map_err(|e| format!("{what}: {e}"))?;
     let typed = serde_json::from_value(raw.clone())
         .map_err(|e| format!("{what} does not fit the schema: {e}"))?;
@@ -49,28 +52,6 @@ async fn cluster_partition(
         .await
         .ok()??;
     Some(msc.spec.partition)
-}
-
-/// A warning, not a denial, when a cluster's firewallTemplateRef names a template that does not
-/// exist: manifests may well create the template after the cluster, which then waits for it.
-async fn missing_template_warning(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> Option<String> {
-    let templates = kube::Api::<MetalStackFirewallTemplate>::namespaced(client.clone(), namespace);
-    // Only a definite "not found" warns; when the apiserver cannot answer, say nothing.
-    if templates.get_opt(name).await.ok()?.is_some() {
-        return None;
-    }
-    let existing = crate::cache::names(&templates).await.ok()?;
-    Some(crate::api::missing_reference(
-        "spec.firewallTemplateRef",
-        "MetalStackFirewallTemplate",
-        namespace,
-        name,
-        &existing,
-    ))
 }
 
 pub(super) async fn mutate(
@@ -128,7 +109,7 @@ pub(super) async fn mutate(
 }
 
 /// Runs `check` against the catalog; after a miss, once more against a fresher catalog.
-async fn with_catalog<F>(state: &WebhookState, check: F) -> Result<Decision, String>
+pub(super) async fn with_catalog<F>(state: &WebhookState, check: F) -> Result<Decision, String>
 where
     F: Fn(Option<&Catalog>) -> Report,
 {
@@ -201,23 +182,7 @@ pub(super) async fn validate(
             )
             .await
         }
-        Kind::FirewallTemplate => {
-            validate_template(
-                state,
-                request,
-                object,
-                kind,
-                |report, t: &MetalStackFirewallTemplate, catalog| {
-                    rules::validate_firewall_template(
-                        report,
-                        "spec.template.spec",
-                        &t.spec.template.spec,
-                        catalog,
-                    )
-                },
-            )
-            .await
-        }
+        Kind::FirewallTemplate => firewall_templates::validate(state, object).await,
         Kind::MachineTemplate => {
             validate_template(
                 state,
@@ -250,25 +215,32 @@ async fn validate_cluster(
     let (_, obj): (Value, MetalStackCluster) = typed(object, "MetalStackCluster")?;
     let old: Option<(Value, MetalStackCluster)> = old_typed(request)?;
     let old_spec = old.as_ref().map(|(_, o)| &o.spec);
-    let mut decision = with_catalog(state, |catalog| {
-        let mut report = Report::default();
-        rules::validate_cluster(&mut report, "spec", &obj.spec, old_spec, catalog);
-        report
-    })
-    .await?;
     // Only a newly named template is looked up.
     let reference = obj
         .spec
         .firewall_template_ref
         .as_ref()
         .filter(|r| old_spec.is_none_or(|o| o.firewall_template_ref.as_ref() != Some(*r)));
-    if let (Some(client), Some(reference)) = (&state.client, reference) {
-        let ns = object
-            .namespace()
-            .unwrap_or_else(|| request.namespace.clone().unwrap_or_default());
-        decision
-            .warnings
-            .extend(missing_template_warning(client, &ns, &reference.name).await);
+    let ns = object
+        .namespace()
+        .unwrap_or_else(|| request.namespace.clone().unwrap_or_default());
+    let template = match (&state.client, reference) {
+        (Some(client), Some(reference)) => {
+            firewall_templates::named(client, &ns, &reference.name).await
+        }
+        _ => None,
+    };
+    let mut decision = with_catalog(state, |catalog| {
+        let mut report = Report::default();
+        rules::validate_cluster(&mut report, "spec", &obj.spec, old_spec, catalog);
+        if let (Some(Ok(template)), Some(catalog)) = (&template, catalog) {
+            firewall_templates::check_named(&mut report, template, &obj.spec, catalog);
+        }
+        report
+    })
+    .await?;
+    if let Some(Err(missing)) = template {
+        decision.warnings.push(missing);
     }
     Ok(decision)
 }

@@ -2,6 +2,7 @@
 //! route table mounts the handlers and generates the webhook configurations in `webhooks/`.
 
 mod admission;
+mod firewall_templates;
 
 mod manifests;
 pub mod rules;

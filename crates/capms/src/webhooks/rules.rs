@@ -33,7 +33,7 @@ pub struct Report {
 }
 
 impl Report {
-    fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
+    pub(super) fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.errors.push(FieldError {
             path: path.into(),
             message: message.into(),
@@ -104,7 +104,7 @@ pub fn default_machine(spec: &mut MetalStackMachineSpec, cluster_partition: Opti
 // ---- validation -------------------------------------------------------------------------
 
 mod cluster;
-pub use cluster::validate_cluster;
+pub use cluster::{check_firewall_networks, validate_cluster};
 
 fn check_partition(report: &mut Report, path: &str, partition: &str, catalog: &Catalog) {
     if !catalog.partitions.iter().any(|p| p.id == partition) {

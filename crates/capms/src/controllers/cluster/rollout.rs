@@ -11,7 +11,7 @@ use super::firewall::{Outcome, allocated, metadata_differs, same_spec};
 use super::firewall_name;
 use super::model::{FirewallSeen, Retire, Step};
 use crate::api::{FirewallRolloutStatus, MetalStackCluster, MetalStackFirewall, RolloutPhase};
-use crate::ownership::ROLLED_IN_ANNOTATION;
+use crate::ownership::{FIREWALL_ROLE_LABEL, ROLLED_IN_ANNOTATION};
 use crate::reconciler::Requeue;
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -53,6 +53,25 @@ pub fn rolled(cluster: &str, desired: &MetalStackFirewall) -> MetalStackFirewall
     fw.annotations_mut()
         .insert(ROLLED_IN_ANNOTATION.to_owned(), "true".to_owned());
     fw.metadata.name = Some(rolled_name(cluster, &fw));
+    fw
+}
+
+/// What a firewall is to its cluster, as its role label says.
+#[derive(Clone, Copy)]
+pub(super) enum Role {
+    Serving,
+    RollingIn,
+    Provisioning,
+}
+
+pub(super) fn with_role(mut fw: MetalStackFirewall, role: Role) -> MetalStackFirewall {
+    let value = match role {
+        Role::Serving => "Serving",
+        Role::RollingIn => "RollingIn",
+        Role::Provisioning => "Provisioning",
+    };
+    fw.labels_mut()
+        .insert(FIREWALL_ROLE_LABEL.to_owned(), value.to_owned());
     fw
 }
 
@@ -105,14 +124,23 @@ impl Rollout<'_, '_> {
         same_spec(fw, &self.desired)
     }
 
-    /// `fw` as the cluster wants it, under its own name: the first firewall, or a rolled one.
+    /// `fw` as the cluster wants it, under its own name: the first firewall, or a rolled one;
+    /// labelled with its role.
     fn wanted_as(&self, fw: &MetalStackFirewall) -> MetalStackFirewall {
         let mut wanted = match is_rolled(fw) {
             true => rolled(&self.msc.name_any(), &self.desired),
             false => self.desired.clone(),
         };
         wanted.metadata.name = Some(fw.name_any());
-        wanted
+        let others_serve = self
+            .live()
+            .any(|o| ready(o) && o.name_any() != fw.name_any());
+        let role = match (ready(fw), others_serve) {
+            (true, _) => Role::Serving,
+            (false, true) => Role::RollingIn,
+            (false, false) => Role::Provisioning,
+        };
+        with_role(wanted, role)
     }
 
     /// The merge patch that gives `fw` the labels and annotations the cluster sets, if it lacks
@@ -298,6 +326,10 @@ impl Rollout<'_, '_> {
         let fw = match live.is_empty() {
             true => self.desired.clone(),
             false => rolled(&cluster, &self.desired),
+        };
+        let fw = match old {
+            Some(_) => with_role(fw, Role::RollingIn),
+            None => with_role(fw, Role::Provisioning),
         };
         let name = fw.name_any();
         // Failed attempts first: the failed firewall is often still being deleted meanwhile.

@@ -2,7 +2,9 @@
 //! Cluster's gates, and the firewall template and firewall deployment it names.
 
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
-use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate};
+use crate::api::{
+    MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, clusters_using_template,
+};
 use crate::cache::watch::own_change;
 use crate::capi::Cluster;
 use crate::controllers::Watches;
@@ -41,7 +43,11 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
     .watches_shared_stream(
         watches.firewall_templates.follow(),
         counted(queues, move |template: Arc<MetalStackFirewallTemplate>| {
-            clusters_using_template(&template, &referencing.state(), &deployments.state())
+            let clusters = referencing.state();
+            clusters_using_template(&template, &clusters, &deployments.state())
+                .into_iter()
+                .map(ObjectRef::from_obj)
+                .collect::<Vec<_>>()
         }),
     )
     .watches_shared_stream(
@@ -64,37 +70,6 @@ fn owners(firewall: &MetalStackFirewall) -> Vec<ObjectRef<MetalStackCluster>> {
         .iter()
         .filter(|o| o.kind == MetalStackCluster::kind(&()) && o.api_version.starts_with(&group))
         .map(|o| ObjectRef::<MetalStackCluster>::new(&o.name).within(&ns))
-        .collect()
-}
-
-/// The MetalStackClusters (of those in `clusters`) whose firewallTemplateRef names `template`,
-/// directly or through the firewall deployment they name (of those in `deployments`).
-pub fn clusters_using_template(
-    template: &MetalStackFirewallTemplate,
-    clusters: &[Arc<MetalStackCluster>],
-    deployments: &[Arc<MetalStackFirewallDeployment>],
-) -> Vec<ObjectRef<MetalStackCluster>> {
-    let name = template.name_any();
-    let namespace = template.namespace();
-    let through: Vec<String> = deployments
-        .iter()
-        .filter(|d| d.namespace() == namespace && d.spec.firewall_template_ref.name == name)
-        .map(|d| d.name_any())
-        .collect();
-    clusters
-        .iter()
-        .filter(|c| c.namespace() == namespace)
-        .filter(|c| {
-            let spec = &c.spec;
-            spec.firewall_template_ref
-                .as_ref()
-                .is_some_and(|r| r.name == name)
-                || spec
-                    .firewall_deployment_ref
-                    .as_ref()
-                    .is_some_and(|r| through.contains(&r.name))
-        })
-        .map(|c| ObjectRef::from_obj(c.as_ref()))
         .collect()
 }
 

@@ -68,6 +68,39 @@ pub fn validate_cluster(
     }
     check_public_network(report, path, spec, catalog);
     check_private_network(report, path, spec, catalog);
+    if let Some(fw) = &spec.firewall_spec {
+        let networks = format!("{path}.firewallSpec.networks");
+        check_firewall_networks(report, &networks, &fw.networks, spec, "", catalog);
+    }
+}
+
+/// A firewall's networks against the cluster it serves: metal-api places a firewall only into
+/// external networks and the private networks of the cluster's project in its partition.
+/// `whose` ends each message, naming the cluster when the networks are a template's.
+pub fn check_firewall_networks(
+    report: &mut Report,
+    path: &str,
+    networks: &[String],
+    cluster: &MetalStackClusterSpec,
+    whose: &str,
+    catalog: &Catalog,
+) {
+    let (project, partition) = (&cluster.project_id, &cluster.partition);
+    for (i, id) in networks.iter().enumerate() {
+        let Some(n) = catalog.networks.iter().find(|n| &n.id == id) else {
+            continue;
+        };
+        if let Some(problem) = networks::unfit_for_firewall(n, project, partition) {
+            report.error(
+                format!("{path}[{i}]"),
+                format!(
+                    "{problem}{whose}; {}; {}",
+                    networks::external_choices(&catalog.networks),
+                    networks::private_choices(&catalog.networks, project, partition)
+                ),
+            );
+        }
+    }
 }
 
 /// Fields that are fixed once set.

@@ -219,7 +219,7 @@ async fn templates_are_immutable_except_for_clusterclass_dry_runs() {
 }
 
 #[tokio::test]
-async fn firewall_templates_are_defaulted_checked_and_immutable() {
+async fn firewall_templates_are_defaulted_checked_and_may_change() {
     let state = state_with(Some(catalog()), false);
     let template = |spec: Value| {
         json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackFirewallTemplate",
@@ -279,7 +279,20 @@ async fn firewall_templates_are_defaulted_checked_and_immutable() {
     .await;
     assert_eq!(out["response"]["allowed"], false);
 
+    // A change rolls the firewalls made from the template, so it is checked, not refused.
     let mut changed = spec.clone();
+    changed["image"] = json!("firewall-ubuntu-3");
+    let (_, out) = call(
+        state.clone(),
+        &route(Step::Validate).path(),
+        body(
+            "UPDATE",
+            template(changed.clone()),
+            Some(template(spec.clone())),
+        ),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], true, "{out}");
     changed["machineType"] = json!("c1-large-x86");
     let (_, out) = call(
         state,
@@ -287,11 +300,12 @@ async fn firewall_templates_are_defaulted_checked_and_immutable() {
         body("UPDATE", template(changed), Some(template(spec))),
     )
     .await;
+    let message = out["response"]["status"]["message"]
+        .as_str()
+        .expect("message");
     assert!(
-        out["response"]["status"]["message"]
-            .as_str()
-            .expect("message")
-            .starts_with("spec.template: templates are immutable")
+        message.starts_with("spec.template.spec.machineType: machine type \"c1-large-x86\" is not a metal-stack size; valid: v1-small-x86"),
+        "{message}"
     );
 }
 

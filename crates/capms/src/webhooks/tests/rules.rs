@@ -397,3 +397,63 @@ fn firewall_templates_name_no_machine_and_clusters_take_a_spec_or_a_template() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn a_firewall_goes_only_into_external_networks_and_its_cluster_s_own_private_ones() {
+    let mut state = lab();
+    let own = private_network(&mut state);
+    let mut c = state.catalog();
+    let mut foreign = c
+        .networks
+        .iter()
+        .find(|n| n.id == own)
+        .cloned()
+        .expect("the private network");
+    foreign.id = "someone-else".into();
+    foreign.projectid = "00000000-0000-0000-0000-00000000000f".into();
+    c.networks.push(foreign);
+    let mut spec = cluster_spec();
+    let networks = [
+        "internet-mini-lab",
+        own.as_str(),
+        "underlay-mini-lab",
+        "tenant-super-network-mini-lab",
+        "someone-else",
+    ];
+    if let Some(fw) = spec.firewall_spec.as_mut() {
+        fw.networks = networks.map(str::to_owned).to_vec();
+    }
+    let errors = errors_of(|r| validate_cluster(r, "spec", &spec, None, Some(&c)));
+    let paths: Vec<&str> = errors.iter().filter_map(|e| e.split(':').next()).collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.firewallSpec.networks[2]",
+            "spec.firewallSpec.networks[3]",
+            "spec.firewallSpec.networks[4]"
+        ],
+        "{errors:?}"
+    );
+    assert!(errors[2].contains("is a private network of project \"00000000-0000-0000-0000-00000000000f\", not of the cluster's project"), "{errors:?}");
+    let choices = format!(
+        "valid external networks: internet-mini-lab; valid private networks of the project: {own}"
+    );
+    assert!(errors.iter().all(|e| e.ends_with(&choices)), "{errors:?}");
+
+    // The same rule names the cluster when the networks are a template's.
+    let errors = errors_of(|r| {
+        check_firewall_networks(
+            r,
+            "spec.template.spec.networks",
+            &["underlay-mini-lab".to_owned()],
+            &spec,
+            "; MetalStackCluster team-a/c1 uses this template",
+            &c,
+        )
+    });
+    assert_eq!(errors.len(), 1);
+    assert!(
+        errors[0].starts_with("spec.template.spec.networks[0]: network \"underlay-mini-lab\" is an underlay network, which metal-api adds to every firewall itself; MetalStackCluster team-a/c1 uses this template; valid external networks"),
+        "{errors:?}"
+    );
+}

@@ -9,6 +9,7 @@ use crate::api::{
     LocalObjectReference, MetalStackFirewall, MetalStackFirewallTemplate,
     MetalStackFirewallTemplateResource, MetalStackFirewallTemplateSpec,
 };
+use crate::controllers::cluster::rollout::{Role, with_role};
 use crate::ownership::FIREWALL_DEPLOYMENT_LABEL;
 use kube::ResourceExt;
 
@@ -116,7 +117,7 @@ fn an_allocated_firewall_is_recorded_on_the_deployment_and_auto_update_is_said_n
     let Step::CreateFirewall(created) = d.step else {
         panic!("{:?}", d.step)
     };
-    let mut fw = *created;
+    let mut fw = with_role(*created, Role::Serving);
     fw.spec.provider_id = Some(TAKEN_OVER.into());
     fw.status = Some(MetalStackFirewallStatus {
         ready: true,

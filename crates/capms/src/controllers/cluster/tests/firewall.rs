@@ -1,7 +1,11 @@
 //! The cluster's firewall: created, followed until allocated, made from a template.
 
 use super::*;
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackFirewall, MetalStackFirewallTemplate};
+use crate::controllers::cluster::rollout::{Role, with_role};
+use crate::ownership::FIREWALL_ROLE_LABEL;
+use kube::ResourceExt;
 use std::sync::Arc;
 
 fn with_firewall() -> MetalStackCluster {
@@ -31,7 +35,11 @@ fn the_firewall_is_created_then_awaited() {
     assert!(!d.status.ready);
     assert_eq!(next(&d), Requeue::After(Duration::from_secs(60)));
 
-    let created = plan_firewall(&with_firewall(), "prod", spec(), None);
+    assert_eq!(
+        fw.labels().get(FIREWALL_ROLE_LABEL).map(String::as_str),
+        Some("Provisioning")
+    );
+    let created = *fw.clone();
     let d = run(&with_firewall(), firewall_live(Some(created.clone())));
     assert!(matches!(d.step, Step::Nothing));
     assert_eq!(condition(&d, Type::FirewallReady).1, "WaitingForFirewall");
@@ -40,7 +48,17 @@ fn the_firewall_is_created_then_awaited() {
         ready: true,
         ..Default::default()
     });
-    let d = run(&with_firewall(), firewall_live(Some(ready)));
+    // Ready, it is labelled the one serving; then the cluster is ready.
+    let d = run(&with_firewall(), firewall_live(Some(ready.clone())));
+    let Step::RelabelFirewall { labels, .. } = &d.step else {
+        panic!("{:?}", d.step)
+    };
+    assert_eq!(
+        labels.get(FIREWALL_ROLE_LABEL).map(String::as_str),
+        Some("Serving")
+    );
+    let serving = with_role(ready, Role::Serving);
+    let d = run(&with_firewall(), firewall_live(Some(serving)));
     assert!(d.status.ready);
     assert_eq!(condition(&d, Type::FirewallReady).1, "FirewallReady");
 }
@@ -144,9 +162,10 @@ fn a_template_maps_to_the_clusters_of_its_namespace_that_name_it() {
     ];
     let mut template = MetalStackFirewallTemplate::new("edge", Default::default());
     template.metadata.namespace = Some("team-a".into());
-    let names: Vec<_> = super::watches::clusters_using_template(&template, &clusters, &[])
+    let none: [MetalStackFirewallDeployment; 0] = [];
+    let names: Vec<_> = crate::api::clusters_using_template(&template, &clusters, &none)
         .into_iter()
-        .map(|r| r.name)
+        .map(ResourceExt::name_any)
         .collect();
     assert_eq!(names, ["one", "five"]);
 }

@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::api::{FirewallRolloutStatus, MetalStackFirewall, RolloutPhase};
-use crate::controllers::cluster::rollout::{MAX_ATTEMPTS, backoff, rolled_name};
+use crate::controllers::cluster::rollout::{MAX_ATTEMPTS, Role, backoff, rolled_name, with_role};
+use crate::ownership::FIREWALL_ROLE_LABEL;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 const DEADLINE: Duration = Duration::from_secs(600);
@@ -46,7 +47,12 @@ fn firewall(image: &str, first: bool, age: Duration, ready: bool) -> MetalStackF
         machine_id: Some(image.into()),
         ..Default::default()
     });
-    fw
+    let role = match (ready, first) {
+        (true, _) => Role::Serving,
+        (false, true) => Role::Provisioning,
+        (false, false) => Role::RollingIn,
+    };
+    with_role(fw, role)
 }
 
 fn seen(firewalls: Vec<MetalStackFirewall>) -> Live {
@@ -77,6 +83,8 @@ fn a_changed_spec_rolls_in_a_new_firewall_while_the_old_one_serves() {
     assert_eq!(new.spec.image, "fw-2");
     assert_eq!(new.spec.provider_id, None, "a machine of its own");
     assert!(new.name_any().starts_with("prod-firewall-"));
+    let role = |fw: &MetalStackFirewall| fw.labels().get(FIREWALL_ROLE_LABEL).cloned();
+    assert_eq!(role(new).as_deref(), Some("RollingIn"));
     assert!(d.status.ready, "the cluster stays ready");
     assert_eq!(condition(&d, Type::Ready).0, "True");
     assert_eq!(condition(&d, Type::FirewallReady).0, "True");
@@ -103,8 +111,19 @@ fn a_changed_spec_rolls_in_a_new_firewall_while_the_old_one_serves() {
     assert_eq!(condition(&d, Type::FirewallRolledOut).1, "RollingOut");
     assert!(matches!(next(&d), Requeue::After(t) if t <= MINUTE));
 
-    // Ready: the old one goes; then the new one serves alone.
+    // Ready: labelled the one serving, then the old one goes; then the new one serves alone.
     let ready = firewall("fw-2", false, MINUTE * 2, true);
+    let mut unlabelled = ready.clone();
+    unlabelled
+        .labels_mut()
+        .insert(FIREWALL_ROLE_LABEL.into(), "RollingIn".into());
+    let d = run(&wanting("fw-2", None), seen(vec![old.clone(), unlabelled]));
+    assert!(
+        matches!(&d.step, Step::RelabelFirewall { name, labels, .. } if Some(name) == ready.metadata.name.as_ref() && labels.get(FIREWALL_ROLE_LABEL).map(String::as_str) == Some("Serving")),
+        "{:?}",
+        d.step
+    );
+    assert!(d.status.ready);
     let d = run(&wanting("fw-2", None), seen(vec![old, ready.clone()]));
     assert!(matches!(&d.step, Step::RetireFirewall(n, Retire::Replaced) if n == "prod-firewall"));
     assert_eq!(rollout(&d).serving, ready.metadata.name);

@@ -1,0 +1,134 @@
+//! Firewall templates and the clusters that use them. Unlike Cluster API's templates, a
+//! MetalStackFirewallTemplate may change: a change rolls the firewall of every cluster using it.
+//! So a template is checked against each of those clusters, and refused naming the cluster it
+//! could not serve; a cluster newly naming a template is checked against it the same way.
+
+use super::Decision;
+use super::WebhookState;
+use super::admission::{typed, with_catalog};
+use super::rules::{self, Report};
+use crate::api::v1alpha1::MetalStackFirewallDeployment;
+use crate::api::{MetalStackCluster, MetalStackClusterSpec, MetalStackFirewallTemplate};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kube::core::DynamicObject;
+use metal_api::Catalog;
+
+/// The clusters using `template`, asked of the apiserver: the controllers' caches follow
+/// `--watch-filter`, and a template change is rare. None when the apiserver cannot answer.
+async fn users(
+    client: &kube::Client,
+    template: &MetalStackFirewallTemplate,
+) -> Option<Vec<MetalStackCluster>> {
+    let ns = template.namespace()?;
+    let clusters = Api::<MetalStackCluster>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .ok()?
+        .items;
+    let deployments = Api::<MetalStackFirewallDeployment>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .ok()?
+        .items;
+    let users = crate::api::clusters_using_template(template, &clusters, &deployments);
+    Some(users.into_iter().cloned().collect())
+}
+
+/// The template's firewall networks against one cluster using it, each error naming the cluster.
+fn check_user(
+    report: &mut Report,
+    template: &MetalStackFirewallTemplate,
+    cluster: &MetalStackCluster,
+    catalog: &Catalog,
+) {
+    let whose = format!(
+        "; MetalStackCluster {}/{} uses this template, and its firewall could not be allocated",
+        cluster.namespace().unwrap_or_default(),
+        cluster.name_any()
+    );
+    rules::check_firewall_networks(
+        report,
+        "spec.template.spec.networks",
+        &template.spec.template.spec.networks,
+        &cluster.spec,
+        &whose,
+        catalog,
+    );
+}
+
+/// A MetalStackFirewallTemplate, created or changed: a firewall spec that names no machine, and
+/// one that can serve every cluster using it.
+pub(super) async fn validate(
+    state: &WebhookState,
+    object: &DynamicObject,
+) -> Result<Decision, String> {
+    let (_, template): (_, MetalStackFirewallTemplate) =
+        typed(object, "MetalStackFirewallTemplate")?;
+    let users = match &state.client {
+        Some(client) => users(client, &template).await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    with_catalog(state, |catalog| {
+        let mut report = Report::default();
+        let spec = &template.spec.template.spec;
+        rules::validate_firewall_template(&mut report, "spec.template.spec", spec, catalog);
+        if let Some(catalog) = catalog.filter(|_| report.errors.is_empty()) {
+            for cluster in &users {
+                check_user(&mut report, &template, cluster, catalog);
+            }
+        }
+        report
+    })
+    .await
+}
+
+/// The template a cluster newly names, or a warning that it does not exist (yet): manifests may
+/// well create the template after the cluster, which then waits for it. Nothing when the
+/// apiserver cannot answer.
+pub(super) async fn named(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Option<Result<MetalStackFirewallTemplate, String>> {
+    let templates = Api::<MetalStackFirewallTemplate>::namespaced(client.clone(), namespace);
+    if let Some(template) = templates.get_opt(name).await.ok()? {
+        return Some(Ok(template));
+    }
+    let existing = crate::cache::names(&templates).await.ok()?;
+    Some(Err(crate::api::missing_reference(
+        "spec.firewallTemplateRef",
+        "MetalStackFirewallTemplate",
+        namespace,
+        name,
+        &existing,
+    )))
+}
+
+/// The networks of the template a cluster newly names, against the cluster; the errors filed
+/// under spec.firewallTemplateRef, saying which of the template's fields they concern.
+pub(super) fn check_named(
+    report: &mut Report,
+    template: &MetalStackFirewallTemplate,
+    cluster: &MetalStackClusterSpec,
+    catalog: &Catalog,
+) {
+    let mut found = Report::default();
+    rules::check_firewall_networks(
+        &mut found,
+        "spec.template.spec.networks",
+        &template.spec.template.spec.networks,
+        cluster,
+        "",
+        catalog,
+    );
+    for error in found.errors {
+        report.error(
+            "spec.firewallTemplateRef",
+            format!(
+                "MetalStackFirewallTemplate {}: {error}",
+                template.name_any()
+            ),
+        );
+    }
+}

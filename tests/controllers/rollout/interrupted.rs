@@ -1,0 +1,201 @@
+//! A rollout interrupted: the serving firewall lost, the cluster paused, moved or deleted while a
+//! firewall rolls in. The firewall rolling in is held before it phones home meanwhile.
+
+use super::*;
+use kube::ResourceExt;
+
+/// A provisioned lab cluster with a firewall rolling in for a new egress rule, held before it
+/// phones home; returns its name.
+async fn held_mid_rollout(env: &Env) -> String {
+    env.hold_phone_home().await;
+    env.patch_firewall_spec(egress(8443)).await;
+    rolling_in(env).await
+}
+
+/// The machine a MetalStackFirewall is allocated to.
+async fn machine_of(env: &Env, name: &str) -> String {
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    let fw = wait_ready(env, &firewalls, name, |f| {
+        f.status.as_ref().is_some_and(|s| s.machine_id.is_some())
+    })
+    .await;
+    fw.status.and_then(|s| s.machine_id).expect("allocated")
+}
+
+fn names(firewalls: &[MetalStackFirewall]) -> Vec<String> {
+    let mut names: Vec<String> = firewalls.iter().map(ResourceExt::name_any).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_serving_firewall_lost_mid_rollout_is_replaced_by_the_one_rolling_in_alone() {
+    // A ready firewall's loss changes nothing about it: the periodic look finds it.
+    let (env, watch) = provisioned("rollout-lost", &[DEADLINE, "--sync-period=2s"]).await;
+    let first = format!("{MSC}-firewall");
+    let rolling = held_mid_rollout(&env).await;
+    let new_machine = machine_of(&env, &rolling).await;
+    // Until the loss, a firewall served throughout.
+    watch.never_without_a_firewall().await;
+
+    // As `metalctl firewall rm` would.
+    let lost = machine_of(&env, &first).await;
+    env.sim
+        .editor()
+        .machine_free(&lost)
+        .await
+        .expect("freed outside capms");
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    wait_condition(&firewalls, &first, "MachineLost", |f| {
+        let status = f.status.as_ref();
+        status
+            .and_then(|s| condition(&s.conditions, "Ready"))
+            .is_some_and(|c| c.reason == "MachineLost")
+    })
+    .await;
+    // Give capms every chance to (wrongly) make a third firewall.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let (names, machines) = env.firewalls_left().await;
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(
+        machines,
+        std::slice::from_ref(&new_machine),
+        "only the one rolling in"
+    );
+
+    env.release_phone_home().await;
+    let serving = rolled_from(&env, &first).await;
+    assert_eq!(serving, rolling);
+    assert_eq!(machine_of(&env, &serving).await, new_machine);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_paused_cluster_takes_no_rollout_step_until_it_is_resumed() {
+    let (env, watch) = provisioned("rollout-paused", &[DEADLINE]).await;
+    let first = format!("{MSC}-firewall");
+    pause(&env, true).await;
+    env.patch_firewall_spec(egress(8443)).await;
+    // Give capms every chance to (wrongly) act.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        env.firewalls_left().await.0,
+        std::slice::from_ref(&first),
+        "no firewall rolls in"
+    );
+
+    // Resumed, the rollout starts; paused again mid-way, the serving firewall is kept even
+    // though the new one becomes ready.
+    env.hold_phone_home().await;
+    pause(&env, false).await;
+    let rolling = rolling_in(&env).await;
+    pause(&env, true).await;
+    env.release_phone_home().await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (left, machines) = env.firewalls_left().await;
+    assert_eq!(left.len(), 2, "both firewalls kept while paused: {left:?}");
+    assert_eq!(machines.len(), 2, "{machines:?}");
+    // kubectl shows which is which.
+    let table =
+        ControlPlane::shared().kubectl(&["get", "metalstackfirewalls", "-n", &env.ns.name], &[]);
+    let role_of = |name: &str| {
+        let row = table.lines().find(|l| l.starts_with(&format!("{name} ")));
+        row.and_then(|r| r.split_whitespace().nth(2))
+            .map(str::to_owned)
+    };
+    assert_eq!(role_of(&first).as_deref(), Some("Serving"), "{table}");
+    assert_eq!(role_of(&rolling).as_deref(), Some("RollingIn"), "{table}");
+
+    pause(&env, false).await;
+    assert_eq!(rolled_from(&env, &first).await, rolling);
+    watch.never_without_a_firewall().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn deleting_the_cluster_mid_rollout_frees_both_firewalls() {
+    let (env, watch) = provisioned("rollout-deleted", &[DEADLINE]).await;
+    held_mid_rollout(&env).await;
+    watch.never_without_a_firewall().await;
+    let cluster_api = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    cluster_api
+        .delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete the Cluster");
+    eventually(
+        "the Cluster gone and metal-api holding nothing of it",
+        Duration::from_secs(180),
+        || async {
+            let gone = cluster_api.get_opt(MSC).await.ok()?.is_none();
+            let (names, machines) = env.firewalls_left().await;
+            let (networks, _, _) = env.metal_state().await;
+            (gone && names.is_empty() && machines.is_empty() && networks.is_empty()).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_cluster_moved_mid_rollout_resumes_it_on_the_target() {
+    let (env, watch) = provisioned("rollout-moved", &[DEADLINE]).await;
+    let first = format!("{MSC}-firewall");
+    let rolling = held_mid_rollout(&env).await;
+    let new_machine = machine_of(&env, &rolling).await;
+
+    // clusterctl move: paused, the objects are deleted from the source with their finalizers
+    // stripped, and created again on the target from their spec, without status.
+    pause(&env, true).await;
+    let ns = &env.ns.name;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), ns);
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), ns);
+    let saved_cluster = clusters.get(MSC).await.expect("msc");
+    let saved_firewalls = firewalls
+        .list(&Default::default())
+        .await
+        .expect("firewalls");
+    assert_eq!(
+        names(&saved_firewalls.items),
+        [first.clone(), rolling.clone()]
+    );
+    let moved = Patch::Merge(json!({"metadata": {
+        "annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}, "finalizers": null}}));
+    let params = PatchParams::default();
+    for fw in &saved_firewalls.items {
+        firewalls
+            .patch(&fw.name_any(), &params, &moved)
+            .await
+            .expect("strip");
+        firewalls
+            .delete(&fw.name_any(), &Default::default())
+            .await
+            .expect("delete");
+    }
+    clusters.patch(MSC, &params, &moved).await.expect("strip");
+    clusters
+        .delete(MSC, &Default::default())
+        .await
+        .expect("delete");
+    eventually(
+        "the moved objects gone",
+        Duration::from_secs(120),
+        || async {
+            let left = firewalls.list(&Default::default()).await.ok()?.items;
+            (clusters.get_opt(MSC).await.ok()?.is_none() && left.is_empty()).then_some(())
+        },
+    )
+    .await;
+    env.apply(re_created(&saved_cluster, None)).await;
+    let uid = clusters.get(MSC).await.expect("msc").metadata.uid;
+    for fw in &saved_firewalls.items {
+        env.apply(re_created(fw, uid.as_deref())).await;
+    }
+    pause(&env, false).await;
+
+    env.release_phone_home().await;
+    let serving = rolled_from(&env, &first).await;
+    assert_eq!(serving, rolling);
+    assert_eq!(
+        machine_of(&env, &serving).await,
+        new_machine,
+        "the firewall rolling in before the move serves, on its machine"
+    );
+    watch.never_without_a_firewall().await;
+}
