@@ -2,8 +2,9 @@
 //! API core, capms and both their webhooks), one metal-api simulator, and a workload cluster's
 //! API where the simulator's node agent keeps a Node for every machine that phoned home (so
 //! Machines get their nodeRef and clusterctl's preflight passes on its own). A provisioned
-//! cluster moves from source to target with zero metal-api allocations and frees; the source
-//! frees nothing; deleting the Cluster on the target then frees everything.
+//! cluster moves from source to target in the middle of a firewall rollout with zero metal-api
+//! allocations and frees; the source frees nothing; the target resumes the rollout; deleting the
+//! Cluster on the target then frees everything.
 
 // A test (and its helpers) fails loudly on what it does not expect.
 #![allow(clippy::expect_used)]
@@ -225,13 +226,68 @@ async fn count_capms_objects(client: &kube::Client, ns: &str) -> usize {
         + msm.list(&lp).await.map_or(0, |l| l.items.len())
 }
 
+/// Every free machine stops before it phones home (`hold`), or none does.
+fn hold_phone_home(sim: &RunningSim, hold: bool) {
+    let mut state = sim.sim.state();
+    let free: Vec<String> = state
+        .machines
+        .values()
+        .filter(|m| hold && m.allocation.is_none())
+        .map(|m| m.id.clone())
+        .collect();
+    state.faults.never_phone_home = free.into_iter().collect();
+}
+
+/// Changes the cluster's firewall rules on `cp` and waits until a firewall rolls in for them;
+/// returns its name.
+async fn roll_firewall(cp: &ControlPlane, ns: &str) -> String {
+    let clusters: Api<MetalStackCluster> = Api::namespaced(cp.client().await, ns);
+    let rules = json!({"spec": {"firewallSpec": {"rules": {"egress": [
+        {"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"], "comment": "allow https"},
+        {"protocol": "tcp", "ports": [8443], "to": ["0.0.0.0/0"], "comment": "one more"}]}}}});
+    clusters
+        .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&rules))
+        .await
+        .expect("change the firewall rules");
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(cp.client().await, ns);
+    eventually(
+        "a firewall allocated for the new rules",
+        Duration::from_secs(180),
+        || async {
+            let c = clusters.get(CLUSTER).await.ok()?;
+            let rolling = c.status?.firewall?.rolling_in?;
+            let fw = firewalls.get(&rolling).await.ok()?;
+            fw.status?.machine_id.map(|_| rolling)
+        },
+    )
+    .await
+}
+
+/// Waits until `rolling` serves alone on `cp`.
+async fn rolled_out(cp: &ControlPlane, ns: &str, rolling: &str) {
+    let clusters: Api<MetalStackCluster> = Api::namespaced(cp.client().await, ns);
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(cp.client().await, ns);
+    eventually(
+        "the firewall rolled in serving alone",
+        Duration::from_secs(180),
+        || async {
+            let status = clusters.get(CLUSTER).await.ok()?.status?;
+            let serving = status.firewall?.serving?;
+            let left = firewalls.list(&ListParams::default()).await.ok()?.items;
+            (status.ready && serving == rolling && left.len() == 1).then_some(())
+        },
+    )
+    .await;
+}
+
 fn fixture() -> &'static Path {
     static FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     FILE.get_or_init(|| support::repo_root().join("tests/fixtures/move/cluster.yaml"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clusterctl_move_keeps_every_allocation_and_the_target_frees_them_on_delete() {
+async fn clusterctl_move_mid_rollout_keeps_every_allocation_and_the_target_resumes_it_then_frees_all()
+ {
     capms::tls::install_default_provider();
     let source_cp = ControlPlane::shared();
     let target_cp = ControlPlane::management("target");
@@ -254,12 +310,16 @@ async fn clusterctl_move_keeps_every_allocation_and_the_target_frees_them_on_del
         &[fixture().to_path_buf()],
     );
     wait_provisioned(&source, &ns.name, "the cluster provisioned on the source").await;
-    let before = metal_state(&sim).await;
     assert_eq!(
-        before.0.len(),
+        metal_state(&sim).await.0.len(),
         4,
-        "firewall, control plane, two workers: {before:?}"
+        "firewall, control plane, two workers"
     );
+    // The cluster moves while a new firewall rolls in, held before it phones home.
+    hold_phone_home(&sim, true);
+    let rolling = roll_firewall(source_cp, &ns.name).await;
+    let before = metal_state(&sim).await;
+    assert_eq!(before.0.len(), 5, "and the firewall rolling in: {before:?}");
     let writes_before = allocations_and_frees(&sim);
 
     let to = target_cp.kubeconfig.to_string_lossy().into_owned();
@@ -289,6 +349,10 @@ async fn clusterctl_move_keeps_every_allocation_and_the_target_frees_them_on_del
         writes_before,
         "zero metal-api allocations and frees across the move"
     );
+    // The target resumes the rollout: the firewall rolling in serves, the old one is freed.
+    hold_phone_home(&sim, false);
+    rolled_out(&target_cp, &ns.name, &rolling).await;
+    assert_eq!(metal_state(&sim).await.0.len(), 4, "the old firewall freed");
 
     capi_api(&target_cp.client().await, &ns.name, "Cluster")
         .delete(CLUSTER, &DeleteParams::foreground())
