@@ -5,7 +5,7 @@ CARGO ?= cargo
 CAPMS_CACHE ?= $(HOME)/.cache/capms
 export CAPMS_CACHE
 
-.PHONY: all build generate binaries test test-unit bench controlplane controlplane-down fmt lint release-manifests demo demo-down
+.PHONY: all build generate binaries test test-unit bench chaos fuzz controlplane controlplane-down fmt lint release-manifests demo demo-down
 
 all: build
 
@@ -34,6 +34,23 @@ test: binaries
 BENCH_ARGS ?= --clusters 5 --workers 40 --idle 30 --admission-rate 500 --admission-seconds 60
 bench: binaries
 	$(CARGO) run --locked --release -p capms-bench -- $(BENCH_ARGS)
+
+## Fault tolerance at full size: capms killed (SIGKILL) right after each of its writes, in a
+## run of 40 workers through provisioning, a firewall rollout, a scale-down, a clusterctl move
+## and the deletion (at least 200 distinct kill points); the report goes to target/chaos.
+## `make test` runs the same at 2 workers.
+CHAOS_WORKERS ?= 40
+chaos: binaries
+	mkdir -p target/chaos
+	CAPMS_CRASH_WORKERS=$(CHAOS_WORKERS) CAPMS_CRASH_MIN_POINTS=200 \
+	CAPMS_CRASH_REPORT=$(CURDIR)/target/chaos/crash-points.txt \
+	$(CARGO) test --locked -p capms-tests --test controllers crash_points -- --nocapture
+
+## The fuzz tests longer than `make test` runs them: 200,000 generated admission reviews and
+## metal-api answers of each sort instead of 10,000.
+FUZZ_CASES ?= 200000
+fuzz:
+	FUZZ_CASES=$(FUZZ_CASES) $(CARGO) test --locked --release -p capms-tests --test fuzz -- --nocapture
 
 ## Tests that need no binaries: every crate's unit tests.
 test-unit:

@@ -91,16 +91,29 @@ impl Env {
     }
 
     fn spawn_capms(&self, name: &str, extra: &[&str], metrics_port: u16) -> ChildProcess {
+        self.spawn_capms_with_env(name, extra, metrics_port, &[])
+    }
+
+    /// capms with `env` added to its environment.
+    fn spawn_capms_with_env(
+        &self,
+        name: &str,
+        extra: &[&str],
+        metrics_port: u16,
+        env: &[(&str, &str)],
+    ) -> ChildProcess {
+        let mut all = vec![
+            ("METAL_API_URL", self.sim.url.as_str()),
+            ("METAL_API_HMAC", "metal-edit"),
+            ("METAL_API_HMAC_AUTH_TYPE", "Metal-Edit"),
+            ("RUST_LOG", "info,capms=debug"),
+        ];
+        all.extend_from_slice(env);
         ChildProcess::spawn(
             name,
             &support::workspace_binary("capms"),
             &self.capms_args(extra, metrics_port),
-            &[
-                ("METAL_API_URL", self.sim.url.as_str()),
-                ("METAL_API_HMAC", "metal-edit"),
-                ("METAL_API_HMAC_AUTH_TYPE", "Metal-Edit"),
-                ("RUST_LOG", "info,capms=debug"),
-            ],
+            &all,
             self.work.path(),
         )
     }
@@ -407,6 +420,7 @@ async fn bind_user(env: &Env, user: &str, role: Value) {
 
 mod clusterctl_upgrade;
 mod conditions;
+mod crash_points;
 mod go_provider;
 mod moving;
 mod resilience;

@@ -150,7 +150,7 @@ impl Env {
     }
 
     /// The MetalStackFirewalls left, and the firewall machines allocated in metal-api.
-    async fn firewalls_left(&self) -> (Vec<String>, Vec<String>) {
+    pub(crate) async fn firewalls_left(&self) -> (Vec<String>, Vec<String>) {
         let firewalls: Api<MetalStackFirewall> = Api::namespaced(self.client(), &self.ns.name);
         let names = firewalls
             .list(&Default::default())

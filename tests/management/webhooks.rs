@@ -240,6 +240,25 @@ fn unknown_choices_are_refused_naming_the_field_and_the_valid_ones(a: &Admission
             "valid external networks: internet-mini-lab",
         ],
     );
+    // One field that does not fit the type hides none of the others.
+    let mut misfit = lab_cluster(
+        "misfit",
+        "internet-mini-lab",
+        json!({"host": "127.100.0.9"}),
+    );
+    misfit["spec"]["projectID"] = json!("no-such-project");
+    misfit["spec"]["firewallSpec"] = json!({"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86",
+        "rules": {"egress": [{"protocol": "icmp", "ports": [443], "to": ["0.0.0.0/0"]},
+                             {"protocol": "tcp", "ports": [70000], "to": ["0.0.0.0/0"]}]}});
+    a.refused(
+        "misfit.json",
+        misfit,
+        &[
+            "spec.firewallSpec.rules.egress[0].protocol: unknown variant `icmp`, expected `tcp` or `udp`",
+            "spec.firewallSpec.rules.egress[1].ports[0]: port 70000 does not exist; valid: 0 to 65535",
+            "spec.projectID: project \"no-such-project\" does not exist in metal-api",
+        ],
+    );
 }
 
 /// A good cluster comes back defaulted (port 6443); a firewall template that does not exist (yet)

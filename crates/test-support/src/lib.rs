@@ -436,6 +436,7 @@ where
 pub mod clusterctl;
 pub mod contract;
 mod conversion;
+pub mod fuzz;
 mod go_provider;
 mod manager;
 pub mod mock_apiserver;

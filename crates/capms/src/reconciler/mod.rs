@@ -8,6 +8,7 @@
 pub mod backoff;
 pub mod conditions;
 mod context;
+pub mod crash_points;
 mod driver;
 mod error;
 pub mod events;
@@ -84,7 +85,9 @@ impl<Step, Status> Decision<Step, Status> {
 /// What taking a step writes, which tells the engine what follows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Effect {
-    /// Nothing, or other objects only (their watches bring the news).
+    /// No write.
+    Nothing,
+    /// Other objects only (their watches bring the news).
     Elsewhere,
     /// The object's own metadata or spec: the watch cache's copy is outdated until the watch
     /// brings the write back.
@@ -213,7 +216,13 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
         Ok(observed) => {
             let decision = R::decide(&obj, &observed);
             let effect = R::effect(&decision.step);
-            match R::act(&obj, &ctx, &decision.step).await {
+            let acted = R::act(&obj, &ctx, &decision.step).await;
+            if acted.is_ok() && effect != Effect::Nothing {
+                crash_points::after_write(|| {
+                    format!("{effect:?} step of {}", writes::describe(obj.as_ref()))
+                });
+            }
+            match acted {
                 Ok(()) if moot(effect, &decision.next) => {
                     (current.cloned().unwrap_or_default(), decision.next)
                 }
@@ -256,7 +265,10 @@ where
     let unchanged = current.map_or(*status == S::default(), |c| c == status);
     if !unchanged {
         match writes::apply_status(api, obj, status).await {
-            Ok(()) => ctx.own_writes.wrote(obj),
+            Ok(()) => {
+                ctx.own_writes.wrote(obj);
+                crash_points::after_write(|| format!("status of {}", writes::describe(obj)));
+            }
             // A step that wrote to metal-api was taken: the next reconcile observes it (and
             // tries the status again) at once, so a refused status write never holds up
             // provisioning; nothing is lost, as everything is found again by its owner tags.

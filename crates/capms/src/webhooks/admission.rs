@@ -2,7 +2,7 @@
 //! per kind.
 
 use super::rules::{self, Report};
-use super::{DRY_RUN_ANNOTATION, Decision, Kind, WebhookState, firewall_templates};
+use super::{DRY_RUN_ANNOTATION, Decision, Kind, WebhookState, decode, firewall_templates};
 use crate::api::{
     MetalStackCluster, MetalStackClusterTemplate, MetalStackFirewall, MetalStackFirewallTemplate,
     MetalStackMachine, MetalStackMachineTemplate,
@@ -24,9 +24,46 @@ pub(super) fn typed<T: DeserializeOwned>(
     what: &str,
 ) -> Result<(Value, T), String> {
     let raw = serde_json::to_value(object).map_err(|e| format!("{what}: {e}"))?;
-    let typed = serde_json::from_value(raw.clone())
-        .map_err(|e| format!("{what} does not fit the schema: {e}"))?;
+    let typed = decode::decode(&raw).map_err(|misfit| misfit.message())?;
     Ok((raw, typed))
+}
+
+/// The fields of `raw` that do not fit `kind`'s type, if any.
+fn misfit_of(kind: Kind, raw: &Value) -> Option<decode::Misfit> {
+    fn of<T: DeserializeOwned>(raw: &Value) -> Option<decode::Misfit> {
+        decode::decode::<T>(raw).err()
+    }
+    match kind {
+        Kind::Cluster => of::<MetalStackCluster>(raw),
+        Kind::ClusterTemplate => of::<MetalStackClusterTemplate>(raw),
+        Kind::Firewall => of::<MetalStackFirewall>(raw),
+        Kind::FirewallTemplate => of::<MetalStackFirewallTemplate>(raw),
+        Kind::Machine => of::<MetalStackMachine>(raw),
+        Kind::MachineTemplate => of::<MetalStackMachineTemplate>(raw),
+    }
+}
+
+/// The denial of an object that does not fit its type: every misfit field, and what the checks
+/// say about the rest of it, so that one wrong field hides no other error. None when it fits.
+pub(super) async fn misfit(
+    state: &WebhookState,
+    kind: Kind,
+    request: &AdmissionRequest<DynamicObject>,
+    object: &DynamicObject,
+) -> Option<String> {
+    let raw = serde_json::to_value(object).ok()?;
+    let misfit = misfit_of(kind, &raw)?;
+    let rest = misfit
+        .rest
+        .as_ref()
+        .and_then(|rest| serde_json::from_value::<DynamicObject>(rest.clone()).ok());
+    let mut message = misfit.message();
+    if let Some(rest) = rest
+        && let Err(more) = validate(state, kind, request, &rest).await
+    {
+        message = format!("{message}; {more}");
+    }
+    Some(message)
 }
 
 /// A JSON patch that turns `raw`'s spec into `spec`, leaving everything else as it was.

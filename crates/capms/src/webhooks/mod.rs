@@ -2,6 +2,7 @@
 //! route table mounts the handlers and generates the webhook configurations in `webhooks/`.
 
 mod admission;
+mod decode;
 mod firewall_templates;
 
 mod manifests;
@@ -264,6 +265,9 @@ async fn decide(
         .and_then(|k| Schema::of(&k.version))
         .unwrap_or(Schema::Capms);
     let in_schema = |message: String| paths::in_schema(route.kind.name(), schema, &message);
+    if let Some(message) = admission::misfit(state, route.kind, request, object).await {
+        return Err(in_schema(message));
+    }
     match route.step {
         Step::Mutate => admission::mutate(state, route.kind, object, schema).await,
         Step::Validate => admission::validate(state, route.kind, request, object)

@@ -269,6 +269,27 @@ fn check_rules(report: &mut Report, path: &str, rules: &FirewallRules) {
             r.from.iter().chain(&r.to).collect(),
         );
     }
+    // The schema says so too; said here, it comes with the object's other errors.
+    let egress = rules
+        .egress
+        .iter()
+        .enumerate()
+        .map(|(i, r)| ("egress", i, &r.ports));
+    let ingress = rules
+        .ingress
+        .iter()
+        .enumerate()
+        .map(|(i, r)| ("ingress", i, &r.ports));
+    for (direction, i, ports) in egress.chain(ingress) {
+        for (j, port) in ports.iter().enumerate() {
+            if !(0..=65535).contains(port) {
+                report.error(
+                    format!("{path}.{direction}[{i}].ports[{j}]"),
+                    format!("port {port} does not exist; valid: 0 to 65535"),
+                );
+            }
+        }
+    }
 }
 
 /// A MetalStackFirewall spec (also a cluster's firewallSpec), under `path`.

@@ -69,8 +69,8 @@ impl Reconciler for Clusters {
 
     fn effect(step: &Step) -> Effect {
         match step {
-            Step::Nothing
-            | Step::CreateFirewall(_)
+            Step::Nothing => Effect::Nothing,
+            Step::CreateFirewall(_)
             | Step::UpdateFirewall(_)
             | Step::RollInFirewall(_)
             | Step::RelabelFirewall { .. }

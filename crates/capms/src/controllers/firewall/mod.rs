@@ -45,7 +45,7 @@ impl Reconciler for Firewalls {
 
     fn effect(step: &Step) -> Effect {
         match step {
-            Step::Nothing => Effect::Elsewhere,
+            Step::Nothing => Effect::Nothing,
             Step::AddFinalizer | Step::Record(_) => Effect::OwnObject,
             Step::Allocate(_) | Step::Free(_) => Effect::MetalApi,
             Step::RemoveFinalizer => Effect::LetsGo,

@@ -70,7 +70,7 @@ impl Reconciler for FirewallDeployments {
 
     fn effect(step: &Step) -> Effect {
         match step {
-            Step::Nothing => Effect::Elsewhere,
+            Step::Nothing => Effect::Nothing,
             Step::RemoveFinalizer => Effect::LetsGo,
         }
     }

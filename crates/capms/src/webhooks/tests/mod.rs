@@ -9,7 +9,6 @@ use axum::http::{Request, StatusCode};
 use metal_api::Catalog;
 use metal_sim::inventory::Inventory;
 use metal_sim::state::State as SimState;
-use rand::{Rng, SeedableRng};
 use tower::ServiceExt;
 
 const PROJECT: &str = "00000000-0000-0000-0000-000000000001";

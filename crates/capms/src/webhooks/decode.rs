@@ -1,0 +1,199 @@
+//! Objects as the webhooks read them: decoded into capms's types, and when they do not fit,
+//! every field that does not, each named by its path. Each misfit field is taken out and the
+//! rest decoded again, so that one wrong field does not hide the others, and so that the rules
+//! can still judge what is left.
+
+use super::rules::FieldError;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use serde_path_to_error::Segment;
+
+/// More misfits than this in one object are not worth listing.
+const MAX_MISFITS: usize = 16;
+
+/// Why an object does not fit its type.
+#[derive(Debug)]
+pub struct Misfit {
+    pub errors: Vec<FieldError>,
+    /// The object without its misfit fields, when that fits.
+    pub rest: Option<Value>,
+}
+
+impl Misfit {
+    pub fn message(&self) -> String {
+        let errors = self.errors.iter().map(ToString::to_string);
+        errors.collect::<Vec<_>>().join("; ")
+    }
+}
+
+/// `raw` as a `T`, or every field of it that does not fit.
+pub fn decode<T: DeserializeOwned>(raw: &Value) -> Result<T, Misfit> {
+    let first = match serde_path_to_error::deserialize::<_, T>(raw) {
+        Ok(t) => return Ok(t),
+        Err(e) => e,
+    };
+    let mut value = raw.clone();
+    let mut errors = Vec::new();
+    // Where fields were taken out, as the object stood then: later paths are told as the
+    // object came, not as it stands after array elements were taken out.
+    let mut taken: Vec<Vec<Segment>> = Vec::new();
+    let mut next = Some(first);
+    while let Some(error) = next.take() {
+        let now: Vec<Segment> = error.path().iter().cloned().collect();
+        let segments = as_it_came(now.clone(), &taken);
+        let message = error.inner().to_string();
+        // A missing field cannot be taken out: there is nothing to decode the rest without.
+        if let Some(field) = missing_field(&message) {
+            errors.push(field_error(
+                &segments,
+                Some(field),
+                "is required".to_owned(),
+            ));
+            return Err(Misfit { errors, rest: None });
+        }
+        errors.push(field_error(&segments, None, message));
+        if errors.len() >= MAX_MISFITS || !take_out(&mut value, &now) {
+            return Err(Misfit { errors, rest: None });
+        }
+        taken.push(now);
+        match serde_path_to_error::deserialize::<_, T>(&value) {
+            Ok(_) => {
+                return Err(Misfit {
+                    errors,
+                    rest: Some(value),
+                });
+            }
+            Err(e) => next = Some(e),
+        }
+    }
+    Err(Misfit { errors, rest: None })
+}
+
+fn same(a: &Segment, b: &Segment) -> bool {
+    match (a, b) {
+        (Segment::Seq { index: i }, Segment::Seq { index: j }) => i == j,
+        (Segment::Map { key: k }, Segment::Map { key: l }) => k == l,
+        (Segment::Enum { variant: v }, Segment::Enum { variant: w }) => v == w,
+        _ => false,
+    }
+}
+
+/// `path` in the object as it came, given the fields `taken` out before (each as the object
+/// stood then): past every array element taken out before it, an index counts one more.
+fn as_it_came(mut path: Vec<Segment>, taken: &[Vec<Segment>]) -> Vec<Segment> {
+    for removed in taken.iter().rev() {
+        let Some((Segment::Seq { index: gone }, parent)) = removed.split_last() else {
+            continue;
+        };
+        let below = path.len() > parent.len() && parent.iter().zip(&path).all(|(a, b)| same(a, b));
+        if let (true, Some(Segment::Seq { index })) = (below, path.get_mut(parent.len()))
+            && *index >= *gone
+        {
+            *index += 1;
+        }
+    }
+    path
+}
+
+/// serde's "missing field `name`": the field's name.
+fn missing_field(message: &str) -> Option<&str> {
+    message.strip_prefix("missing field `")?.strip_suffix('`')
+}
+
+/// The error at `segments` (and `field` below it), as the webhooks word field errors:
+/// `spec.rules.egress[0].protocol`.
+fn field_error(segments: &[Segment], field: Option<&str>, message: String) -> FieldError {
+    let mut path = String::new();
+    let names = segments.iter().map(|s| match s {
+        Segment::Seq { index } => format!("[{index}]"),
+        Segment::Map { key } => key.clone(),
+        Segment::Enum { variant } => variant.clone(),
+        Segment::Unknown => "?".to_owned(),
+    });
+    for name in names.chain(field.map(str::to_owned)) {
+        if !path.is_empty() && !name.starts_with('[') {
+            path.push('.');
+        }
+        path.push_str(&name);
+    }
+    if path.is_empty() {
+        path.push('.');
+    }
+    FieldError { path, message }
+}
+
+/// Takes the value at `segments` out of `value`: a key from its object, an element from its
+/// array. False when there is no such value.
+fn take_out(value: &mut Value, segments: &[Segment]) -> bool {
+    let Some((last, parents)) = segments.split_last() else {
+        return false;
+    };
+    let mut at = value;
+    for segment in parents {
+        let next = match (segment, at) {
+            (Segment::Map { key }, Value::Object(o)) => o.get_mut(key),
+            (Segment::Seq { index }, Value::Array(a)) => a.get_mut(*index),
+            _ => None,
+        };
+        match next {
+            Some(v) => at = v,
+            None => return false,
+        }
+    }
+    match (last, at) {
+        (Segment::Map { key }, Value::Object(o)) => o.remove(key).is_some(),
+        (Segment::Seq { index }, Value::Array(a)) if *index < a.len() => {
+            a.remove(*index);
+            true
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::MetalStackCluster;
+    use serde_json::json;
+
+    fn cluster(rules: Value, project: &str) -> Value {
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackCluster",
+            "metadata": {"name": "c"},
+            "spec": {"partition": "mini-lab", "projectID": project,
+                     "firewallSpec": {"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86", "rules": rules}}})
+    }
+
+    #[test]
+    fn every_misfit_field_is_named_and_the_rest_still_decodes() {
+        let rules = json!({"egress": [
+            {"protocol": "icmp", "ports": [443], "to": ["0.0.0.0/0"]},
+            {"protocol": "tcp", "ports": ["https", 22, "ssh"], "to": ["0.0.0.0/0"]}]});
+        let Err(misfit) = decode::<MetalStackCluster>(&cluster(rules, "p")) else {
+            panic!("decoded")
+        };
+        let paths: Vec<&str> = misfit.errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.firewallSpec.rules.egress[0].protocol",
+                "spec.firewallSpec.rules.egress[1].ports[0]",
+                "spec.firewallSpec.rules.egress[1].ports[2]"
+            ],
+            "{misfit:?}"
+        );
+        assert!(misfit.errors[0].message.contains("`tcp`"), "{misfit:?}");
+        let rest = misfit.rest.expect("the rest decodes");
+        assert!(decode::<MetalStackCluster>(&rest).is_ok());
+    }
+
+    #[test]
+    fn a_missing_field_is_named_below_its_object() {
+        let mut raw = cluster(json!(null), "p");
+        raw["spec"].as_object_mut().map(|s| s.remove("partition"));
+        let Err(misfit) = decode::<MetalStackCluster>(&raw) else {
+            panic!("decoded")
+        };
+        assert_eq!(misfit.message(), "spec.partition: is required");
+        assert!(misfit.rest.is_none());
+    }
+}

@@ -1,0 +1,325 @@
+//! Crash points, chosen, not timed. capms lives one after another, each killed with SIGKILL
+//! right after its first external write (a debug build's crash point), across provisioning, a
+//! firewall rollout, a scale-down, a clusterctl move and the deletion. So every write of the run
+//! is a kill point, each followed by recovery in the next life. After every kill metal-api holds
+//! at most one allocation per owner and nothing without an owner; the deletion frees everything.
+//! `CAPMS_CRASH_WORKERS` sets the size: 2 workers in `make test`, 40 in `make chaos`.
+
+use super::*;
+use capms::reconciler::crash_points::CRASH_AFTER_WRITES;
+use std::future::Future;
+use std::time::Instant;
+
+/// What the lives of one run went through.
+#[derive(Default)]
+struct Lives {
+    /// Each kill: the phase and the write it followed.
+    points: Vec<String>,
+}
+
+impl Lives {
+    /// capms lives, each killed after its first write, until `goal` holds.
+    async fn until<F, Fut>(&mut self, env: &Env, phase: &str, goal: F)
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        // Generous: a loaded machine makes every life slower, and a phase takes dozens.
+        let deadline = Instant::now() + Duration::from_secs(1200);
+        loop {
+            let crash = [(CRASH_AFTER_WRITES, "1")];
+            // One reconcile at a time per controller: a life's writes in flight when it is
+            // killed are few, so nearly every write of the run is a kill point of its own.
+            let args = ["--concurrency=1"];
+            let mut capms = env.spawn_capms_with_env("capms-life", &args, free_port(), &crash);
+            while capms.is_running() {
+                if goal().await {
+                    // Dropping it kills the life that is running.
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "phase {phase} did not end after {} kills; the last life's log:\n{}",
+                    self.points.len(),
+                    capms.log_tail()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let log = capms.log_tail();
+            let point = log
+                .lines()
+                .find_map(|l| l.split_once("crash point: ").map(|(_, p)| p.to_owned()))
+                .unwrap_or_else(|| panic!("capms died without reaching a crash point:\n{log}"));
+            self.points.push(format!("{phase}: {point}"));
+            nothing_twice_nothing_unowned(env, &point).await;
+        }
+    }
+}
+
+/// At most one machine per owner, each with exactly one owner; at most one private network and
+/// one control-plane IP.
+async fn nothing_twice_nothing_unowned(env: &Env, after: &str) {
+    let (networks, ips, machines) = env.metal_state().await;
+    let mut owners = std::collections::BTreeMap::new();
+    for m in machines.iter().filter(|m| m.allocation.is_some()) {
+        let owner: Vec<&String> = m.tags.iter().filter(|t| t.contains("-uid=")).collect();
+        assert_eq!(
+            owner.len(),
+            1,
+            "after {after}: machine {} has owner tags {owner:?}",
+            m.id
+        );
+        if let Some(other) = owners.insert(owner[0].clone(), m.id.clone()) {
+            panic!(
+                "after {after}: machines {other} and {} for {}",
+                m.id, owner[0]
+            );
+        }
+    }
+    assert!(networks.len() <= 1, "after {after}: networks {networks:?}");
+    let cp_ips = ips.iter().filter(|ip| ip.name.ends_with("-control-plane"));
+    assert!(cp_ips.count() <= 1, "after {after}: IPs {ips:?}");
+}
+
+fn workers() -> usize {
+    std::env::var("CAPMS_CRASH_WORKERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2)
+}
+
+/// The lab with enough machines for the firewall, its rollout and `workers` workers.
+fn inventory(workers: usize) -> Inventory {
+    let mut lab = Inventory::default_lab();
+    let template = lab.machines[0].clone();
+    for n in lab.machines.len()..workers + 2 {
+        let mut machine = template.clone();
+        machine.id = format!("00000000-0000-0000-0001-{n:012}");
+        machine.rack = format!("rack-{}", n % 3 + 1);
+        lab.machines.push(machine);
+    }
+    lab
+}
+
+impl Env {
+    async fn all_ready(&self, workers: &[String]) -> bool {
+        let clusters: Api<MetalStackCluster> = Api::namespaced(self.client(), &self.ns.name);
+        let machines: Api<MetalStackMachine> = Api::namespaced(self.client(), &self.ns.name);
+        let Ok(Some(c)) = clusters.get_opt(MSC).await else {
+            return false;
+        };
+        let rolled = c.status.as_ref().and_then(|s| s.firewall.as_ref());
+        let stable = rolled.is_none_or(|r| r.rolling_in.is_none());
+        if !(c.status.as_ref().is_some_and(|s| s.ready) && stable) {
+            return false;
+        }
+        for w in workers {
+            let ready = machines.get_opt(w).await.ok().flatten();
+            if !ready.is_some_and(|m| m.status.is_some_and(|s| s.ready)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    async fn allocated_machines(&self) -> usize {
+        let (_, _, machines) = self.metal_state().await;
+        machines.iter().filter(|m| m.allocation.is_some()).count()
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn capms_killed_after_each_of_its_writes_never_allocates_twice_nor_leaks() {
+    let size = workers();
+    let env = Env::with_inventory("crash-points", inventory(size)).await;
+    let initial = env.metal_state().await;
+    let mut lives = Lives::default();
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    let names: Vec<String> = (0..size).map(|i| format!("worker-{i}")).collect();
+    for name in &names {
+        env.add_lab_machine(MSC, name, "bootstrap").await;
+    }
+    lives
+        .until(&env, "provisioning", || env.all_ready(&names))
+        .await;
+
+    let patch = json!({"spec": {"firewallSpec": {"rules": {"egress": [
+        {"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"], "comment": "allow https"},
+        {"protocol": "tcp", "ports": [8443], "to": ["0.0.0.0/0"], "comment": "one more"}]}}}});
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    clusters
+        .patch(MSC, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("change the firewall rules");
+    let rolled = || async {
+        let (left, _) = env.firewalls_left().await;
+        left.len() == 1 && left[0] != format!("{MSC}-firewall") && env.all_ready(&names).await
+    };
+    lives.until(&env, "firewall rollout", rolled).await;
+
+    let gone = names.last().cloned().expect("a worker");
+    env.dynamic("cluster.x-k8s.io/v1beta2", "Machine", "machines")
+        .delete(&gone, &DeleteParams::default())
+        .await
+        .expect("scale down");
+    let kept = &names[..size - 1];
+    let scaled = || async {
+        let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+        let msm_gone = machines.get_opt(&gone).await.ok().flatten().is_none();
+        msm_gone && env.allocated_machines().await == kept.len() + 1 && env.all_ready(kept).await
+    };
+    lives.until(&env, "scale-down", scaled).await;
+
+    let before_move = env.metal_state().await;
+    moved(&env).await;
+    let back = || async { env.all_ready(kept).await };
+    lives.until(&env, "after a move", back).await;
+    let ids = |state: &(Vec<Network>, Vec<Ip>, Vec<Machine>)| {
+        let ids = state.2.iter().filter(|m| m.allocation.is_some());
+        ids.map(|m| m.id.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(&env.metal_state().await),
+        ids(&before_move),
+        "the move allocated nothing"
+    );
+
+    env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
+        .delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete the Cluster");
+    let freed = || async {
+        let now = env.metal_state().await;
+        now.0.is_empty() && now.1 == initial.1 && now.2.iter().all(|m| m.allocation.is_none())
+    };
+    lives.until(&env, "deletion", freed).await;
+
+    lives.report(size);
+}
+
+impl Lives {
+    /// Every phase had kills, after every kind of write; at full size (`make chaos`) at least
+    /// `CAPMS_CRASH_MIN_POINTS` distinct ones. The report goes to stderr, and to
+    /// `CAPMS_CRASH_REPORT` when set.
+    fn report(&self, workers: usize) {
+        let mut distinct = self.points.clone();
+        distinct.sort();
+        distinct.dedup();
+        let report = format!(
+            "crash points with {workers} workers: {} kills at {} distinct points, each followed by recovery; duplicates 0, leaks 0\n{}\n",
+            self.points.len(),
+            distinct.len(),
+            self.points.join("\n")
+        );
+        eprintln!("{report}");
+        if let Ok(path) = std::env::var("CAPMS_CRASH_REPORT") {
+            std::fs::write(&path, &report).expect("write the report");
+        }
+        for phase in [
+            "provisioning",
+            "firewall rollout",
+            "scale-down",
+            "after a move",
+            "deletion",
+        ] {
+            assert!(
+                self.points
+                    .iter()
+                    .any(|p| p.starts_with(&format!("{phase}: "))),
+                "no kill in {phase}"
+            );
+        }
+        for write in [
+            "MetalApi step",
+            "OwnObject step",
+            "Elsewhere step",
+            "LetsGo step",
+            "status of",
+        ] {
+            assert!(
+                self.points.iter().any(|p| p.contains(write)),
+                "no kill after a write of kind {write}"
+            );
+        }
+        let min: usize = std::env::var("CAPMS_CRASH_MIN_POINTS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            distinct.len() >= min,
+            "{} distinct kill points",
+            distinct.len()
+        );
+    }
+}
+
+/// clusterctl move as the controllers tests make it: the Cluster paused, capms's objects
+/// deleted with clusterctl's annotation and their finalizers stripped, created again from their
+/// spec without status, and the Cluster resumed; the next life of capms is the target's.
+async fn moved(env: &Env) {
+    pause(env, true).await;
+    let ns = &env.ns.name;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), ns);
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), ns);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), ns);
+    let saved = (
+        clusters.get(MSC).await.expect("msc"),
+        firewalls
+            .list(&Default::default())
+            .await
+            .expect("firewalls")
+            .items,
+        machines
+            .list(&Default::default())
+            .await
+            .expect("machines")
+            .items,
+    );
+    let strip = Patch::Merge(json!({"metadata": {
+        "annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}, "finalizers": null}}));
+    let params = PatchParams::default();
+    for m in &saved.2 {
+        let name = m.metadata.name.clone().unwrap_or_default();
+        machines.patch(&name, &params, &strip).await.expect("strip");
+        machines
+            .delete(&name, &Default::default())
+            .await
+            .expect("delete");
+    }
+    for f in &saved.1 {
+        let name = f.metadata.name.clone().unwrap_or_default();
+        firewalls
+            .patch(&name, &params, &strip)
+            .await
+            .expect("strip");
+        firewalls
+            .delete(&name, &Default::default())
+            .await
+            .expect("delete");
+    }
+    clusters.patch(MSC, &params, &strip).await.expect("strip");
+    clusters
+        .delete(MSC, &Default::default())
+        .await
+        .expect("delete");
+    eventually(
+        "the moved objects gone",
+        Duration::from_secs(120),
+        || async {
+            let left = machines.list(&Default::default()).await.ok()?.items.len()
+                + firewalls.list(&Default::default()).await.ok()?.items.len();
+            (clusters.get_opt(MSC).await.ok()?.is_none() && left == 0).then_some(())
+        },
+    )
+    .await;
+    env.apply(re_created(&saved.0, None)).await;
+    let uid = clusters.get(MSC).await.expect("msc").metadata.uid;
+    for f in &saved.1 {
+        env.apply(re_created(f, uid.as_deref())).await;
+    }
+    for m in &saved.2 {
+        env.apply(re_created(m, None)).await;
+    }
+    pause(env, false).await;
+}
