@@ -15,6 +15,39 @@ use std::time::Instant;
 struct Lives {
     /// Each kill: the phase and the write it followed.
     points: Vec<String>,
+    /// What capms holds and must never log: metal-api's HMAC key, the kubeconfig's credentials,
+    /// the bootstrap data.
+    secrets: Vec<String>,
+    /// Log lines scanned for them.
+    lines: usize,
+}
+
+/// The bootstrap data of the run's machines, one line of it unmistakable.
+const BOOTSTRAP: &str = "#!/bin/sh\necho capms-bootstrap-data-9f3c2a\n";
+
+/// Everything secret capms is given in this run, as it could turn up in a log line.
+fn secrets() -> Vec<String> {
+    use base64::Engine;
+    let mut secrets = vec![
+        "metal-edit".to_owned(),
+        "capms-bootstrap-data-9f3c2a".to_owned(),
+        base64::engine::general_purpose::STANDARD.encode(BOOTSTRAP),
+    ];
+    let kubeconfig =
+        std::fs::read_to_string(&ControlPlane::shared().kubeconfig).expect("kubeconfig");
+    for line in kubeconfig.lines() {
+        let line = line.trim();
+        for key in ["token:", "client-key-data:", "password:"] {
+            if let Some(value) = line
+                .strip_prefix(key)
+                .map(str::trim)
+                .filter(|v| v.len() > 8)
+            {
+                secrets.push(value.to_owned());
+            }
+        }
+    }
+    secrets
 }
 
 impl Lives {
@@ -27,7 +60,8 @@ impl Lives {
         // Generous: a loaded machine makes every life slower, and a phase takes dozens.
         let deadline = Instant::now() + Duration::from_secs(1200);
         loop {
-            let crash = [(CRASH_AFTER_WRITES, "1")];
+            // At debug level, where a leak is likeliest.
+            let crash = [(CRASH_AFTER_WRITES, "1"), ("RUST_LOG", "debug")];
             // One reconcile at a time per controller: a life's writes in flight when it is
             // killed are few, so nearly every write of the run is a kill point of its own.
             let args = ["--concurrency=1"];
@@ -35,6 +69,7 @@ impl Lives {
             while capms.is_running() {
                 if goal().await {
                     // Dropping it kills the life that is running.
+                    self.scan(&capms.log_text());
                     return;
                 }
                 assert!(
@@ -45,6 +80,7 @@ impl Lives {
                 );
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+            self.scan(&capms.log_text());
             let log = capms.log_tail();
             let point = log
                 .lines()
@@ -52,6 +88,21 @@ impl Lives {
                 .unwrap_or_else(|| panic!("capms died without reaching a crash point:\n{log}"));
             self.points.push(format!("{phase}: {point}"));
             nothing_twice_nothing_unowned(env, &point).await;
+        }
+    }
+}
+
+impl Lives {
+    /// No secret in any line of a life's log.
+    fn scan(&mut self, log: &str) {
+        for line in log.lines() {
+            self.lines += 1;
+            for secret in &self.secrets {
+                assert!(
+                    !line.contains(secret.as_str()),
+                    "a secret in capms's log: {line}"
+                );
+            }
         }
     }
 }
@@ -133,9 +184,12 @@ async fn capms_killed_after_each_of_its_writes_never_allocates_twice_nor_leaks()
     let size = workers();
     let env = Env::with_inventory("crash-points", inventory(size)).await;
     let initial = env.metal_state().await;
-    let mut lives = Lives::default();
+    let mut lives = Lives {
+        secrets: secrets(),
+        ..Default::default()
+    };
     env.apply_seed_cluster(MSC, lab_cluster()).await;
-    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": BOOTSTRAP}})).await;
     let names: Vec<String> = (0..size).map(|i| format!("worker-{i}")).collect();
     for name in &names {
         env.add_lab_machine(MSC, name, "bootstrap").await;
@@ -207,9 +261,10 @@ impl Lives {
         distinct.sort();
         distinct.dedup();
         let report = format!(
-            "crash points with {workers} workers: {} kills at {} distinct points, each followed by recovery; duplicates 0, leaks 0\n{}\n",
+            "crash points with {workers} workers: {} kills at {} distinct points, each followed by recovery; duplicates 0, leaks 0; {} log lines at debug level without a secret\n{}\n",
             self.points.len(),
             distinct.len(),
+            self.lines,
             self.points.join("\n")
         );
         eprintln!("{report}");

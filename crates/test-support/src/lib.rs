@@ -382,6 +382,11 @@ impl ChildProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Everything the process wrote to stdout and stderr.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<_> = text.lines().collect();
