@@ -13,8 +13,8 @@ use metal_sim::inventory::Inventory;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{
-    ChildProcess, ControlPlane, ManagerOn, RunningSim, TestNamespace, eventually, free_port,
-    repo_root, spawn_core_manager,
+    ChildProcess, ControlPlane, ManagerOn, RunningSim, TestNamespace, eventually, eventually_seen,
+    free_port, repo_root, spawn_core_manager,
 };
 
 const MSC: &str = "metal-stack-cluster";
@@ -239,17 +239,31 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let what = format!("{} {name} to become ready", std::any::type_name::<K>());
-    let log = env.capms_log();
     let found = tokio::time::timeout(
-        Duration::from_secs(90),
-        eventually(&what, Duration::from_secs(90), || async {
-            api.get(name).await.ok().filter(|o| ready(o))
+        support::LOADED_MACHINE_WAIT,
+        eventually_seen(&what, support::LOADED_MACHINE_WAIT, || async {
+            seen(api.get(name).await, &ready)
         }),
     )
     .await;
     match found {
         Ok(o) => o,
-        Err(_) => panic!("timed out waiting for {what}; capms log:\n{log}"),
+        Err(_) => panic!(
+            "timed out waiting for {what}; capms log:\n{}",
+            env.capms_log()
+        ),
+    }
+}
+
+/// The object when `wanted`, else (for the failure message) what it was.
+fn seen<K: std::fmt::Debug>(
+    got: kube::Result<K>,
+    wanted: impl Fn(&K) -> bool,
+) -> Result<K, String> {
+    match got {
+        Ok(o) if wanted(&o) => Ok(o),
+        Ok(o) => Err(format!("{o:?}").chars().take(3000).collect()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -265,8 +279,8 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     F: Fn(&K) -> bool,
 {
-    eventually(what, Duration::from_secs(60), || async {
-        api.get(name).await.ok().filter(|o| check(o))
+    eventually_seen(what, support::LOADED_MACHINE_WAIT, || async {
+        seen(api.get(name).await, &check)
     })
     .await
 }

@@ -379,7 +379,7 @@ async fn a_kubeadm_cluster_reaches_running_scales_and_is_freed() {
 async fn metal_ccm_installed(stack: &Stack, management: &kube::Client, ns: &str) {
     use k8s_openapi::api::{apps::v1::Deployment, core::v1::Secret};
     let workload = workload_client(&stack.kubeconfig()).await;
-    let found = tokio::time::timeout(Duration::from_secs(90), async {
+    let found = tokio::time::timeout(support::LOADED_MACHINE_WAIT, async {
         loop {
             let deployment = Api::<Deployment>::namespaced(workload.clone(), "kube-system")
                 .get_opt("cloud-controller-manager")

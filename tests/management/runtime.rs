@@ -57,7 +57,7 @@ async fn the_manager_runs_in_process_and_stops_on_shutdown() {
     let manager = tokio::spawn(run_manager(config, shutdown));
 
     let readyz = format!("http://{health_addr}/readyz");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let deadline = tokio::time::Instant::now() + support::LOADED_MACHINE_WAIT;
     loop {
         let status = reqwest::get(&readyz)
             .await
@@ -72,7 +72,8 @@ async fn the_manager_runs_in_process_and_stops_on_shutdown() {
         );
         assert!(
             tokio::time::Instant::now() < deadline,
-            "not ready after 30 s: {status:?}"
+            "not ready after {:?}: {status:?}",
+            support::LOADED_MACHINE_WAIT
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -80,9 +81,10 @@ async fn the_manager_runs_in_process_and_stops_on_shutdown() {
     check_secure_metrics(cp, &ns.name, metrics_addr).await;
 
     stop.send(()).expect("the manager listens");
-    let result = tokio::time::timeout(Duration::from_secs(15), manager)
+    // Kubernetes allows a pod 30 s to stop; on a loaded machine twice that.
+    let result = tokio::time::timeout(Duration::from_secs(60), manager)
         .await
-        .expect("the manager stops within 15 s of shutdown")
+        .expect("the manager stops within 60 s of shutdown")
         .expect("the task did not panic");
     assert!(result.is_ok(), "{result:?}");
 }

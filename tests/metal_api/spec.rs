@@ -331,7 +331,7 @@ async fn firewalls(c: &mut Caller<'_>, network: &str) {
     c.expect(200, VIEW, "GET", "/v1/firewall", &[], None).await;
     let mut request = allocation(network, "firewall-ubuntu-3.0", "firewall");
     request["firewall_rules"] = json!({"egress": [{"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"], "comment": "https"}]});
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let deadline = std::time::Instant::now() + support::LOADED_MACHINE_WAIT;
     let firewall = loop {
         let answer = c
             .call(

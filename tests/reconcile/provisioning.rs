@@ -50,7 +50,7 @@ async fn events_the_apiserver_never_answers_hold_up_no_reconcile() {
     rig.api.stall_events.store(true, Ordering::SeqCst);
     // The walk takes well under a second; the limit only turns a hang into a failure.
     let walk = walk::<Clusters>(&rig, &msc, 8, ready);
-    let walked = tokio::time::timeout(Duration::from_secs(30), walk).await;
+    let walked = tokio::time::timeout(support::LOADED_MACHINE_WAIT, walk).await;
     assert!(walked.is_ok(), "a reconcile waited for an Event's answer");
 }
 

@@ -41,11 +41,12 @@ impl ControlPlane {
                 }
             })
             .expect("conversion server thread");
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + crate::LOADED_MACHINE_WAIT;
         while std::net::TcpStream::connect(addr).is_err() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the conversion webhook did not listen on {addr} within 60 s"
+                "the conversion webhook did not listen on {addr} within {:?}",
+                crate::LOADED_MACHINE_WAIT
             );
             std::thread::sleep(Duration::from_millis(50));
         }

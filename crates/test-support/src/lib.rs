@@ -301,11 +301,11 @@ pub async fn wait_established(client: &Client, names: &[String]) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for name in names {
         tokio::time::timeout(
-            Duration::from_secs(60),
+            LOADED_MACHINE_WAIT,
             await_condition(crds.clone(), name, conditions::is_crd_established()),
         )
         .await
-        .unwrap_or_else(|_| panic!("CRD {name} not Established within 60 s"))
+        .unwrap_or_else(|_| panic!("CRD {name} not Established within {LOADED_MACHINE_WAIT:?}"))
         .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
     }
 }
@@ -425,14 +425,34 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
+    eventually_seen(what, timeout, || {
+        let seen = check();
+        async move { seen.await.ok_or_else(String::new) }
+    })
+    .await
+}
+
+/// No wait on a condition gives up sooner: on a 2-core machine shared with a second heavy job,
+/// what takes seconds alone has taken half a minute.
+pub const LOADED_MACHINE_WAIT: Duration = Duration::from_secs(180);
+
+/// Polls `check` until it returns Ok, for `timeout` (at least [`LOADED_MACHINE_WAIT`]); when
+/// that runs out, the failure says what `check` last saw (its Err).
+pub async fn eventually_seen<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let timeout = timeout.max(LOADED_MACHINE_WAIT);
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if let Some(v) = check().await {
-            return v;
-        }
+        let seen = match check().await {
+            Ok(v) => return v,
+            Err(seen) => seen,
+        };
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
+            "timed out after {timeout:?} waiting for {what}; last seen: {seen}"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

@@ -101,11 +101,12 @@ impl CapmsManager {
     }
 
     pub async fn wait_ready(&self) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let deadline = tokio::time::Instant::now() + crate::LOADED_MACHINE_WAIT;
         while self.readyz().await != Some(200) {
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "capms not ready after 30 s; log:\n{}",
+                "capms not ready after {:?}; log:\n{}",
+                crate::LOADED_MACHINE_WAIT,
                 self.process.log_tail()
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
