@@ -379,6 +379,76 @@ where
     value
 }
 
+/// clusterctl move as the controllers tests make it: the Cluster paused, capms's objects
+/// deleted with clusterctl's annotation and their finalizers stripped, created again from their
+/// spec without status, and the Cluster resumed; the next life of capms is the target's.
+async fn moved(env: &Env) {
+    pause(env, true).await;
+    let ns = &env.ns.name;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), ns);
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), ns);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), ns);
+    let saved = (
+        clusters.get(MSC).await.expect("msc"),
+        firewalls
+            .list(&Default::default())
+            .await
+            .expect("firewalls")
+            .items,
+        machines
+            .list(&Default::default())
+            .await
+            .expect("machines")
+            .items,
+    );
+    let strip = Patch::Merge(json!({"metadata": {
+        "annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}, "finalizers": null}}));
+    let params = PatchParams::default();
+    for m in &saved.2 {
+        let name = m.metadata.name.clone().unwrap_or_default();
+        machines.patch(&name, &params, &strip).await.expect("strip");
+        machines
+            .delete(&name, &Default::default())
+            .await
+            .expect("delete");
+    }
+    for f in &saved.1 {
+        let name = f.metadata.name.clone().unwrap_or_default();
+        firewalls
+            .patch(&name, &params, &strip)
+            .await
+            .expect("strip");
+        firewalls
+            .delete(&name, &Default::default())
+            .await
+            .expect("delete");
+    }
+    clusters.patch(MSC, &params, &strip).await.expect("strip");
+    clusters
+        .delete(MSC, &Default::default())
+        .await
+        .expect("delete");
+    eventually(
+        "the moved objects gone",
+        Duration::from_secs(120),
+        || async {
+            let left = machines.list(&Default::default()).await.ok()?.items.len()
+                + firewalls.list(&Default::default()).await.ok()?.items.len();
+            (clusters.get_opt(MSC).await.ok()?.is_none() && left == 0).then_some(())
+        },
+    )
+    .await;
+    env.apply(re_created(&saved.0, None)).await;
+    let uid = clusters.get(MSC).await.expect("msc").metadata.uid;
+    for f in &saved.1 {
+        env.apply(re_created(f, uid.as_deref())).await;
+    }
+    for m in &saved.2 {
+        env.apply(re_created(m, None)).await;
+    }
+    pause(env, false).await;
+}
+
 /// The shipped ClusterRole under a test-unique name, optionally without the `/status` rules.
 fn shipped_cluster_role(name: &str, with_status: bool) -> Value {
     let text =

@@ -140,54 +140,13 @@ async fn a_cluster_moved_mid_rollout_resumes_it_on_the_target() {
     let rolling = held_mid_rollout(&env).await;
     let new_machine = machine_of(&env, &rolling).await;
 
-    // clusterctl move: paused, the objects are deleted from the source with their finalizers
-    // stripped, and created again on the target from their spec, without status.
-    pause(&env, true).await;
-    let ns = &env.ns.name;
-    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), ns);
-    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), ns);
-    let saved_cluster = clusters.get(MSC).await.expect("msc");
-    let saved_firewalls = firewalls
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    let before = firewalls
         .list(&Default::default())
         .await
         .expect("firewalls");
-    assert_eq!(
-        names(&saved_firewalls.items),
-        [first.clone(), rolling.clone()]
-    );
-    let moved = Patch::Merge(json!({"metadata": {
-        "annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}, "finalizers": null}}));
-    let params = PatchParams::default();
-    for fw in &saved_firewalls.items {
-        firewalls
-            .patch(&fw.name_any(), &params, &moved)
-            .await
-            .expect("strip");
-        firewalls
-            .delete(&fw.name_any(), &Default::default())
-            .await
-            .expect("delete");
-    }
-    clusters.patch(MSC, &params, &moved).await.expect("strip");
-    clusters
-        .delete(MSC, &Default::default())
-        .await
-        .expect("delete");
-    eventually(
-        "the moved objects gone",
-        Duration::from_secs(120),
-        || async {
-            let left = firewalls.list(&Default::default()).await.ok()?.items;
-            (clusters.get_opt(MSC).await.ok()?.is_none() && left.is_empty()).then_some(())
-        },
-    )
-    .await;
-    env.apply(re_created(&saved_cluster, None)).await;
-    let uid = clusters.get(MSC).await.expect("msc").metadata.uid;
-    for fw in &saved_firewalls.items {
-        env.apply(re_created(fw, uid.as_deref())).await;
-    }
-    pause(&env, false).await;
+    assert_eq!(names(&before.items), [first.clone(), rolling.clone()]);
+    moved(&env).await;
 
     env.release_phone_home().await;
     let serving = rolled_from(&env, &first).await;
