@@ -37,14 +37,18 @@ bench: binaries
 
 ## Fault tolerance at full size: capms killed (SIGKILL) right after each of its writes, in a
 ## run of 40 workers through provisioning, a firewall rollout, a scale-down, a clusterctl move
-## and the deletion (at least 200 distinct kill points); the report goes to target/chaos.
-## `make test` runs the same at 2 workers.
+## and the deletion (at least 200 distinct kill points; the list goes to target/chaos); then
+## 200 workers provisioned and freed while metal-api fails a fifth of the calls, loses answers,
+## times out, drops connections and spikes. `make test` runs both at 2 and 3 workers.
 CHAOS_WORKERS ?= 40
+CHAOS_FAULT_WORKERS ?= 200
 chaos: binaries
 	mkdir -p target/chaos
 	CAPMS_CRASH_WORKERS=$(CHAOS_WORKERS) CAPMS_CRASH_MIN_POINTS=200 \
 	CAPMS_CRASH_REPORT=$(CURDIR)/target/chaos/crash-points.txt \
 	$(CARGO) test --locked -p capms-tests --test controllers crash_points -- --nocapture
+	CAPMS_FAULT_WORKERS=$(CHAOS_FAULT_WORKERS) \
+	$(CARGO) test --locked -p capms-tests --test controllers metal_faults -- --nocapture
 
 ## The fuzz tests longer than `make test` runs them: 200,000 generated admission reviews and
 ## metal-api answers of each sort instead of 10,000.

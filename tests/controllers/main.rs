@@ -193,24 +193,15 @@ impl Env {
         .await;
     }
 
+    /// Private networks, IPs and machines as metal-api holds them, read from the simulator
+    /// itself: past the faults a test injects into metal-api's answers, and uncounted.
     async fn metal_state(&self) -> (Vec<Network>, Vec<Ip>, Vec<Machine>) {
-        let client = self.sim.editor();
-        let networks = client
-            .networks()
-            .await
-            .expect("networks")
-            .into_iter()
-            .filter(|n| n.parentnetworkid.is_some())
-            .collect();
-        let ips = client
-            .ip_find(&IpFindRequest::default())
-            .await
-            .expect("ips");
-        let machines = client
-            .machine_find(&MachineFindRequest::default())
-            .await
-            .expect("machines");
-        (networks, ips, machines)
+        let state = self.sim.sim.state();
+        let networks = state.networks.values();
+        let networks = networks.filter(|n| n.parentnetworkid.is_some()).cloned();
+        let ips = state.ip_find(&IpFindRequest::default());
+        let machines = state.machine_find(&MachineFindRequest::default());
+        (networks.collect(), ips, machines)
     }
 }
 
@@ -239,20 +230,16 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let what = format!("{} {name} to become ready", std::any::type_name::<K>());
-    let found = tokio::time::timeout(
-        support::LOADED_MACHINE_WAIT,
-        eventually_seen(&what, support::LOADED_MACHINE_WAIT, || async {
-            seen(api.get(name).await, &ready)
-        }),
-    )
+    let found = support::within(support::LOADED_MACHINE_WAIT, || async {
+        seen(api.get(name).await, &ready)
+    })
     .await;
-    match found {
-        Ok(o) => o,
-        Err(_) => panic!(
-            "timed out waiting for {what}; capms log:\n{}",
+    found.unwrap_or_else(|seen| {
+        panic!(
+            "timed out waiting for {what}; {seen}; capms log:\n{}",
             env.capms_log()
-        ),
-    }
+        )
+    })
 }
 
 /// The object when `wanted`, else (for the failure message) what it was.
@@ -343,112 +330,6 @@ impl Env {
     }
 }
 
-/// Sets the Cluster's spec.paused.
-async fn pause(env: &Env, paused: bool) {
-    env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
-        .patch(
-            MSC,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"paused": paused}})),
-        )
-        .await
-        .expect("pause");
-}
-
-/// `obj` as a restore (or clusterctl move) re-creates it: name, labels, annotations and
-/// ownerReferences (`owner_uid` replacing the owner's old UID when given), the spec; no status.
-fn re_created<K>(obj: &K, owner_uid: Option<&str>) -> Value
-where
-    K: kube::Resource + serde::Serialize,
-{
-    let mut value = serde_json::to_value(obj).expect("json");
-    let meta = obj.meta();
-    let mut owners = serde_json::to_value(&meta.owner_references).expect("owners");
-    if let (Some(uid), Some(list)) = (owner_uid, owners.as_array_mut()) {
-        for o in list {
-            o["uid"] = json!(uid);
-        }
-    }
-    value["metadata"] = json!({
-        "name": meta.name, "labels": meta.labels, "annotations": meta.annotations,
-        "ownerReferences": owners,
-    });
-    if let Some(o) = value.as_object_mut() {
-        o.remove("status");
-    }
-    value
-}
-
-/// clusterctl move as the controllers tests make it: the Cluster paused, capms's objects
-/// deleted with clusterctl's annotation and their finalizers stripped, created again from their
-/// spec without status, and the Cluster resumed; the next life of capms is the target's.
-async fn moved(env: &Env) {
-    pause(env, true).await;
-    let ns = &env.ns.name;
-    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), ns);
-    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), ns);
-    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), ns);
-    let saved = (
-        clusters.get(MSC).await.expect("msc"),
-        firewalls
-            .list(&Default::default())
-            .await
-            .expect("firewalls")
-            .items,
-        machines
-            .list(&Default::default())
-            .await
-            .expect("machines")
-            .items,
-    );
-    let strip = Patch::Merge(json!({"metadata": {
-        "annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}, "finalizers": null}}));
-    let params = PatchParams::default();
-    for m in &saved.2 {
-        let name = m.metadata.name.clone().unwrap_or_default();
-        machines.patch(&name, &params, &strip).await.expect("strip");
-        machines
-            .delete(&name, &Default::default())
-            .await
-            .expect("delete");
-    }
-    for f in &saved.1 {
-        let name = f.metadata.name.clone().unwrap_or_default();
-        firewalls
-            .patch(&name, &params, &strip)
-            .await
-            .expect("strip");
-        firewalls
-            .delete(&name, &Default::default())
-            .await
-            .expect("delete");
-    }
-    clusters.patch(MSC, &params, &strip).await.expect("strip");
-    clusters
-        .delete(MSC, &Default::default())
-        .await
-        .expect("delete");
-    eventually(
-        "the moved objects gone",
-        Duration::from_secs(120),
-        || async {
-            let left = machines.list(&Default::default()).await.ok()?.items.len()
-                + firewalls.list(&Default::default()).await.ok()?.items.len();
-            (clusters.get_opt(MSC).await.ok()?.is_none() && left == 0).then_some(())
-        },
-    )
-    .await;
-    env.apply(re_created(&saved.0, None)).await;
-    let uid = clusters.get(MSC).await.expect("msc").metadata.uid;
-    for f in &saved.1 {
-        env.apply(re_created(f, uid.as_deref())).await;
-    }
-    for m in &saved.2 {
-        env.apply(re_created(m, None)).await;
-    }
-    pause(env, false).await;
-}
-
 /// The shipped ClusterRole under a test-unique name, optionally without the `/status` rules.
 fn shipped_cluster_role(name: &str, with_status: bool) -> Value {
     let text =
@@ -506,6 +387,7 @@ mod clusterctl_upgrade;
 mod conditions;
 mod crash_points;
 mod go_provider;
+mod metal_faults;
 mod moving;
 mod resilience;
 mod rollout;
@@ -513,3 +395,5 @@ mod seed;
 mod switch_over;
 mod templates;
 mod way_back;
+
+use moving::{moved, pause};

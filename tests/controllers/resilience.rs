@@ -1,26 +1,7 @@
 //! Crashes, leader hand-over and refused status writes never allocate anything twice.
 
+use super::crash_points::nothing_twice_nothing_unowned;
 use super::*;
-
-/// Every allocated metal-api machine carries the owner tags of exactly one object, and no object
-/// has two machines.
-fn assert_one_machine_per_owner(machines: &[Machine]) {
-    let mut owners = std::collections::BTreeMap::new();
-    for m in machines.iter().filter(|m| m.allocation.is_some()) {
-        let owner: Vec<_> = m
-            .tags
-            .iter()
-            .filter(|t| t.contains("-uid="))
-            .cloned()
-            .collect();
-        assert_eq!(owner.len(), 1, "machine {} has owner tags {owner:?}", m.id);
-        assert!(
-            owners.insert(owner[0].clone(), m.id.clone()).is_none(),
-            "two machines for {}",
-            owner[0]
-        );
-    }
-}
 
 async fn reconcile_count(metrics_port: u16) -> Option<u64> {
     let text = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
@@ -174,9 +155,9 @@ async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffice
     env.add_lab_machine(MSC, "worker-z", "bootstrap").await;
     wait_allocated(&env, 2, "worker-z allocated without any status write").await;
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let (_, _, machines) = env.metal_state().await;
-    assert_eq!(allocated(&machines), 2, "one firewall, one worker");
-    assert_one_machine_per_owner(&machines);
+    let state = env.metal_state().await;
+    assert_eq!(allocated(&state.2), 2, "one firewall, one worker");
+    nothing_twice_nothing_unowned(&state, "refused status writes");
     drop(env.capms.take());
     env.kubeconfig = Some(full_kubeconfig);
     env.start_capms(&[]);
@@ -185,9 +166,9 @@ async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffice
         m.status.as_ref().is_some_and(|s| s.ready)
     })
     .await;
-    let (_, _, machines) = env.metal_state().await;
-    assert_eq!(allocated(&machines), 2);
-    assert_one_machine_per_owner(&machines);
+    let state = env.metal_state().await;
+    assert_eq!(allocated(&state.2), 2);
+    nothing_twice_nothing_unowned(&state, "refused status writes");
 }
 
 #[tokio::test(flavor = "current_thread")]

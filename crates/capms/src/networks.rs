@@ -66,9 +66,16 @@ pub fn default_external(all: &[Network]) -> Result<&Network, String> {
     }
 }
 
-/// Why a firewall of a cluster in `project` and `partition` cannot be placed into `n`, as
-/// metal-api's allocation refuses it; None when it can.
-pub fn unfit_for_firewall(n: &Network, project: &str, partition: &str) -> Option<String> {
+/// Why a firewall of a cluster in `project` and `partition`, whose own private network is `own`
+/// (when known), cannot be placed into `n` besides that one: capms adds the cluster's own
+/// private network itself, and metal-api places a machine into at most one private network that
+/// is not shared. None when it can.
+pub fn unfit_for_firewall(
+    n: &Network,
+    project: &str,
+    partition: &str,
+    own: Option<&str>,
+) -> Option<String> {
     if n.underlay {
         return Some(format!(
             "network {:?} is an underlay network, which metal-api adds to every firewall itself",
@@ -89,12 +96,35 @@ pub fn unfit_for_firewall(n: &Network, project: &str, partition: &str) -> Option
             n.id, n.partitionid
         ));
     }
-    (!n.shared && n.projectid != project).then(|| {
-        format!(
+    if n.shared {
+        return None;
+    }
+    if n.projectid != project {
+        return Some(format!(
             "network {:?} is a private network of project {:?}, not of the cluster's project {project:?}",
             n.id, n.projectid
+        ));
+    }
+    (own != Some(n.id.as_str())).then(|| {
+        format!(
+            "network {:?} is a private network of the project but not the cluster's own, which capms adds to the firewall itself; metal-api places a machine into one private network that is not shared",
+            n.id
         )
     })
+}
+
+/// "valid: …" for a firewall's networks: the external networks and the shared private networks
+/// of `partition`.
+pub fn firewall_choices(all: &[Network], partition: &str) -> String {
+    let shared = all
+        .iter()
+        .filter(|n| n.parentnetworkid.is_some() && n.shared && n.partitionid == partition)
+        .map(|n| &n.id);
+    format!(
+        "{}; valid shared private networks: {} (capms adds the cluster's own private network itself)",
+        external_choices(all),
+        crate::choices(shared)
+    )
 }
 
 /// The message for a network id metal-api does not know, with the valid choices.

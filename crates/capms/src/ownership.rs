@@ -39,8 +39,10 @@ pub const FIREWALL_DEPLOYMENT_LABEL: &str =
 pub const ROLLED_IN_ANNOTATION: &str = "metal-stack.infrastructure.cluster.x-k8s.io/rolled-in";
 
 /// Label on a cluster's MetalStackFirewalls: `Serving` on the ready one the cluster uses,
-/// `RollingIn` on one on its way beside it, `Provisioning` on the cluster's first on its way.
-/// `kubectl get metalstackfirewalls` shows it as the Role column.
+/// `RollingIn` on one on its way beside a serving one, `Provisioning` on one on its way while
+/// none serves (the cluster's first, or the one rolling in when the serving one was lost). Set
+/// on the firewall with the current spec only: one being replaced keeps its label until it is
+/// deleted. `kubectl get metalstackfirewalls` shows it as the Role column.
 pub const FIREWALL_ROLE_LABEL: &str = "metal-stack.infrastructure.cluster.x-k8s.io/firewall-role";
 
 /// The Go provider's `firewall.metal-stack.io/managed-by` value: on the firewalls of its

@@ -419,7 +419,7 @@ pub fn free_port() -> u16 {
     }
 }
 
-/// Polls `check` until it returns Some, or panics with `what` after `timeout`.
+/// Polls `check` until it returns Some, for `timeout` but at least [`LOADED_MACHINE_WAIT`].
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
@@ -438,7 +438,20 @@ pub const LOADED_MACHINE_WAIT: Duration = Duration::from_secs(180);
 
 /// Polls `check` until it returns Ok, for `timeout` (at least [`LOADED_MACHINE_WAIT`]); when
 /// that runs out, the failure says what `check` last saw (its Err).
-pub async fn eventually_seen<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn eventually_seen<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    match within(timeout, check).await {
+        Ok(v) => v,
+        Err(seen) => panic!("timed out waiting for {what}; {seen}"),
+    }
+}
+
+/// Polls `check` until it returns Ok, for `timeout` (at least [`LOADED_MACHINE_WAIT`]); Err
+/// says, once that runs out, how long it waited and what `check` last saw.
+pub async fn within<T, F, Fut>(timeout: Duration, mut check: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, String>>,
@@ -447,13 +460,12 @@ where
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let seen = match check().await {
-            Ok(v) => return v,
+            Ok(v) => return Ok(v),
             Err(seen) => seen,
         };
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}; last seen: {seen}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!("after {timeout:?} last seen: {seen}"));
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
         name = "Role",
         type_ = "string",
         json_path = ".metadata.labels.metal-stack\\.infrastructure\\.cluster\\.x-k8s\\.io/firewall-role",
-        description = "Serving, RollingIn (beside the serving one) or Provisioning (the cluster's first)"
+        description = "Serving, RollingIn (on its way beside a serving one) or Provisioning (on its way while none serves)"
     ),
     printcolumn(
         name = "Ready",

@@ -100,7 +100,7 @@ pub struct MetalStackClusterTemplateResource {
     namespaced,
     shortname = "msfwt",
     category = "cluster-api",
-    doc = "MetalStackFirewallTemplate is a firewall blueprint that MetalStackClusters (or their ClusterClass templates) name in spec.firewallTemplateRef, so many clusters share one set of firewall rules. Treat it as immutable: create a new template to roll out a change.",
+    doc = "MetalStackFirewallTemplate is a firewall blueprint that MetalStackClusters (or their ClusterClass templates) name in spec.firewallTemplateRef, so many clusters share one set of firewall rules. A change rolls the firewall of every cluster using it; a change whose networks a cluster using it could not get is refused.",
     printcolumn(
         name = "Type",
         type_ = "string",
@@ -170,16 +170,16 @@ pub fn clusters_using_template<'a, C: Borrow<MetalStackCluster>>(
         .filter(|d| d.namespace() == namespace && d.spec.firewall_template_ref.name == name)
         .map(ResourceExt::name_any)
         .collect();
-    let names = |r: Option<&super::LocalObjectReference>, names: &dyn Fn(&str) -> bool| {
-        r.is_some_and(|r| names(&r.name))
+    let refers = |r: Option<&super::LocalObjectReference>, to: &dyn Fn(&str) -> bool| {
+        r.is_some_and(|r| to(&r.name))
     };
     clusters
         .iter()
         .map(Borrow::borrow)
         .filter(|c| c.namespace() == namespace)
         .filter(|c| {
-            names(c.spec.firewall_template_ref.as_ref(), &|n| n == name)
-                || names(c.spec.firewall_deployment_ref.as_ref(), &|n| {
+            refers(c.spec.firewall_template_ref.as_ref(), &|n| n == name)
+                || refers(c.spec.firewall_deployment_ref.as_ref(), &|n| {
                     through.iter().any(|t| t == n)
                 })
         })

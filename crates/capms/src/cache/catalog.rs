@@ -17,8 +17,8 @@ pub struct CatalogCache {
     snapshot: RwLock<Option<Snapshot>>,
     /// One refresh at a time; others wait for it (bounded) instead of calling metal-api too.
     refreshing: tokio::sync::Mutex<()>,
-    /// When a refresh after a miss last started, whether or not it succeeded.
-    tried_after_miss: RwLock<Option<Instant>>,
+    /// When a refresh after a miss last failed or timed out.
+    failed_after_miss: RwLock<Option<Instant>>,
     /// How long a request may wait for a refresh.
     pub max_wait: Duration,
 }
@@ -29,7 +29,7 @@ impl CatalogCache {
             client,
             snapshot: RwLock::new(None),
             refreshing: tokio::sync::Mutex::new(()),
-            tried_after_miss: RwLock::new(None),
+            failed_after_miss: RwLock::new(None),
             max_wait: Duration::from_secs(3),
         })
     }
@@ -90,23 +90,25 @@ impl CatalogCache {
     pub async fn refreshed_after_miss(&self, cached: Arc<Catalog>) -> Arc<Catalog> {
         let since = self.current().map(|(_, t)| t);
         // A snapshot from the last second is fresh enough: do not hammer metal-api on typos.
-        // Nor does a miss wait again within a second of a refresh that failed: while metal-api
-        // is down, every denial would wait out `max_wait`.
-        let tried = *self
-            .tried_after_miss
+        // Nor does a miss wait within a second of a refresh that failed: while metal-api is down,
+        // every denial would wait out `max_wait`. A miss during a refresh waits for it.
+        let failed = *self
+            .failed_after_miss
             .read()
             .unwrap_or_else(|p| p.into_inner());
         let recent = |t: Option<Instant>| t.is_some_and(|t| t.elapsed() < Duration::from_secs(1));
-        if recent(since) || recent(tried) {
+        if recent(since) || recent(failed) {
             return cached;
         }
-        *self
-            .tried_after_miss
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         match tokio::time::timeout(self.max_wait, self.refresh(since)).await {
             Ok(Ok(c)) => c,
-            _ => cached,
+            _ => {
+                *self
+                    .failed_after_miss
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                cached
+            }
         }
     }
 

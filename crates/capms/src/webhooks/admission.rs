@@ -43,8 +43,10 @@ fn misfit_of(kind: Kind, raw: &Value) -> Option<decode::Misfit> {
     }
 }
 
-/// The denial of an object that does not fit its type: every misfit field, and what the checks
-/// say about the rest of it, so that one wrong field hides no other error. None when it fits.
+/// The denial of an object that does not fit its type: every misfit field, and for a new object
+/// what the checks say about the rest of it, so that one wrong field hides no other error (an
+/// update's rest would be judged against the old object without the fields taken out, and said
+/// to change them). None when it fits.
 pub(super) async fn misfit(
     state: &WebhookState,
     kind: Kind,
@@ -56,6 +58,7 @@ pub(super) async fn misfit(
     let rest = misfit
         .rest
         .as_ref()
+        .filter(|_| request.old_object.is_none())
         .and_then(|rest| serde_json::from_value::<DynamicObject>(rest.clone()).ok());
     let mut message = misfit.message();
     if let Some(rest) = rest

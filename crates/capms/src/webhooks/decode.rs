@@ -15,7 +15,8 @@ const MAX_MISFITS: usize = 16;
 #[derive(Debug)]
 pub struct Misfit {
     pub errors: Vec<FieldError>,
-    /// The object without its misfit fields, when that fits.
+    /// The object without its misfit fields, when that fits and no array lost an element (the
+    /// rules would name the elements after it by indices that are not the user's).
     pub rest: Option<Value>,
 }
 
@@ -42,13 +43,20 @@ pub fn decode<T: DeserializeOwned>(raw: &Value) -> Result<T, Misfit> {
         let now: Vec<Segment> = error.path().iter().cloned().collect();
         let segments = as_it_came(now.clone(), &taken);
         let message = error.inner().to_string();
-        // A missing field cannot be taken out: there is nothing to decode the rest without.
+        // A missing field cannot be taken out: there is nothing to decode the rest without. One
+        // missing because it was taken out has been named already.
         if let Some(field) = missing_field(&message) {
-            errors.push(field_error(
-                &segments,
-                Some(field),
-                "is required".to_owned(),
-            ));
+            let mut missing = now.clone();
+            missing.push(Segment::Map {
+                key: field.to_owned(),
+            });
+            if !taken.iter().any(|t| same_path(t, &missing)) {
+                errors.push(field_error(
+                    &segments,
+                    Some(field),
+                    "is required".to_owned(),
+                ));
+            }
             return Err(Misfit { errors, rest: None });
         }
         errors.push(field_error(&segments, None, message));
@@ -58,10 +66,11 @@ pub fn decode<T: DeserializeOwned>(raw: &Value) -> Result<T, Misfit> {
         taken.push(now);
         match serde_path_to_error::deserialize::<_, T>(&value) {
             Ok(_) => {
-                return Err(Misfit {
-                    errors,
-                    rest: Some(value),
-                });
+                let shifted = taken
+                    .iter()
+                    .any(|t| matches!(t.last(), Some(Segment::Seq { .. })));
+                let rest = (!shifted).then_some(value);
+                return Err(Misfit { errors, rest });
             }
             Err(e) => next = Some(e),
         }
@@ -76,6 +85,10 @@ fn same(a: &Segment, b: &Segment) -> bool {
         (Segment::Enum { variant: v }, Segment::Enum { variant: w }) => v == w,
         _ => false,
     }
+}
+
+fn same_path(a: &[Segment], b: &[Segment]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
 }
 
 /// `path` in the object as it came, given the fields `taken` out before (each as the object
@@ -182,8 +195,28 @@ mod tests {
             "{misfit:?}"
         );
         assert!(misfit.errors[0].message.contains("`tcp`"), "{misfit:?}");
+        assert!(
+            misfit.rest.is_none(),
+            "ports lost elements: the rules are not asked"
+        );
+
+        let rules = json!({"egress": [{"protocol": "icmp", "ports": [443], "to": ["0.0.0.0/0"]}]});
+        let Err(misfit) = decode::<MetalStackCluster>(&cluster(rules, "p")) else {
+            panic!("decoded")
+        };
         let rest = misfit.rest.expect("the rest decodes");
         assert!(decode::<MetalStackCluster>(&rest).is_ok());
+    }
+
+    #[test]
+    fn a_required_field_of_the_wrong_type_is_named_once() {
+        let mut raw = cluster(json!(null), "p");
+        raw["spec"]["partition"] = json!(5);
+        let Err(misfit) = decode::<MetalStackCluster>(&raw) else {
+            panic!("decoded")
+        };
+        assert_eq!(misfit.errors.len(), 1, "{misfit:?}");
+        assert_eq!(misfit.errors[0].path, "spec.partition");
     }
 
     #[test]

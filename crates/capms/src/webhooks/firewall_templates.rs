@@ -14,25 +14,35 @@ use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use metal_api::Catalog;
 
-/// The clusters using `template`, asked of the apiserver: the controllers' caches follow
-/// `--watch-filter`, and a template change is rare. None when the apiserver cannot answer.
+/// The clusters using `template` (but those being deleted), asked of the apiserver: the
+/// controllers' caches follow `--watch-filter`, and a template change is rare. None when the
+/// apiserver cannot answer; the template is then checked on its own.
 async fn users(
     client: &kube::Client,
     template: &MetalStackFirewallTemplate,
 ) -> Option<Vec<MetalStackCluster>> {
     let ns = template.namespace()?;
-    let clusters = Api::<MetalStackCluster>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default())
-        .await
-        .ok()?
-        .items;
-    let deployments = Api::<MetalStackFirewallDeployment>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default())
-        .await
-        .ok()?
-        .items;
+    let listed = async {
+        let params = ListParams::default();
+        let clusters = Api::<MetalStackCluster>::namespaced(client.clone(), &ns);
+        let deployments = Api::<MetalStackFirewallDeployment>::namespaced(client.clone(), &ns);
+        Ok::<_, kube::Error>((
+            clusters.list(&params).await?.items,
+            deployments.list(&params).await?.items,
+        ))
+    };
+    let (clusters, deployments) = match listed.await {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!(namespace = %ns, error = %e, "listing the clusters that use a firewall template failed; checking the template on its own");
+            return None;
+        }
+    };
     let users = crate::api::clusters_using_template(template, &clusters, &deployments);
-    Some(users.into_iter().cloned().collect())
+    let live = users
+        .into_iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none());
+    Some(live.cloned().collect())
 }
 
 /// The template's firewall networks against one cluster using it, each error naming the cluster.
@@ -47,11 +57,15 @@ fn check_user(
         cluster.namespace().unwrap_or_default(),
         cluster.name_any()
     );
+    let own = cluster.spec.private_network_id.as_deref().or_else(|| {
+        let status = cluster.status.as_ref()?;
+        status.network_id.as_deref()
+    });
     rules::check_firewall_networks(
         report,
         "spec.template.spec.networks",
         &template.spec.template.spec.networks,
-        &cluster.spec,
+        (&cluster.spec, own),
         &whose,
         catalog,
     );
@@ -114,11 +128,12 @@ pub(super) fn check_named(
     catalog: &Catalog,
 ) {
     let mut found = Report::default();
+    let own = cluster.private_network_id.as_deref();
     rules::check_firewall_networks(
         &mut found,
         "spec.template.spec.networks",
         &template.spec.template.spec.networks,
-        cluster,
+        (cluster, own),
         "",
         catalog,
     );

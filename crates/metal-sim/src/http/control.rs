@@ -11,14 +11,23 @@ pub(super) async fn faults_get(State(sim): State<Sim>) -> Response {
 pub(super) async fn faults_put(State(sim): State<Sim>, body: Bytes) -> Response {
     match parse::<Faults>(&body) {
         Ok(faults)
-            if (0.0..=1.0).contains(&faults.error_rate)
-                && (0.0..=1.0).contains(&faults.drop_rate) =>
+            if [
+                faults.error_rate,
+                faults.drop_rate,
+                faults.lost_answer_rate,
+                faults.timeout_rate,
+                faults.spike_rate,
+            ]
+            .iter()
+            .all(|r| (0.0..=1.0).contains(r)) =>
         {
             sim.state().faults = faults.clone();
             tracing::info!(?faults, "simulator faults changed");
             ok(StatusCode::OK, &faults)
         }
-        Ok(_) => SimError::bad_request("error_rate and drop_rate are fractions between 0 and 1")
+        Ok(_) => SimError::bad_request(
+            "error_rate, drop_rate, lost_answer_rate, timeout_rate and spike_rate are fractions between 0 and 1",
+        )
             .into_response(),
         Err(e) => e.into_response(),
     }

@@ -129,8 +129,21 @@ async fn filters(State(sim): State<Sim>, mut request: Request, next: Next) -> Re
     if faults.latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(faults.latency_ms)).await;
     }
-    if faults.error_rate > 0.0 && rand::rng().random_bool(faults.error_rate.clamp(0.0, 1.0)) {
-        return SimError::new(503, "injected fault: service unavailable").into_response();
+    if happens(faults.spike_rate) {
+        let spike = faults.spike_ms.unwrap_or(2_000);
+        tokio::time::sleep(Duration::from_millis(spike)).await;
+    }
+    if happens(faults.error_rate) {
+        let codes = &faults.error_codes;
+        let code = match codes.is_empty() {
+            true => 503,
+            false => codes[rand::rng().random_range(0..codes.len())],
+        };
+        let what = StatusCode::from_u16(code)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("error");
+        return SimError::new(code, format!("injected fault: {what}")).into_response();
     }
     let tenant = sim.state().tenant.clone();
     let identity = match authenticate(request.headers(), request.method(), &sim, &tenant) {
@@ -163,7 +176,25 @@ async fn filters(State(sim): State<Sim>, mut request: Request, next: Next) -> Re
         }
     }
     request.extensions_mut().insert(identity);
-    next.run(request).await
+    let (lost, held) = (
+        happens(faults.lost_answer_rate),
+        happens(faults.timeout_rate),
+    );
+    let response = next.run(request).await;
+    if held {
+        let hold = faults.timeout_ms.unwrap_or(12_000);
+        tokio::time::sleep(Duration::from_millis(hold)).await;
+    }
+    if lost {
+        let message = "injected fault: bad gateway (the request was carried out, its answer lost)";
+        return SimError::new(502, message).into_response();
+    }
+    response
+}
+
+/// Does a fault of `rate` (a fraction) strike this request?
+fn happens(rate: f64) -> bool {
+    rate > 0.0 && rand::rng().random_bool(rate.clamp(0.0, 1.0))
 }
 
 fn authenticate(

@@ -70,18 +70,19 @@ pub fn validate_cluster(
     check_private_network(report, path, spec, catalog);
     if let Some(fw) = &spec.firewall_spec {
         let networks = format!("{path}.firewallSpec.networks");
-        check_firewall_networks(report, &networks, &fw.networks, spec, "", catalog);
+        let own = spec.private_network_id.as_deref();
+        check_firewall_networks(report, &networks, &fw.networks, (spec, own), "", catalog);
     }
 }
 
-/// A firewall's networks against the cluster it serves: metal-api places a firewall only into
-/// external networks and the private networks of the cluster's project in its partition.
-/// `whose` ends each message, naming the cluster when the networks are a template's.
+/// A firewall's networks against the cluster it serves (its spec and, when known, its own
+/// private network), network by network (`networks::unfit_for_firewall`). `whose` ends each
+/// message, naming the cluster when the networks are a template's.
 pub fn check_firewall_networks(
     report: &mut Report,
     path: &str,
     networks: &[String],
-    cluster: &MetalStackClusterSpec,
+    (cluster, own): (&MetalStackClusterSpec, Option<&str>),
     whose: &str,
     catalog: &Catalog,
 ) {
@@ -90,13 +91,12 @@ pub fn check_firewall_networks(
         let Some(n) = catalog.networks.iter().find(|n| &n.id == id) else {
             continue;
         };
-        if let Some(problem) = networks::unfit_for_firewall(n, project, partition) {
+        if let Some(problem) = networks::unfit_for_firewall(n, project, partition, own) {
             report.error(
                 format!("{path}[{i}]"),
                 format!(
-                    "{problem}{whose}; {}; {}",
-                    networks::external_choices(&catalog.networks),
-                    networks::private_choices(&catalog.networks, project, partition)
+                    "{problem}{whose}; {}",
+                    networks::firewall_choices(&catalog.networks, partition)
                 ),
             );
         }

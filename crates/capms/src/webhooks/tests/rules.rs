@@ -413,6 +413,7 @@ fn a_firewall_goes_only_into_external_networks_and_its_cluster_s_own_private_one
     foreign.projectid = "00000000-0000-0000-0000-00000000000f".into();
     c.networks.push(foreign);
     let mut spec = cluster_spec();
+    spec.private_network_id = Some(own.clone());
     let networks = [
         "internet-mini-lab",
         own.as_str(),
@@ -435,10 +436,16 @@ fn a_firewall_goes_only_into_external_networks_and_its_cluster_s_own_private_one
         "{errors:?}"
     );
     assert!(errors[2].contains("is a private network of project \"00000000-0000-0000-0000-00000000000f\", not of the cluster's project"), "{errors:?}");
-    let choices = format!(
-        "valid external networks: internet-mini-lab; valid private networks of the project: {own}"
+    let choices = "valid external networks: internet-mini-lab; valid shared private networks: none (capms adds the cluster's own private network itself)";
+    assert!(errors.iter().all(|e| e.ends_with(choices)), "{errors:?}");
+
+    // Another private network of the project: metal-api would refuse a second one.
+    spec.private_network_id = None;
+    let errors = errors_of(|r| validate_cluster(r, "spec", &spec, None, Some(&c)));
+    assert!(
+        errors[0].starts_with(&format!("spec.firewallSpec.networks[1]: network {own:?} is a private network of the project but not the cluster's own")),
+        "{errors:?}"
     );
-    assert!(errors.iter().all(|e| e.ends_with(&choices)), "{errors:?}");
 
     // The same rule names the cluster when the networks are a template's.
     let errors = errors_of(|r| {
@@ -446,7 +453,7 @@ fn a_firewall_goes_only_into_external_networks_and_its_cluster_s_own_private_one
             r,
             "spec.template.spec.networks",
             &["underlay-mini-lab".to_owned()],
-            &spec,
+            (&spec, None),
             "; MetalStackCluster team-a/c1 uses this template",
             &c,
         )

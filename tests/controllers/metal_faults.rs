@@ -1,0 +1,95 @@
+//! metal-api misbehaving throughout: a fifth of the calls answered 500, 502 or 503 instead of
+//! being carried out; some carried out and their answer lost (a 502), some carried out and held
+//! past the client's timeout; new connections closed before a request is read; latency spikes of
+//! 2 s. capms provisions every worker all the same and frees everything on deletion, and a
+//! watcher finds no owner with two machines at any moment. `CAPMS_FAULT_WORKERS` sets the size
+//! (3 in `make test`, 200 in `make chaos`).
+
+use super::crash_points::{inventory, nothing_twice_nothing_unowned};
+use super::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+fn workers() -> usize {
+    std::env::var("CAPMS_FAULT_WORKERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3)
+}
+
+/// The faults, as the issue that asked for them sizes them.
+fn faults() -> Value {
+    json!({
+        "error_rate": 0.2, "error_codes": [500, 502, 503],
+        "lost_answer_rate": 0.03, "timeout_rate": 0.05, "drop_rate": 0.05,
+        "spike_rate": 0.05, "spike_ms": 2000
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_metal_api_faults_every_worker_provisions_and_everything_is_freed() {
+    let size = workers();
+    let mut env = Env::with_inventory("metal-faults", inventory(size)).await;
+    env.start_capms(&[]);
+    let initial = env.metal_state().await;
+    env.set_faults(faults()).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, sim) = (stop.clone(), env.sim.sim.clone());
+        tokio::spawn(async move {
+            let mut looks = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let machines = sim.state().machine_find(&Default::default());
+                nothing_twice_nothing_unowned(&(Vec::new(), Vec::new(), machines), "a look");
+                looks += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            looks
+        })
+    };
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    let names: Vec<String> = (0..size).map(|i| format!("worker-{i}")).collect();
+    for name in &names {
+        env.add_lab_machine(MSC, name, "bootstrap").await;
+    }
+    // Every call may take 12 s and fail; retries back off.
+    let deadline = Duration::from_secs(600 + 5 * size as u64);
+    eventually(
+        "every worker ready under metal-api faults",
+        deadline,
+        || async { env.all_ready(&names).await.then_some(()) },
+    )
+    .await;
+
+    env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
+        .delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete the Cluster");
+    eventually(
+        "everything freed under metal-api faults",
+        deadline,
+        || async {
+            let now = env.metal_state().await;
+            let freed = now.2.iter().all(|m| m.allocation.is_none());
+            (now.0.is_empty() && now.1 == initial.1 && freed).then_some(())
+        },
+    )
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    let looks = watcher
+        .await
+        .expect("the watcher found no owner with two machines");
+    let report = env.sim.sim.stats().report();
+    let calls: u64 = report.requests.iter().map(|r| r.count).sum();
+    let failed: u64 = report
+        .requests
+        .iter()
+        .filter(|r| r.status >= 500)
+        .map(|r| r.count)
+        .sum();
+    eprintln!(
+        "metal-api faults with {size} workers: {calls} calls, {failed} answered 5xx; {looks} looks found no duplicate; everything freed"
+    );
+    drop(env.capms.take());
+}
