@@ -228,8 +228,8 @@ pub fn decide(
         conditions: &mut *conditions,
         status: rollout,
     };
-    let current = match rollout.decide() {
-        Ok(current) => current,
+    let (current, relabel) = match rollout.decide() {
+        Ok(serving) => serving,
         Err(outcome) => return outcome,
     };
     let notice = deployment::following(seen).unwrap_or_default();
@@ -239,5 +239,9 @@ pub fn decide(
         // The deployment's change brings the cluster back.
         return Outcome::Step(step, Requeue::AwaitChange);
     }
-    Outcome::Ready
+    match relabel {
+        // The firewall's change brings the cluster back; it serves meanwhile.
+        Some(step) => Outcome::Serving(step, Requeue::AwaitChange),
+        None => Outcome::Ready,
+    }
 }

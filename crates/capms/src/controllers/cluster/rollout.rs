@@ -174,8 +174,8 @@ impl Rollout<'_, '_> {
     }
 
     /// The rollout's step, or the firewall of the current spec when it serves alone (the caller
-    /// then reports it ready).
-    pub fn decide(mut self) -> Result<MetalStackFirewall, Outcome> {
+    /// then reports it ready) with the patch of its labels it still needs, if any.
+    pub fn decide(mut self) -> Result<(MetalStackFirewall, Option<Step>), Outcome> {
         let live: Vec<MetalStackFirewall> = self.live().cloned().collect();
         let serving = live.iter().find(|f| ready(f) && !self.current(f)).cloned();
         // Of two firewalls with the current spec, the ready one; the other goes once it serves.
@@ -183,13 +183,18 @@ impl Rollout<'_, '_> {
             live.iter().filter(|f| self.current(f)).collect();
         targets.sort_by_key(|f| !ready(f));
         let target = targets.first().map(|f| (*f).clone());
-        if let Some(step) = target.as_ref().and_then(|t| self.relabel(t)) {
-            let serves = target.as_ref().filter(|t| ready(t)).or(serving.as_ref());
-            let serves = serves.map(ResourceExt::name_any);
+        // A ready one is relabelled once it serves alone, as the cluster's ready firewall.
+        let waiting = target.as_ref().filter(|t| !ready(t));
+        if let Some(step) = waiting.and_then(|t| self.relabel(t)) {
+            let serves = serving.as_ref().map(ResourceExt::name_any);
             return Err(self.towards(serves.as_deref(), step, Requeue::AwaitChange));
         }
         match target {
-            Some(target) if ready(&target) => self.complete(&target, &live),
+            Some(target) if ready(&target) => {
+                let alone = self.complete(&target, &live)?;
+                let relabel = self.relabel(&alone);
+                Ok((alone, relabel))
+            }
             Some(target) => Err(match serving {
                 Some(serving) => self.rolling_in(&target, &serving),
                 None => self.first(&target),

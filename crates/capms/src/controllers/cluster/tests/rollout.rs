@@ -111,27 +111,37 @@ fn a_changed_spec_rolls_in_a_new_firewall_while_the_old_one_serves() {
     assert_eq!(condition(&d, Type::FirewallRolledOut).1, "RollingOut");
     assert!(matches!(next(&d), Requeue::After(t) if t <= MINUTE));
 
-    // Ready: labelled the one serving, then the old one goes; then the new one serves alone.
+    // Ready: the old one goes; then the new one, serving alone, is labelled the one serving,
+    // the cluster ready all along with the condition it keeps.
     let ready = firewall("fw-2", false, MINUTE * 2, true);
     let mut unlabelled = ready.clone();
     unlabelled
         .labels_mut()
         .insert(FIREWALL_ROLE_LABEL.into(), "RollingIn".into());
-    let d = run(&wanting("fw-2", None), seen(vec![old.clone(), unlabelled]));
+    let d = run(
+        &wanting("fw-2", None),
+        seen(vec![old.clone(), unlabelled.clone()]),
+    );
+    assert!(matches!(&d.step, Step::RetireFirewall(n, Retire::Replaced) if n == "prod-firewall"));
+    assert_eq!(rollout(&d).serving, ready.metadata.name);
+    let d = run(&wanting("fw-2", None), seen(vec![unlabelled]));
     assert!(
         matches!(&d.step, Step::RelabelFirewall { name, labels, .. } if Some(name) == ready.metadata.name.as_ref() && labels.get(FIREWALL_ROLE_LABEL).map(String::as_str) == Some("Serving")),
         "{:?}",
         d.step
     );
     assert!(d.status.ready);
-    let d = run(&wanting("fw-2", None), seen(vec![old, ready.clone()]));
-    assert!(matches!(&d.step, Step::RetireFirewall(n, Retire::Replaced) if n == "prod-firewall"));
-    assert_eq!(rollout(&d).serving, ready.metadata.name);
+    let message = condition(&d, Type::FirewallReady).2;
+    assert_eq!(
+        message,
+        format!("MetalStackFirewall {} is ready", ready.name_any())
+    );
     let d = run(&wanting("fw-2", None), seen(vec![ready.clone()]));
     assert!(matches!(d.step, Step::Nothing));
     assert_eq!(condition(&d, Type::FirewallRolledOut).0, "True");
     assert_eq!(rollout(&d).phase, RolloutPhase::Stable);
     assert_eq!(rollout(&d).serving, ready.metadata.name);
+    assert_eq!(condition(&d, Type::FirewallReady).2, message);
 }
 
 #[test]
