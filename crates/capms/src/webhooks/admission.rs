@@ -266,7 +266,7 @@ async fn validate_cluster(
         .unwrap_or_else(|| request.namespace.clone().unwrap_or_default());
     let template = match (&state.client, reference) {
         (Some(client), Some(reference)) => {
-            firewall_templates::named(client, &ns, &reference.name).await
+            firewall_templates::named(state, client, &ns, &reference.name).await
         }
         _ => None,
     };

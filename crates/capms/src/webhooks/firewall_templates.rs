@@ -101,14 +101,16 @@ pub(super) async fn validate(
 /// well create the template after the cluster, which then waits for it. Nothing when the
 /// apiserver cannot answer.
 pub(super) async fn named(
+    state: &WebhookState,
     client: &kube::Client,
     namespace: &str,
     name: &str,
 ) -> Option<Result<MetalStackFirewallTemplate, String>> {
-    let templates = Api::<MetalStackFirewallTemplate>::namespaced(client.clone(), namespace);
-    if let Some(template) = templates.get_opt(name).await.ok()? {
+    let found = crate::cache::read_through(&state.caches, client, namespace, name).await;
+    if let Some(template) = found.ok()? {
         return Some(Ok(template));
     }
+    let templates = Api::<MetalStackFirewallTemplate>::namespaced(client.clone(), namespace);
     let existing = crate::cache::names(&templates).await.ok()?;
     Some(Err(crate::api::missing_reference(
         "spec.firewallTemplateRef",

@@ -265,10 +265,7 @@ async fn decide(
         .and_then(|k| Schema::of(&k.version))
         .unwrap_or(Schema::Capms);
     let in_schema = |message: String| paths::in_schema(route.kind.name(), schema, &message);
-    if let Some(message) = admission::misfit(state, route.kind, request, object).await {
-        return Err(in_schema(message));
-    }
-    match route.step {
+    let decided = match route.step {
         Step::Mutate => admission::mutate(state, route.kind, object, schema).await,
         Step::Validate => admission::validate(state, route.kind, request, object)
             .await
@@ -277,6 +274,15 @@ async fn decide(
                 decision
             })
             .map_err(in_schema),
+    };
+    // Only a denial can come from an object that does not fit its type: then it names every
+    // misfit field and what the checks say about the rest.
+    let Err(denial) = decided else {
+        return decided;
+    };
+    match admission::misfit(state, route.kind, request, object).await {
+        Some(misfit) => Err(in_schema(misfit)),
+        None => Err(denial),
     }
 }
 

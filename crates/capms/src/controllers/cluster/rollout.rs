@@ -64,6 +64,17 @@ pub(super) enum Role {
     Provisioning,
 }
 
+impl Role {
+    /// The role of a firewall ready or not, while another firewall serves or none does.
+    fn of(ready: bool, others_serve: bool) -> Role {
+        match (ready, others_serve) {
+            (true, _) => Role::Serving,
+            (false, true) => Role::RollingIn,
+            (false, false) => Role::Provisioning,
+        }
+    }
+}
+
 pub(super) fn with_role(mut fw: MetalStackFirewall, role: Role) -> MetalStackFirewall {
     let value = match role {
         Role::Serving => "Serving",
@@ -135,12 +146,7 @@ impl Rollout<'_, '_> {
         let others_serve = self
             .live()
             .any(|o| ready(o) && o.name_any() != fw.name_any());
-        let role = match (ready(fw), others_serve) {
-            (true, _) => Role::Serving,
-            (false, true) => Role::RollingIn,
-            (false, false) => Role::Provisioning,
-        };
-        with_role(wanted, role)
+        with_role(wanted, Role::of(ready(fw), others_serve))
     }
 
     /// The merge patch that gives `fw` the labels and annotations the cluster sets, if it lacks
@@ -332,10 +338,7 @@ impl Rollout<'_, '_> {
             true => self.desired.clone(),
             false => rolled(&cluster, &self.desired),
         };
-        let fw = match old {
-            Some(_) => with_role(fw, Role::RollingIn),
-            None => with_role(fw, Role::Provisioning),
-        };
+        let fw = with_role(fw, Role::of(false, old.is_some()));
         let name = fw.name_any();
         // Failed attempts first: the failed firewall is often still being deleted meanwhile.
         if let Some(wait) = self.backing_off(&name, old.as_deref()) {
