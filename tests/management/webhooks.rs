@@ -1,5 +1,5 @@
 //! The admission webhooks as the real kube-apiserver and kubectl see them, and the TLS server's
-//! properties: TLS 1.2+, certificate rotation on disk, readiness, metrics.
+//! properties: TLS 1.2+, certificate rotation on disk (also under requests), readiness, metrics.
 
 use crate::support;
 
@@ -11,6 +11,7 @@ use std::time::Duration;
 use support::{CapmsManager, ControlPlane, RunningSim, eventually};
 
 mod firewall_templates;
+mod rotation;
 
 fn write(dir: &Path, name: &str, manifest: Value) -> PathBuf {
     let path = dir.join(name);

@@ -24,6 +24,9 @@ pub enum TlsError {
     NoCertificate { path: PathBuf },
     #[error("{path} holds no usable PEM private key: {detail}")]
     BadKey { path: PathBuf, detail: String },
+    /// Seen between the two renames of a file-by-file rotation.
+    #[error("{key} does not belong to the certificate in {cert} (files mid-rotation?)")]
+    KeyMismatch { cert: PathBuf, key: PathBuf },
 }
 
 impl TlsError {
@@ -32,6 +35,7 @@ impl TlsError {
             TlsError::Read { .. } => "tls_read",
             TlsError::NoCertificate { .. } => "tls_no_certificate",
             TlsError::BadKey { .. } => "tls_bad_key",
+            TlsError::KeyMismatch { .. } => "tls_key_mismatch",
         }
     }
 }
@@ -127,7 +131,18 @@ impl ReloadingCert {
             .key_provider
             .load_private_key(key)
             .map_err(|e| bad_key(e.to_string()))?;
-        Ok(CertifiedKey::new(certs, signing))
+        let key = CertifiedKey::new(certs, signing);
+        // A key whose public half the provider cannot tell is taken on trust; a pair known not
+        // to match would fail every handshake, so the last good pair stays in use.
+        if let Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) =
+            key.keys_match()
+        {
+            return Err(TlsError::KeyMismatch {
+                cert: self.cert_path.clone(),
+                key: self.key_path.clone(),
+            });
+        }
+        Ok(key)
     }
 
     /// The server config: TLS 1.2 and 1.3 only, HTTP/2 and HTTP/1.1, this resolver.
