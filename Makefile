@@ -35,20 +35,31 @@ BENCH_ARGS ?= --clusters 5 --workers 40 --idle 30 --admission-rate 500 --admissi
 bench: binaries
 	$(CARGO) run --locked --release -p capms-bench -- $(BENCH_ARGS)
 
-## Fault tolerance at full size: capms killed (SIGKILL) right after each of its writes, in a
-## run of 40 workers through provisioning, a firewall rollout, a scale-down, a clusterctl move
-## and the deletion (at least 200 distinct kill points; the list goes to target/chaos); then
-## 200 workers provisioned and freed while metal-api fails a fifth of the calls, loses answers,
-## times out, drops connections and spikes. `make test` runs both at 2 and 3 workers.
+## Fault tolerance at full size, reported in target/chaos/report.txt (each part also in its own
+## file there): capms killed (SIGKILL) right after each of its writes, in a run of 40 workers
+## through provisioning, a firewall rollout, a scale-down, a clusterctl move and the deletion (at
+## least 200 distinct kill points); 200 workers provisioned and freed while metal-api fails a
+## fifth of the calls, loses answers, times out, drops connections and spikes; 40 workers through
+## a kube-apiserver kill with etcd compacted (410 Gone), a leader kill and 30 s of 409 Conflict
+## on every write. `make test` runs each at 2 or 3 workers.
 CHAOS_WORKERS ?= 40
 CHAOS_FAULT_WORKERS ?= 200
+CHAOS_KUBE_FAULT_WORKERS ?= 40
 chaos: binaries
 	mkdir -p target/chaos
+	rm -f target/chaos/*.txt
 	CAPMS_CRASH_WORKERS=$(CHAOS_WORKERS) CAPMS_CRASH_MIN_POINTS=200 \
 	CAPMS_CRASH_REPORT=$(CURDIR)/target/chaos/crash-points.txt \
 	$(CARGO) test --locked -p capms-tests --test controllers crash_points -- --nocapture
-	CAPMS_FAULT_WORKERS=$(CHAOS_FAULT_WORKERS) \
+	CAPMS_FAULT_WORKERS=$(CHAOS_FAULT_WORKERS) CAPMS_FAULT_REPORT=$(CURDIR)/target/chaos/metal-faults.txt \
 	$(CARGO) test --locked -p capms-tests --test controllers metal_faults -- --nocapture
+	CAPMS_KUBE_FAULT_WORKERS=$(CHAOS_KUBE_FAULT_WORKERS) CAPMS_KUBE_FAULT_REPORT=$(CURDIR)/target/chaos/kube-faults.txt \
+	$(CARGO) test --locked -p capms-tests --test controllers kube_faults -- --nocapture
+	{ echo "# make chaos, $$(date -u +%FT%TZ)"; echo; echo "## Kubernetes faults"; cat target/chaos/kube-faults.txt; \
+	  echo; echo "## metal-api faults"; cat target/chaos/metal-faults.txt; \
+	  echo; echo "## Crash points (first line: totals; then each kill)"; cat target/chaos/crash-points.txt; } \
+	  > target/chaos/report.txt
+	head -20 target/chaos/report.txt
 
 ## The fuzz tests longer than `make test` runs them: 200,000 generated admission reviews and
 ## metal-api answers of each sort instead of 10,000.

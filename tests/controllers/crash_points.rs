@@ -176,7 +176,7 @@ impl Env {
         true
     }
 
-    async fn allocated_machines(&self) -> usize {
+    pub(super) async fn allocated_machines(&self) -> usize {
         let (_, _, machines) = self.metal_state().await;
         machines.iter().filter(|m| m.allocation.is_some()).count()
     }

@@ -13,8 +13,8 @@ use metal_sim::inventory::Inventory;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{
-    ChildProcess, ControlPlane, ManagerOn, RunningSim, TestNamespace, eventually, eventually_seen,
-    free_port, repo_root, spawn_core_manager,
+    ChildProcess, ConflictingWrites, ControlPlane, ManagerOn, RunningSim, TestNamespace,
+    eventually, eventually_seen, free_port, repo_root, spawn_core_manager,
 };
 
 const MSC: &str = "metal-stack-cluster";
@@ -387,6 +387,7 @@ mod clusterctl_upgrade;
 mod conditions;
 mod crash_points;
 mod go_provider;
+mod kube_faults;
 mod metal_faults;
 mod moving;
 mod resilience;

@@ -6,6 +6,8 @@
 #   controlplane.sh start DIR [--owner-pid PID]   # prints KUBECONFIG=DIR/kubeconfig
 #   controlplane.sh stop DIR [--purge]            # stops exactly what start started;
 #                                                 # --purge also removes DIR
+#   controlplane.sh restart-apiserver DIR [--compact]  # kube-apiserver killed and started
+#                                                 # again; --compact compacts etcd meanwhile
 #
 # DIR/pids lists the processes start launched; stop ends those PIDs and nothing else. With
 # --owner-pid a watchdog stops them as soon as that process is gone (a test binary that
@@ -55,6 +57,38 @@ if [ "$cmd" = stop ]; then
     stop_pids "$dir/pids"
   fi
   log "stopped the control plane in $dir"
+  exit 0
+fi
+if [ "$cmd" = restart-apiserver ]; then
+  # kube-apiserver (line 2 of DIR/pids) killed, as a crash or an OOM kill ends it, and started
+  # again with its command line; with --compact, etcd is compacted at its current revision while
+  # the apiserver is down. Clients then resume their watches from revisions the new apiserver no
+  # longer serves: 410 Gone.
+  [ -f "$dir/pids" ] || { echo "no control plane runs in $dir" >&2; exit 1; }
+  old=$(sed -n 2p "$dir/pids")
+  kill -KILL "$old" 2>/dev/null || true
+  for _ in $(seq 1 300); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
+  if [ "${3:-}" = --compact ]; then
+    etcd=$(cat "$dir/etcd-url")
+    rev=$(curl -sf --max-time 30 -X POST "$etcd/v3/kv/range" -d '{"key":"AA==","limit":1}' \
+      | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+    curl -sf --max-time 120 -X POST "$etcd/v3/kv/compaction" -d "{\"revision\":\"$rev\",\"physical\":true}" >/dev/null
+    log "compacted etcd at revision $rev"
+  fi
+  mapfile -d '' apiserver <"$dir/kube-apiserver.argv"
+  nohup "${apiserver[@]}" >>"$dir/kube-apiserver.log" 2>&1 </dev/null &
+  new=$!
+  sed -i "2s/.*/$new/" "$dir/pids"
+  server=$(cat "$dir/server")
+  # Generous: a loaded 2-core machine starts an apiserver slowly.
+  for i in $(seq 1 600); do
+    curl -sf --max-time 2 --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" \
+      "$server/readyz" >/dev/null 2>&1 && break
+    kill -0 "$new" 2>/dev/null || { log "kube-apiserver exited"; tail -20 "$dir/kube-apiserver.log" >&2; exit 1; }
+    [ "$i" = 600 ] && { log "kube-apiserver not ready after 300 s"; tail -20 "$dir/kube-apiserver.log" >&2; exit 1; }
+    sleep 0.5
+  done
+  log "restarted kube-apiserver ($old -> $new)"
   exit 0
 fi
 [ "$cmd" = start ] || { echo "unknown command $cmd" >&2; exit 2; }
@@ -113,17 +147,21 @@ start_bg etcd "$bin/etcd" --name=capms --data-dir="$dir/etcd-data" \
   --initial-cluster="capms=http://127.0.0.1:$peer_port" --listen-metrics-urls="http://127.0.0.1:$etcd_metrics" \
   --unsafe-no-fsync --log-level=warn
 
-start_bg kube-apiserver "$bin/kube-apiserver" \
-  --etcd-servers="http://127.0.0.1:$etcd_port" \
-  --bind-address=127.0.0.1 --secure-port="$api_port" \
-  --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
-  --cert-dir="$pki" --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
-  --client-ca-file="$pki/ca.crt" \
-  --service-account-issuer="https://127.0.0.1:$api_port" \
-  --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-  --service-cluster-ip-range=10.0.0.0/24 \
-  --authorization-mode=RBAC --allow-privileged=true \
-  --disable-admission-plugins=ServiceAccount
+apiserver=("$bin/kube-apiserver"
+  --etcd-servers="http://127.0.0.1:$etcd_port"
+  --bind-address=127.0.0.1 --secure-port="$api_port"
+  --advertise-address=127.0.0.1 --endpoint-reconciler-type=none
+  --cert-dir="$pki" --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key"
+  --client-ca-file="$pki/ca.crt"
+  --service-account-issuer="https://127.0.0.1:$api_port"
+  --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key"
+  --service-cluster-ip-range=10.0.0.0/24
+  --authorization-mode=RBAC --allow-privileged=true
+  --disable-admission-plugins=ServiceAccount)
+# What restart-apiserver needs: the command line, and etcd's address for a compaction.
+printf '%s\0' "${apiserver[@]}" >"$dir/kube-apiserver.argv"
+echo "http://127.0.0.1:$etcd_port" >"$dir/etcd-url"
+start_bg kube-apiserver "${apiserver[@]}"
 
 curl_api() { curl -sf --max-time 2 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "https://127.0.0.1:$api_port$1"; }
 for i in $(seq 1 120); do

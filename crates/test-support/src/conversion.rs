@@ -1,15 +1,17 @@
-//! The conversion webhook of a management control plane: capms's `/convert`, served from this
-//! test process over TLS with a certificate of the control plane's CA. The CRDs point at it by
-//! URL, as `make demo` points them at its manager: a local control plane has no cluster
-//! network to reach a Service through. It stops when its control plane is dropped.
+//! Webhooks served from this test process over TLS, foremost the conversion webhook of a
+//! management control plane (capms's `/convert`). The CRDs point at it by URL, as `make demo`
+//! points them at its manager: a local control plane has no cluster network to reach a Service
+//! through. It stops when its control plane is dropped.
 
 use super::*;
 
-pub struct ConversionServer {
+/// A webhook served from this test process over TLS, with a certificate of its control plane's
+/// CA; stops when dropped.
+pub struct WebhookServer {
     handle: axum_server::Handle<std::net::SocketAddr>,
 }
 
-impl Drop for ConversionServer {
+impl Drop for WebhookServer {
     fn drop(&mut self) {
         self.handle.shutdown();
     }
@@ -17,9 +19,19 @@ impl Drop for ConversionServer {
 
 impl ControlPlane {
     /// Starts the conversion webhook on a free loopback port and returns it with its base URL.
-    pub(crate) fn start_conversion_server(&self) -> (ConversionServer, String) {
+    pub(crate) fn start_conversion_server(&self) -> (WebhookServer, String) {
+        self.serve_webhook("conversion", capms::conversion::review::router())
+    }
+
+    /// Serves `router` on a free loopback port, on a thread of its own (so it answers whatever
+    /// the test's runtime is doing); returns the server and its base URL once it listens.
+    pub(crate) fn serve_webhook(
+        &self,
+        label: &str,
+        router: axum::Router,
+    ) -> (WebhookServer, String) {
         capms::tls::install_default_provider();
-        let certs = self.dir.join("conversion-certs");
+        let certs = self.dir.join(format!("{label}-certs"));
         std::fs::create_dir_all(&certs).expect("certificate dir");
         self.issue_serving_cert(&certs);
         let port = free_port();
@@ -28,30 +40,29 @@ impl ControlPlane {
         let serving = handle.clone();
         let cert = capms::server::tls::ReloadingCert::new(&certs);
         std::thread::Builder::new()
-            .name(format!("conversion-{port}"))
+            .name(format!("{label}-{port}"))
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .expect("conversion server runtime");
-                let router = capms::conversion::review::router();
+                    .expect("webhook server runtime");
                 let served = capms::server::serve_tls(addr, router, cert, serving);
                 if let Err(e) = runtime.block_on(served) {
-                    eprintln!("the conversion webhook on {addr} stopped: {e}");
+                    eprintln!("the webhook on {addr} stopped: {e}");
                 }
             })
-            .expect("conversion server thread");
+            .expect("webhook server thread");
         let deadline = std::time::Instant::now() + crate::LOADED_MACHINE_WAIT;
         while std::net::TcpStream::connect(addr).is_err() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the conversion webhook did not listen on {addr} within {:?}",
+                "the webhook did not listen on {addr} within {:?}",
                 crate::LOADED_MACHINE_WAIT
             );
             std::thread::sleep(Duration::from_millis(50));
         }
         (
-            ConversionServer { handle },
+            WebhookServer { handle },
             format!("https://127.0.0.1:{port}"),
         )
     }

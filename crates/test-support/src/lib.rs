@@ -118,7 +118,7 @@ pub struct ControlPlane {
     pub dir: PathBuf,
     pub kubeconfig: PathBuf,
     /// The conversion webhook of capms's CRDs, when they are installed.
-    conversion: Option<conversion::ConversionServer>,
+    conversion: Option<conversion::WebhookServer>,
     /// Where that webhook answers (`https://127.0.0.1:<port>`).
     pub conversion_url: Option<String>,
     _tmp: tempfile::TempDir,
@@ -475,10 +475,12 @@ pub mod contract;
 mod conversion;
 pub mod fuzz;
 mod go_provider;
+mod kube_faults;
 mod manager;
 pub mod mock_apiserver;
 mod registration;
 mod sim;
+pub use kube_faults::ConflictingWrites;
 pub use manager::{
     CapiManager, CapmsManager, KubeadmProviders, ManagerOn, Managers, spawn_core_manager,
 };
