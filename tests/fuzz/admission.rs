@@ -30,7 +30,7 @@ fn firewall_spec() -> Value {
 }
 
 /// A valid spec of `kind`, with every field capms knows set.
-fn spec(kind: Kind) -> Value {
+pub(super) fn spec(kind: Kind) -> Value {
     let cluster = json!({"partition": "mini-lab", "projectID": PROJECT, "publicNetworkID": "internet-mini-lab",
         "controlPlaneEndpoint": {"host": "127.100.0.9", "port": 6443}, "firewallSpec": firewall_spec()});
     let machine =
@@ -47,7 +47,7 @@ fn spec(kind: Kind) -> Value {
     }
 }
 
-fn object(kind: Kind, spec: Value) -> Value {
+pub(super) fn object(kind: Kind, spec: Value) -> Value {
     json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": kind.name(),
            "metadata": {"name": "fuzz", "namespace": "default", "uid": "0d9c1b7e-0000-4000-8000-000000000001"},
            "spec": spec})

@@ -1,6 +1,8 @@
 //! Fuzzing, in every CI run: the admission handlers take generated AdmissionReviews (valid
 //! objects of every kind spoilt field by field, as `v1alpha4` and as the Go provider's
-//! `v1alpha1`, and random bytes and JSON), the metal-api client decodes generated responses
+//! `v1alpha1`, and random bytes and JSON), the conversion webhook takes generated
+//! ConversionReviews (spoilt objects of every kind and served version, converted there and
+//! back), the metal-api client decodes generated responses
 //! (metal-api's answers spoilt field by field). No panic, no 5xx, every denial and every
 //! refusal naming its field. `FUZZ_CASES` sets the number of cases of each (10,000 unless set;
 //! `make fuzz` runs more).
@@ -16,6 +18,7 @@ use rand::{Rng, SeedableRng};
 
 mod admission;
 mod client;
+mod conversion;
 
 fn cases() -> usize {
     std::env::var("FUZZ_CASES")
