@@ -79,6 +79,19 @@ async fn a_go_provider_cluster_reaches_ready_and_keeps_its_given_ip() {
     );
     the_firewall_is_made_from_the_deployment_s_template(&env).await;
     every_version_reads_the_cluster(&env, status.network_id.as_deref()).await;
+    // The auto-update reads the images from the catalog the webhooks keep, not from metal-api
+    // on each of the reconciles so far: the catalog's first fetch, and a refresh on a miss.
+    let image_lists: u64 = env
+        .sim
+        .sim
+        .stats()
+        .report()
+        .requests
+        .iter()
+        .filter(|r| r.route == "/v1/image" && r.method == "GET")
+        .map(|r| r.count)
+        .sum();
+    assert!(image_lists <= 2, "{image_lists} image lists in metal-api");
 
     env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
         .delete(MSC, &DeleteParams::default())

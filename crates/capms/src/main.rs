@@ -129,7 +129,8 @@ struct ManagerArgs {
     #[arg(long, value_enum, default_value_t = MetalUnreachable::Admit)]
     metal_unreachable: MetalUnreachable,
     /// How often the metal-api catalog admission checks against is refreshed (it is refreshed on
-    /// a miss too, so a new image or size is known at once).
+    /// a miss too, so a new image or size is known at once). Firewall image auto-updates read
+    /// the same catalog, so they see a new image within this period.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     catalog_refresh: Duration,
 }

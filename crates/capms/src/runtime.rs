@@ -129,13 +129,15 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
         sync_period: config.sync_period,
         firewall_rollout_deadline: config.firewall_rollout_deadline,
     };
-    let ctx = Arc::new(Context::new(
+    let mut ctx = Context::new(
         client.clone(),
         metal,
         settings,
         Some(identity.clone()),
         metrics.clone(),
-    ));
+    );
+    ctx.catalog = Some(catalog.clone());
+    let ctx = Arc::new(ctx);
     let readiness = Arc::new(Readiness::default());
     let health = tokio::spawn(server::serve_plain(
         config.health_addr,

@@ -64,6 +64,9 @@ pub struct Context {
     pub own_writes: OwnWrites,
     /// Each object's growing wait while it polls metal-api.
     pub backoff: Backoff,
+    /// The admission webhooks' metal-api catalog, refreshed in the background; None (a
+    /// reconcile under test) reads metal-api instead.
+    pub catalog: Option<Arc<crate::cache::catalog::CatalogCache>>,
 }
 
 impl Context {
@@ -84,6 +87,7 @@ impl Context {
             caches: Default::default(),
             own_writes: Default::default(),
             backoff: Default::default(),
+            catalog: None,
         }
     }
 

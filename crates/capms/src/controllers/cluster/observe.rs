@@ -249,7 +249,8 @@ async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen
 
 /// For a firewall deployment with spec.autoUpdate.machineImage: the newest firewall image of the
 /// template image's operating system and major.minor version, as metal-api resolves
-/// `<os>-<major>.<minor>`, of the images that have not expired.
+/// `<os>-<major>.<minor>`, of the images that have not expired. Read from the catalog the
+/// webhooks keep (refreshed every `--catalog-refresh`), not from metal-api on every reconcile.
 async fn newest_image(seen: &FirewallSeen, ctx: &Context) -> Result<Option<String>> {
     let Some(Ok(deployment)) = &seen.deployment else {
         return Ok(None);
@@ -265,7 +266,18 @@ async fn newest_image(seen: &FirewallSeen, ctx: &Context) -> Result<Option<Strin
         return Ok(None);
     };
     let now = jiff::Timestamp::now();
-    let images = ctx.metal.images().await?;
+    let catalog = match &ctx.catalog {
+        Some(cache) => cache.get().await,
+        None => None,
+    };
+    let fetched;
+    let images = match &catalog {
+        Some(catalog) => &catalog.images,
+        None => {
+            fetched = ctx.metal.images().await?;
+            &fetched
+        }
+    };
     let current = images
         .iter()
         .filter(|i| i.has_feature("firewall") && i.expiration_date > now)
