@@ -95,7 +95,8 @@ fn gone_watch(logs: &str) -> Option<String> {
     logs.lines()
         .map(without_colours)
         .filter(|l| l.contains("watch failed"))
-        .find(|l| l.contains("too old resource version") || l.contains("410"))
+        // The apiserver's words for 410 Gone on a watch (reason Expired).
+        .find(|l| l.contains("too old resource version") || l.contains(": Expired"))
 }
 
 fn without_colours(line: &str) -> String {

@@ -3,7 +3,9 @@
 //! build cargo made for this run: release under `make bench`), applies K clusters × M workers,
 //! and reports latencies, metal-api and apiserver calls, reconciles, admission, capms's CPU and
 //! memory and deletion time as JSON, a table and a ready-over-time SVG. Then it loads the
-//! webhook server with AdmissionReviews at a fixed rate.
+//! webhook server with AdmissionReviews at a fixed rate. First, the same workload runs with
+//! Cluster API alone (no provider): its pace and the apiserver's load are the baseline the
+//! provider run is compared with.
 //!
 //! Without arguments it runs once at a tiny size (`make test` runs it so, so that it cannot rot).
 //! The report judges each target capms is held to (`targets.rs`) and the run exits 1 when one
@@ -15,6 +17,8 @@
 use capms_test_support as support;
 
 mod admission;
+mod alone;
+mod apiserver_load;
 mod measure;
 mod report;
 mod scenario;
@@ -63,6 +67,10 @@ pub struct Args {
     /// `info,capms=debug,kube_client=debug` to see every step and apiserver request.
     #[arg(long, default_value = "info")]
     log: String,
+    /// Skip the baseline: the same workload with Cluster API alone, run first, that Cluster
+    /// API's pace and the apiserver's load with capms are compared with.
+    #[arg(long)]
+    no_baseline: bool,
     /// Where the report (report.json, report.txt, ready.svg) goes.
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
@@ -124,7 +132,13 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let report = runtime.block_on(scenario::run(&args));
+    let report = runtime.block_on(async {
+        let alone = match args.no_baseline {
+            true => None,
+            false => Some(alone::run(&args).await),
+        };
+        scenario::run(&args, alone).await
+    });
     std::fs::create_dir_all(&args.out).expect("output directory");
     let judged = targets::Judged {
         targets: targets::judge(&report),

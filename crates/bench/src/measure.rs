@@ -1,5 +1,6 @@
-//! What capms reports about itself (its `/metrics`: apiserver requests, reconciles, admission)
-//! and what the kernel says it used (CPU seconds, peak RSS).
+//! What capms reports about itself (its `/metrics`: apiserver requests, reconciles, admission),
+//! what the kube-apiserver reports (its `/metrics`: every client's requests), and what the kernel
+//! says a process used (CPU seconds, peak RSS).
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -62,6 +63,59 @@ impl Counters {
 
     pub fn total(&self, name: &str) -> f64 {
         self.by(name, "").values().sum()
+    }
+
+    /// The sum of `name`'s samples whose labels `keep` accepts.
+    pub fn sum_where(&self, name: &str, keep: impl Fn(&BTreeMap<String, String>) -> bool) -> f64 {
+        self.samples
+            .iter()
+            .filter(|((n, labels), _)| n == name && keep(labels))
+            .map(|(_, v)| v)
+            .sum()
+    }
+
+    /// The kube-apiserver's requests (`apiserver_request_total`) by `VERB resource[/subresource]`.
+    pub fn apiserver_requests_by_verb_and_resource(&self) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for ((n, labels), v) in &self.samples {
+            if n != APISERVER_REQUESTS {
+                continue;
+            }
+            let label = |l: &str| labels.get(l).map(String::as_str).unwrap_or_default();
+            let resource = match label("subresource") {
+                "" => label("resource").to_owned(),
+                sub => format!("{}/{sub}", label("resource")),
+            };
+            *out.entry(format!("{} {resource}", label("verb")))
+                .or_insert(0.0) += v;
+        }
+        out
+    }
+}
+
+/// The kube-apiserver's count of the requests it served, from every client.
+pub const APISERVER_REQUESTS: &str = "apiserver_request_total";
+
+/// Reads the kube-apiserver's own `/metrics` as its admin.
+pub struct ApiserverScrape {
+    client: kube::Client,
+}
+
+impl ApiserverScrape {
+    pub fn new(client: kube::Client) -> ApiserverScrape {
+        ApiserverScrape { client }
+    }
+
+    pub async fn counters(&self) -> Counters {
+        let request = http::Request::get("/metrics")
+            .body(Vec::new())
+            .expect("a GET request");
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .expect("kube-apiserver /metrics answers its admin");
+        Counters::parse(&text)
     }
 }
 

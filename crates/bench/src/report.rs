@@ -2,6 +2,7 @@
 //! ready-over-time curve as SVG.
 
 use crate::Args;
+use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
 use crate::measure::{Counters, ProcessUsage};
 use crate::watch::Seen;
 use metal_sim::stats::StatsReport;
@@ -11,9 +12,9 @@ use std::fmt::Write;
 use std::path::Path;
 use std::time::Duration;
 
-const KUBE_REQUESTS: &str = "rest_client_requests_total";
+pub(crate) const KUBE_REQUESTS: &str = "rest_client_requests_total";
 const RECONCILES: &str = "controller_runtime_reconcile_total";
-const ADMISSIONS: &str = "capms_admission_requests_total";
+pub(crate) const ADMISSIONS: &str = "capms_admission_requests_total";
 
 #[derive(Serialize)]
 pub struct Size {
@@ -111,6 +112,8 @@ pub struct Provisioning {
     /// (the contract's signal to start), plus the lifecycle. A provider taking no time of its
     /// own would be done then, so a ratio above this one's is Cluster API's, not capms's.
     pub owned_bound_seconds: f64,
+    /// When the last MetalStackMachine's Machine owned it: Cluster API's pace in this run.
+    pub last_owned_seconds: f64,
     pub owned_bound_times_lower_bound: f64,
     /// The p90 creation → ready of that provider: creation → owner reference plus the lifecycle.
     pub owned_bound_created_to_ready_p90_s: f64,
@@ -185,6 +188,7 @@ impl Provisioning {
             last_machine_created_seconds: last_created,
             times_lower_bound: elapsed.as_secs_f64() / lower_bound.max(0.001),
             owned_bound_seconds: owned_bound,
+            last_owned_seconds: last_owned,
             owned_bound_times_lower_bound: owned_bound / lower_bound.max(0.001),
             // A constant added to every sample adds the same to its p90.
             owned_bound_created_to_ready_p90_s: worker_latency.created_to_owned_s.p90
@@ -281,6 +285,10 @@ pub struct Admission {
 #[derive(Serialize)]
 pub struct Report {
     pub size: Size,
+    /// The baseline, unless the run was told to skip it.
+    pub capi_alone: Option<ClusterApiAlone>,
+    /// What provisioning cost the kube-apiserver shared with Cluster API.
+    pub apiserver: ApiserverLoad,
     pub provisioning: Provisioning,
     pub idle: Idle,
     pub admission: Admission,
@@ -293,6 +301,7 @@ impl Report {
     pub fn table(&self) -> String {
         let mut t = String::new();
         self.write_times(&mut t);
+        self.write_shared_apiserver(&mut t);
         self.write_costs(&mut t);
         self.write_admission_and_capms(&mut t);
         t

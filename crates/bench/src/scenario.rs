@@ -1,7 +1,8 @@
 //! One benchmark run: everything started, K clusters applied and provisioned, a quiet period,
 //! the admission load, then the clusters deleted; measured phase by phase.
 
-use crate::measure::{CpuClock, Scrape};
+use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
+use crate::measure::{ApiserverScrape, CpuClock, Scrape};
 use crate::report::{Deletion, Idle, Provisioning, Report, Size};
 use crate::support::{
     CapiManager, CapmsManager, ControlPlane, ManagerOn, Managers, RunningSim, TestNamespace,
@@ -44,7 +45,7 @@ fn timings(step: Duration) -> metal_sim::Timings {
 
 /// The demo's cluster (firewall, MachineDeployment), `clusters` times in `namespace`, with
 /// `workers` replicas each; with `workload_api` (a kubeconfig), each cluster's kubeconfig Secret.
-fn clusters_manifest(
+pub(crate) fn clusters_manifest(
     namespace: &str,
     clusters: usize,
     workers: usize,
@@ -104,6 +105,14 @@ struct Stack {
     work: std::path::PathBuf,
 }
 
+/// `name` under the output directory, emptied: a run's logs, certificates and manifests.
+pub(crate) fn fresh_work_dir(args: &Args, name: &str) -> std::path::PathBuf {
+    let work = args.out.join(name);
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).expect("work dir");
+    work
+}
+
 async fn start(args: &Args) -> Stack {
     capms::tls::install_default_provider();
     let cp = ControlPlane::shared();
@@ -115,9 +124,7 @@ async fn start(args: &Args) -> Stack {
         timings(args.lifecycle_step()),
     )
     .await;
-    let work = args.out.join("work");
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).expect("work dir");
+    let work = fresh_work_dir(args, "work");
     let on = ManagerOn {
         cp,
         namespace: &ns.name,
@@ -134,13 +141,27 @@ async fn start(args: &Args) -> Stack {
     }
 }
 
-pub async fn run(args: &Args) -> Report {
+/// The provider run, compared with `capi_alone` (the baseline) when there is one.
+pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     let stack = start(args).await;
     let scrape = Scrape::new(stack.capms.metrics_port);
     let timelines = Timelines::start(stack.ns.client.clone(), &stack.ns.name);
     let mut cpu = CpuClock::start(stack.capms.process.pid());
+    let apiserver_scrape = ApiserverScrape::new(stack.ns.client.clone());
+    let apiserver_before = apiserver_scrape.counters().await;
+    let mut apiserver_cpu = CpuClock::start(ControlPlane::shared().apiserver_pid());
     let provisioning = provision(args, &stack, &scrape, &timelines).await;
     cpu.phase("provisioning");
+    apiserver_cpu.phase("provisioning");
+    let apiserver = ApiserverLoad::new(
+        (args.needed_machines(), args.clusters * args.workers),
+        apiserver_cpu.usage().cpu_seconds_by_phase["provisioning"],
+        &apiserver_scrape.counters().await.minus(&apiserver_before),
+        (
+            provisioning.apiserver_requests_per_machine * args.needed_machines() as f64,
+            provisioning.admission_calls,
+        ),
+    );
     let idle = idle(args, &stack, &scrape).await;
     cpu.phase("idle");
     let admission = admission::run(args, &stack.capms, &stack.sim).await;
@@ -152,6 +173,8 @@ pub async fn run(args: &Args) -> Report {
     std::fs::write(stack.work.join("timelines.csv"), csv).expect("write timelines.csv");
     Report {
         size: Size::of(args),
+        capi_alone,
+        apiserver,
         provisioning,
         idle,
         admission,
@@ -160,7 +183,7 @@ pub async fn run(args: &Args) -> Report {
     }
 }
 
-fn timeout(args: &Args) -> Duration {
+pub(crate) fn timeout(args: &Args) -> Duration {
     Duration::from_secs(args.timeout)
 }
 
@@ -295,7 +318,7 @@ async fn orphans(stack: &Stack) -> usize {
     orphans.len()
 }
 
-fn apply(manifest: &Path) {
+pub(crate) fn apply(manifest: &Path) {
     ControlPlane::shared().kubectl(&["apply", "-f"], &[manifest.to_path_buf()]);
 }
 

@@ -1,6 +1,7 @@
 //! Faults of a management cluster's Kubernetes, made on purpose: its kube-apiserver killed and
 //! restarted (with etcd compacted while it is down, so every watch resumes from a revision that is gone:
 //! 410 Gone), and every write of one user answered 409 Conflict for as long as a test wants.
+//! Also where the apiserver runs (its pid), which a restart changes.
 
 use super::*;
 use std::sync::Arc;
@@ -30,16 +31,10 @@ impl ConflictingWrites {
 
 impl Drop for ConflictingWrites {
     fn drop(&mut self) {
-        let _ = Command::new(binaries().kubectl())
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args([
-                "delete",
-                "validatingwebhookconfiguration",
-                &self.name,
-                "--ignore-not-found",
-            ])
-            .output();
+        delete_quietly(
+            &self.kubeconfig,
+            &["validatingwebhookconfiguration", &self.name],
+        );
     }
 }
 
@@ -57,6 +52,16 @@ fn answer(review: &serde_json::Value, conflict: bool) -> serde_json::Value {
 }
 
 impl ControlPlane {
+    /// The pid of this control plane's kube-apiserver (it changes with a restart).
+    pub fn apiserver_pid(&self) -> u32 {
+        let pids =
+            std::fs::read_to_string(self.dir.join("pids")).expect("the control plane's pids");
+        pids.lines()
+            .nth(1)
+            .and_then(|l| l.trim().parse().ok())
+            .expect("kube-apiserver's pid on the second line")
+    }
+
     /// Kills kube-apiserver (SIGKILL) and starts it again with the same command line; with `compact`,
     /// etcd is compacted at its current revision meanwhile. Returns once it is ready again.
     pub fn restart_apiserver(&self, compact: bool) {

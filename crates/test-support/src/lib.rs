@@ -310,6 +310,19 @@ pub async fn wait_established(client: &Client, names: &[String]) {
     }
 }
 
+/// `kubectl delete ARGS --ignore-not-found`, for a guard's drop (which cannot await, nor fail).
+pub(crate) fn delete_quietly(kubeconfig: &Path, args: &[&str]) {
+    let _ = Command::new(binaries().kubectl())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("delete")
+        .args(args)
+        .arg("--ignore-not-found")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
 pub struct TestNamespace {
     pub name: String,
     pub client: Client,
@@ -320,19 +333,8 @@ impl Drop for TestNamespace {
     fn drop(&mut self) {
         // Drop cannot await; kubectl does the delete synchronously and does not wait for the
         // namespace controller to finish.
-        let _ = Command::new(binaries().kubectl())
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args([
-                "delete",
-                "namespace",
-                &self.name,
-                "--wait=false",
-                "--ignore-not-found",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let args = ["namespace", &self.name, "--wait=false"];
+        delete_quietly(&self.kubeconfig, &args);
     }
 }
 

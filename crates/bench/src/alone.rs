@@ -1,0 +1,81 @@
+//! The baseline: the run's workload with Cluster API alone. capms's CRDs are installed and each
+//! cluster's kubeconfig Secret is applied as in a provider run, but no provider runs and none of
+//! its webhooks is registered. Cluster API creates every Machine and MetalStackMachine and owns
+//! them, and nothing more happens to them: how fast it does that on this apiserver is the pace a
+//! provider run is compared with.
+
+use crate::Args;
+use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
+use crate::measure::{ApiserverScrape, CpuClock};
+use crate::scenario::{apply, clusters_manifest, fresh_work_dir, timeout};
+use crate::watch::Timelines;
+use capms_test_support::{CapiManager, ControlPlane, ManagerOn};
+use std::time::Instant;
+
+pub async fn run(args: &Args) -> ClusterApiAlone {
+    let cp = ControlPlane::shared();
+    let ns = cp.namespace("bench-alone").await;
+    let work = fresh_work_dir(args, "work-alone");
+    let on = ManagerOn {
+        cp,
+        namespace: &ns.name,
+        work: &work,
+    };
+    let capi = CapiManager::start(&on).await;
+    let manifest = work.join("clusters.yaml");
+    let kubeconfig = (!args.no_workload_api)
+        .then(|| std::fs::read_to_string(&cp.kubeconfig).expect("read kubeconfig"));
+    let text = clusters_manifest(&ns.name, args.clusters, args.workers, kubeconfig.as_deref());
+    std::fs::write(&manifest, text).expect("write clusters");
+
+    let timelines = Timelines::start(ns.client.clone(), &ns.name);
+    let apiserver = ApiserverScrape::new(ns.client.clone());
+    let before = apiserver.counters().await;
+    let mut cpu = CpuClock::start(cp.apiserver_pid());
+    let started = Instant::now();
+    timelines.set_origin(started);
+    apply(&manifest);
+    let workers = args.clusters * args.workers;
+    timelines
+        .wait(
+            "Cluster API alone to create and own every MetalStackMachine",
+            timeout(args),
+            |s| s.machines.values().filter(|t| t.owned.is_some()).count() >= workers,
+        )
+        .await;
+    cpu.phase("provisioning");
+    let counters = apiserver.counters().await.minus(&before);
+    let seen = timelines.snapshot();
+    let cpu_seconds = cpu.usage().cpu_seconds_by_phase["provisioning"];
+
+    // Out of the way before the provider run, with Cluster API still there for its finalizers.
+    cp.kubectl(
+        &[
+            "delete",
+            "clusters.cluster.x-k8s.io",
+            "--all",
+            "-n",
+            &ns.name,
+            "--wait=false",
+        ],
+        &[],
+    );
+    timelines
+        .wait("the baseline's objects gone", timeout(args), |s| {
+            s.present() == 0
+        })
+        .await;
+    drop(capi);
+
+    let last = |times: Vec<f64>| times.into_iter().fold(0.0, f64::max);
+    ClusterApiAlone {
+        last_machine_created_seconds: last(seen.machines.values().map(|t| t.created).collect()),
+        last_owned_seconds: last(seen.machines.values().filter_map(|t| t.owned).collect()),
+        apiserver: ApiserverLoad::new(
+            (args.needed_machines(), workers),
+            cpu_seconds,
+            &counters,
+            (0.0, 0.0),
+        ),
+    }
+}

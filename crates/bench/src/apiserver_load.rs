@@ -1,0 +1,129 @@
+//! What a run costs the kube-apiserver that capms shares with Cluster API, and Cluster API's own
+//! pace, in a provider run and in the baseline with Cluster API alone (`alone.rs`). On a small
+//! management cluster the apiserver is the bottleneck, so what capms costs it is what it slows
+//! Cluster API by.
+
+use crate::measure::{APISERVER_REQUESTS, Counters};
+use crate::report::Report;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// The kube-apiserver's work while the machines were provisioned.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ApiserverLoad {
+    /// kube-apiserver's CPU seconds.
+    pub cpu_seconds: f64,
+    /// Every client's requests, per machine (workers and firewalls).
+    pub requests_per_machine: f64,
+    /// capms's own requests (as its client counts them), per machine; none alone.
+    pub capms_requests_per_machine: f64,
+    /// Everyone else's: Cluster API's manager, the controller-manager and the benchmark's two
+    /// watches, per machine.
+    pub other_requests_per_machine: f64,
+    /// The apiserver's calls to capms's admission webhooks, per machine.
+    pub admission_calls_per_machine: f64,
+    /// Every client's requests per machine by `VERB resource[/subresource]`.
+    pub requests_per_machine_by_verb_and_resource: BTreeMap<String, f64>,
+    /// Writes of a Machine's status answered 409 Conflict, per worker: Cluster API's Machine
+    /// controller raced a newer copy, mostly after a write to the MetalStackMachine woke it.
+    pub machine_status_conflicts_per_worker: f64,
+}
+
+impl ApiserverLoad {
+    /// From the apiserver's counters and (in a provider run) capms's own totals over the same
+    /// span: its apiserver requests and the admission calls it answered.
+    pub fn new(
+        (machines, workers): (usize, usize),
+        cpu_seconds: f64,
+        apiserver: &Counters,
+        (capms_requests, admissions): (f64, f64),
+    ) -> ApiserverLoad {
+        let per_machine = |n: f64| n / machines.max(1) as f64;
+        let all = apiserver.total(APISERVER_REQUESTS);
+        let conflicts = apiserver.sum_where(APISERVER_REQUESTS, |l| {
+            let is = |k: &str, v: &str| l.get(k).is_some_and(|x| x == v);
+            is("code", "409") && is("resource", "machines") && is("subresource", "status")
+        });
+        ApiserverLoad {
+            cpu_seconds,
+            requests_per_machine: per_machine(all),
+            capms_requests_per_machine: per_machine(capms_requests),
+            other_requests_per_machine: per_machine(all - capms_requests),
+            admission_calls_per_machine: per_machine(admissions),
+            requests_per_machine_by_verb_and_resource: apiserver
+                .apiserver_requests_by_verb_and_resource()
+                .into_iter()
+                .map(|(k, v)| (k, per_machine(v)))
+                .collect(),
+            machine_status_conflicts_per_worker: conflicts / workers.max(1) as f64,
+        }
+    }
+}
+
+/// The same workload with Cluster API alone: its pace and what it costs the apiserver.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ClusterApiAlone {
+    /// When Cluster API created the last MetalStackMachine.
+    pub last_machine_created_seconds: f64,
+    /// When the last MetalStackMachine's Machine owned it: Cluster API's pace, the contract's
+    /// signal for a provider to start.
+    pub last_owned_seconds: f64,
+    pub apiserver: ApiserverLoad,
+}
+
+impl Report {
+    /// Cluster API's pace with capms ÷ its pace alone (when the last MetalStackMachine was
+    /// owned); NaN without a baseline.
+    pub fn pace_times_alone(&self) -> f64 {
+        match &self.capi_alone {
+            Some(alone) => {
+                self.provisioning.last_owned_seconds / alone.last_owned_seconds.max(0.001)
+            }
+            None => f64::NAN,
+        }
+    }
+
+    /// Time to all ready ÷ (Cluster API's pace alone + the simulated lifecycle); NaN without a
+    /// baseline.
+    pub fn all_ready_times_alone_bound(&self) -> f64 {
+        let p = &self.provisioning;
+        let lifecycle = p.lower_bound_seconds - p.last_machine_created_seconds;
+        match &self.capi_alone {
+            Some(alone) => p.seconds_to_all_ready / (alone.last_owned_seconds + lifecycle),
+            None => f64::NAN,
+        }
+    }
+
+    /// Cluster API's pace and the apiserver's load, against the baseline when there is one.
+    pub fn write_shared_apiserver(&self, t: &mut String) {
+        let (p, a) = (&self.provisioning, &self.apiserver);
+        let alone = self.capi_alone.as_ref();
+        let or_none = |f: fn(&ClusterApiAlone) -> f64| alone.map_or(f64::NAN, f);
+        let _ = writeln!(
+            t,
+            "  Cluster API's pace     last MetalStackMachine owned {:.1} s with capms, {:.1} s alone: {:.2}×; all ready {:.2}× (pace alone + lifecycle)",
+            p.last_owned_seconds,
+            or_none(|a| a.last_owned_seconds),
+            self.pace_times_alone(),
+            self.all_ready_times_alone_bound()
+        );
+        let _ = writeln!(
+            t,
+            "  apiserver              {:.1} CPU-s ({:.1} alone); requests per machine {:.2} ({:.2} alone): capms {:.2}, the rest {:.2}; admission calls per machine {:.2}",
+            a.cpu_seconds,
+            or_none(|a| a.apiserver.cpu_seconds),
+            a.requests_per_machine,
+            or_none(|a| a.apiserver.requests_per_machine),
+            a.capms_requests_per_machine,
+            a.other_requests_per_machine,
+            a.admission_calls_per_machine
+        );
+        let _ = writeln!(
+            t,
+            "  Machine status conflicts {:.2} per worker ({:.2} alone)",
+            a.machine_status_conflicts_per_worker,
+            or_none(|a| a.apiserver.machine_status_conflicts_per_worker)
+        );
+    }
+}
