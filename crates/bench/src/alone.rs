@@ -9,7 +9,8 @@ use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
 use crate::measure::{ApiserverScrape, CpuClock};
 use crate::scenario::{apply, clusters_manifest, fresh_work_dir, timeout};
 use crate::watch::Timelines;
-use capms_test_support::{CapiManager, ControlPlane, ManagerOn};
+use capms_test_support::{CapiManager, ControlPlane, ManagerOn, eventually};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use std::time::Instant;
 
 pub async fn run(args: &Args) -> ClusterApiAlone {
@@ -60,11 +61,20 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
         ],
         &[],
     );
-    timelines
-        .wait("the baseline's objects gone", timeout(args), |s| {
-            s.present() == 0
-        })
-        .await;
+    let machines: Api<DynamicObject> = Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "cluster.x-k8s.io",
+            "v1beta2",
+            "Machine",
+        )),
+    );
+    eventually("the baseline's Machines gone", timeout(args), || async {
+        let left = machines.list_metadata(&Default::default()).await.ok()?;
+        left.items.is_empty().then_some(())
+    })
+    .await;
     drop(capi);
 
     let last = |times: Vec<f64>| times.into_iter().fold(0.0, f64::max);

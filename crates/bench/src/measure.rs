@@ -71,7 +71,9 @@ impl Counters {
             .iter()
             .filter(|((n, labels), _)| n == name && keep(labels))
             .map(|(_, v)| v)
-            .sum()
+            .sum::<f64>()
+            // An empty sum is -0.0.
+            + 0.0
     }
 
     /// The kube-apiserver's requests (`apiserver_request_total`) by `VERB resource[/subresource]`.
