@@ -47,7 +47,9 @@ async fn a_go_provider_cluster_reaches_ready_and_keeps_its_given_ip() {
     let user = format!("capms-{}", env.ns.name);
     bind_user(&env, &user, shipped_cluster_role(&user, true)).await;
     env.kubeconfig = Some(ControlPlane::shared().user_kubeconfig(&user, env.work.path()));
-    env.start_capms(&[]);
+    // No scheduled catalog refresh in the test's time: the image lists counted below are the
+    // first fetch and refreshes on a miss only.
+    env.start_capms(&["--catalog-refresh=1h"]);
     let [template, deployment, msc] = go_provider_objects();
     env.apply(template).await;
     env.apply(deployment).await;

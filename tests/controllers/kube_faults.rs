@@ -70,13 +70,14 @@ impl Replicas {
         }
     }
 
-    /// SIGKILLs the replica with `pid`.
+    /// SIGKILLs the replica with `pid`, which must be running.
     fn kill(&mut self, pid: u32) {
+        let mut killed = None;
         for slot in &mut self.running {
-            if let Some(killed) = slot.take_if(|p| p.pid() == pid) {
-                self.gone.push_str(&killed.log_text());
-            }
+            killed = killed.or_else(|| slot.take_if(|p| p.pid() == pid && p.is_running()));
         }
+        let killed = killed.expect("the replica to kill runs");
+        self.gone.push_str(&killed.log_text());
     }
 
     fn logs(&self) -> String {
@@ -90,13 +91,14 @@ impl Replicas {
     }
 }
 
-/// The first line where a watch of capms's met 410 Gone (and so relisted), without colours.
-fn gone_watch(logs: &str) -> Option<String> {
+/// The lines where a watch of capms's met 410 Gone (and so relisted), without colours.
+fn gone_watches(logs: &str) -> Vec<String> {
     logs.lines()
         .map(without_colours)
         .filter(|l| l.contains("watch failed"))
         // The apiserver's words for 410 Gone on a watch (reason Expired).
-        .find(|l| l.contains("too old resource version") || l.contains(": Expired"))
+        .filter(|l| l.contains("too old resource version") || l.contains(": Expired"))
+        .collect()
 }
 
 fn without_colours(line: &str) -> String {
@@ -247,6 +249,7 @@ async fn apiserver_restart_expired_watches_hand_over_and_conflicts_lose_nothing(
 /// over.
 async fn restart_and_hand_over(run: &mut Run<'_>, cp: &ControlPlane) {
     let env = run.env;
+    let before = gone_watches(&run.replicas.logs()).len();
     let started = Instant::now();
     tokio::task::block_in_place(|| cp.restart_apiserver(true));
     let down = started.elapsed();
@@ -255,8 +258,8 @@ async fn restart_and_hand_over(run: &mut Run<'_>, cp: &ControlPlane) {
     ));
     let line = loop {
         run.replicas.keep_running(env);
-        if let Some(line) = gone_watch(&run.replicas.logs()) {
-            break line;
+        if let Some(line) = gone_watches(&run.replicas.logs()).get(before) {
+            break line.clone();
         }
         assert!(
             started.elapsed() < run.deadline,
@@ -271,9 +274,13 @@ async fn restart_and_hand_over(run: &mut Run<'_>, cp: &ControlPlane) {
         line.trim()
     ));
 
-    run.until("a leader", || async { leader(env).await.is_some() })
-        .await;
-    let old = leader(env).await.expect("a leader");
+    let holder = std::cell::Cell::new(None);
+    run.until("a leader", || async {
+        holder.set(leader(env).await);
+        holder.get().is_some()
+    })
+    .await;
+    let old = holder.get().expect("a leader");
     run.replicas.kill(old);
     let handed = run
         .until("the standby to take the lease over", || async {

@@ -66,8 +66,12 @@ if [ "$cmd" = restart-apiserver ]; then
   # longer serves: 410 Gone.
   [ -f "$dir/pids" ] || { echo "no control plane runs in $dir" >&2; exit 1; }
   old=$(sed -n 2p "$dir/pids")
-  kill -KILL "$old" 2>/dev/null || true
-  for _ in $(seq 1 300); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
+  grep -q kube-apiserver "/proc/$old/cmdline" 2>/dev/null || { echo "pid $old is not this control plane's kube-apiserver" >&2; exit 1; }
+  kill -KILL "$old"
+  for _ in $(seq 1 300); do grep -q kube-apiserver "/proc/$old/cmdline" 2>/dev/null || break; sleep 0.1; done
+  # Until the new one runs, no pid of an apiserver ("none", which kill refuses): stop must not
+  # signal a reused pid.
+  sed -i "2s/.*/none/" "$dir/pids"
   if [ "${3:-}" = --compact ]; then
     etcd=$(cat "$dir/etcd-url")
     rev=$(curl -sf --max-time 30 -X POST "$etcd/v3/kv/range" -d '{"key":"AA==","limit":1}' \

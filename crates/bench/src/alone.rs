@@ -9,7 +9,7 @@ use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
 use crate::measure::{ApiserverScrape, CpuClock};
 use crate::scenario::{apply, clusters_manifest, fresh_work_dir, timeout};
 use crate::watch::Timelines;
-use capms_test_support::{CapiManager, ControlPlane, ManagerOn, eventually};
+use capms_test_support::{CapiManager, ControlPlane, ManagerOn, TestNamespace, eventually};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use std::time::Instant;
 
@@ -41,7 +41,7 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
         .wait(
             "Cluster API alone to create and own every MetalStackMachine",
             timeout(args),
-            |s| s.machines.values().filter(|t| t.owned.is_some()).count() >= workers,
+            |s| s.owned_machines() >= workers,
         )
         .await;
     cpu.phase("provisioning");
@@ -61,19 +61,16 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
         ],
         &[],
     );
-    let machines: Api<DynamicObject> = Api::namespaced_with(
-        ns.client.clone(),
-        &ns.name,
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "cluster.x-k8s.io",
-            "v1beta2",
-            "Machine",
-        )),
-    );
-    eventually("the baseline's Machines gone", timeout(args), || async {
-        let left = machines.list_metadata(&Default::default()).await.ok()?;
-        left.items.is_empty().then_some(())
-    })
+    let (machines, clusters) = (capi_api(&ns, "Machine"), capi_api(&ns, "Cluster"));
+    eventually(
+        "the baseline's Machines and Clusters gone",
+        timeout(args),
+        || async {
+            let machines = machines.list_metadata(&Default::default()).await.ok()?;
+            let clusters = clusters.list_metadata(&Default::default()).await.ok()?;
+            (machines.items.is_empty() && clusters.items.is_empty()).then_some(())
+        },
+    )
     .await;
     drop(capi);
 
@@ -82,10 +79,17 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
         last_machine_created_seconds: last(seen.machines.values().map(|t| t.created).collect()),
         last_owned_seconds: last(seen.machines.values().filter_map(|t| t.owned).collect()),
         apiserver: ApiserverLoad::new(
-            (args.needed_machines(), workers),
+            // No firewalls: no provider.
+            (workers, workers),
             cpu_seconds,
             &counters,
             (0.0, 0.0),
         ),
     }
+}
+
+/// Cluster API's `kind` (`cluster.x-k8s.io/v1beta2`) in the test namespace `ns`.
+fn capi_api(ns: &TestNamespace, kind: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind);
+    Api::namespaced_with(ns.client.clone(), &ns.name, &ApiResource::from_gvk(&gvk))
 }

@@ -62,7 +62,8 @@ impl Counters {
     }
 
     pub fn total(&self, name: &str) -> f64 {
-        self.by(name, "").values().sum()
+        // An empty sum is -0.0.
+        self.by(name, "").values().sum::<f64>() + 0.0
     }
 
     /// The sum of `name`'s samples whose labels `keep` accepts.

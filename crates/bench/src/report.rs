@@ -287,7 +287,10 @@ pub struct Report {
     pub size: Size,
     /// The baseline, unless the run was told to skip it.
     pub capi_alone: Option<ClusterApiAlone>,
-    /// What provisioning cost the kube-apiserver shared with Cluster API.
+    /// What provisioning cost the kube-apiserver shared with Cluster API until Cluster API owned
+    /// the last MetalStackMachine: the baseline's span.
+    pub apiserver_until_owned: ApiserverLoad,
+    /// The same until everything was ready.
     pub apiserver: ApiserverLoad,
     pub provisioning: Provisioning,
     pub idle: Idle,

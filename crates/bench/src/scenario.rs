@@ -2,8 +2,8 @@
 //! the admission load, then the clusters deleted; measured phase by phase.
 
 use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
-use crate::measure::{ApiserverScrape, CpuClock, Scrape};
-use crate::report::{Deletion, Idle, Provisioning, Report, Size};
+use crate::measure::{ApiserverScrape, Counters, CpuClock, ProcessUsage, Scrape};
+use crate::report::{ADMISSIONS, Deletion, Idle, KUBE_REQUESTS, Provisioning, Report, Size};
 use crate::support::{
     CapiManager, CapmsManager, ControlPlane, ManagerOn, Managers, RunningSim, TestNamespace,
     repo_root,
@@ -147,21 +147,9 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     let scrape = Scrape::new(stack.capms.metrics_port);
     let timelines = Timelines::start(stack.ns.client.clone(), &stack.ns.name);
     let mut cpu = CpuClock::start(stack.capms.process.pid());
-    let apiserver_scrape = ApiserverScrape::new(stack.ns.client.clone());
-    let apiserver_before = apiserver_scrape.counters().await;
-    let mut apiserver_cpu = CpuClock::start(ControlPlane::shared().apiserver_pid());
-    let provisioning = provision(args, &stack, &scrape, &timelines).await;
+    let (provisioning, apiserver_until_owned, apiserver) =
+        provision_measured(args, &stack, &scrape, &timelines).await;
     cpu.phase("provisioning");
-    apiserver_cpu.phase("provisioning");
-    let apiserver = ApiserverLoad::new(
-        (args.needed_machines(), args.clusters * args.workers),
-        apiserver_cpu.usage().cpu_seconds_by_phase["provisioning"],
-        &apiserver_scrape.counters().await.minus(&apiserver_before),
-        (
-            provisioning.apiserver_requests_per_machine * args.needed_machines() as f64,
-            provisioning.admission_calls,
-        ),
-    );
     let idle = idle(args, &stack, &scrape).await;
     cpu.phase("idle");
     let admission = admission::run(args, &stack.capms, &stack.sim).await;
@@ -174,6 +162,7 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     Report {
         size: Size::of(args),
         capi_alone,
+        apiserver_until_owned,
         apiserver,
         provisioning,
         idle,
@@ -181,6 +170,50 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
         deletion,
         capms: usage,
     }
+}
+
+/// The kube-apiserver's counters, its CPU seconds and capms's counters at one moment.
+type Moment = (Counters, f64, Counters);
+
+/// Provisioning, with what it cost the kube-apiserver until Cluster API owned the last
+/// MetalStackMachine (the baseline's span) and until everything was ready.
+async fn provision_measured(
+    args: &Args,
+    stack: &Stack,
+    scrape: &Scrape,
+    timelines: &Timelines,
+) -> (Provisioning, ApiserverLoad, ApiserverLoad) {
+    let apiserver = ApiserverScrape::new(stack.ns.client.clone());
+    let pid = ControlPlane::shared().apiserver_pid();
+    let moment = || async {
+        let counters = apiserver.counters().await;
+        (
+            counters,
+            ProcessUsage::of(pid).cpu_seconds,
+            scrape.counters().await,
+        )
+    };
+    let before: Moment = moment().await;
+    let workers = args.clusters * args.workers;
+    let load = |at: &Moment| {
+        let capms = at.2.minus(&before.2);
+        ApiserverLoad::new(
+            (args.needed_machines(), workers),
+            at.1 - before.1,
+            &at.0.minus(&before.0),
+            (capms.total(KUBE_REQUESTS), capms.total(ADMISSIONS)),
+        )
+    };
+    let owned = async {
+        let all_owned = |s: &crate::watch::Seen| s.owned_machines() >= workers;
+        timelines
+            .wait("every MetalStackMachine owned", timeout(args), all_owned)
+            .await;
+        moment().await
+    };
+    let (provisioning, at_owned) = tokio::join!(provision(args, stack, scrape, timelines), owned);
+    let at_ready = moment().await;
+    (provisioning, load(&at_owned), load(&at_ready))
 }
 
 pub(crate) fn timeout(args: &Args) -> Duration {

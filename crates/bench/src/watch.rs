@@ -61,6 +61,11 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// MetalStackMachines a Machine owns.
+    pub fn owned_machines(&self) -> usize {
+        self.machines.values().filter(|t| t.owned.is_some()).count()
+    }
+
     /// MetalStackMachines ready and still there. Under load Cluster API's MachineSets may create
     /// a few Machines too many and delete them again, so more than the workers can have been
     /// ready at some point; those that are gone do not count.
@@ -111,6 +116,14 @@ struct Shared {
 
 pub struct Timelines {
     shared: Arc<Shared>,
+    watches: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Timelines {
+    /// The watches end with the run they time, not with the benchmark.
+    fn drop(&mut self) {
+        self.watches.iter().for_each(tokio::task::JoinHandle::abort);
+    }
 }
 
 impl Timelines {
@@ -122,10 +135,12 @@ impl Timelines {
             changed: Notify::new(),
         });
         let machines = Api::<MetalStackMachine>::namespaced(client.clone(), namespace);
-        tokio::spawn(follow(machines, shared.clone(), |s| &mut s.machines));
         let firewalls = Api::<MetalStackFirewall>::namespaced(client, namespace);
-        tokio::spawn(follow(firewalls, shared.clone(), |s| &mut s.firewalls));
-        Timelines { shared }
+        let watches = vec![
+            tokio::spawn(follow(machines, shared.clone(), |s| &mut s.machines)),
+            tokio::spawn(follow(firewalls, shared.clone(), |s| &mut s.firewalls)),
+        ];
+        Timelines { shared, watches }
     }
 
     /// Times are counted from `origin` on.

@@ -25,7 +25,9 @@ pub enum TlsError {
     #[error("{path} holds no usable PEM private key: {detail}")]
     BadKey { path: PathBuf, detail: String },
     /// Seen between the two renames of a file-by-file rotation.
-    #[error("{key} does not belong to the certificate in {cert} (files mid-rotation?)")]
+    #[error(
+        "{key} does not belong to the certificate in {cert}, or it does not parse (files mid-rotation?)"
+    )]
     KeyMismatch { cert: PathBuf, key: PathBuf },
 }
 
@@ -132,17 +134,18 @@ impl ReloadingCert {
             .load_private_key(key)
             .map_err(|e| bad_key(e.to_string()))?;
         let key = CertifiedKey::new(certs, signing);
-        // A key whose public half the provider cannot tell is taken on trust; a pair known not
-        // to match would fail every handshake, so the last good pair stays in use.
-        if let Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) =
-            key.keys_match()
-        {
-            return Err(TlsError::KeyMismatch {
+        // A pair that does not match (or a certificate that does not parse) would fail every
+        // handshake, so the last good pair stays in use. Only a key whose public half the
+        // provider cannot tell is taken on trust.
+        match key.keys_match() {
+            Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {
+                Ok(key)
+            }
+            Err(_) => Err(TlsError::KeyMismatch {
                 cert: self.cert_path.clone(),
                 key: self.key_path.clone(),
-            });
+            }),
         }
-        Ok(key)
     }
 
     /// The server config: TLS 1.2 and 1.3 only, HTTP/2 and HTTP/1.1, this resolver.

@@ -267,7 +267,17 @@ async fn newest_image(seen: &FirewallSeen, ctx: &Context) -> Result<Option<Strin
     };
     let now = jiff::Timestamp::now();
     let catalog = match &ctx.catalog {
-        Some(cache) => cache.get().await,
+        // A catalog in which the template's image resolves to nothing is older than it: a
+        // fresher one, so that it never offers an image older than the one the firewall has.
+        Some(cache) => match cache.get().await {
+            Some(c)
+                if metal_api::images::resolve(image, c.images.iter().map(|i| i.id.as_str()))
+                    .is_err() =>
+            {
+                Some(cache.refreshed_after_miss(c).await)
+            }
+            other => other,
+        },
         None => None,
     };
     let fetched;
