@@ -143,6 +143,48 @@ fn workers() -> usize {
 }
 
 /// The lab with enough machines for the firewall, its rollout and `workers` workers.
+/// What a watch on metal-api saw until it was stopped.
+pub(super) struct Looks {
+    pub count: usize,
+    /// capms's highest call rate over about a second.
+    pub peak_calls_per_second: f64,
+}
+
+/// Looks at metal-api every 250 ms until stopped: never an owner with two machines (a look
+/// panics if it finds one). Samples capms's call rate about every second on the way.
+pub(super) fn watch_for_duplicates(
+    env: &Env,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tokio::task::JoinHandle<Looks>,
+) {
+    use std::sync::atomic::Ordering;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (stopped, sim) = (stop.clone(), env.sim.sim.clone());
+    let watcher = tokio::spawn(async move {
+        let mut looks = Looks {
+            count: 0,
+            peak_calls_per_second: 0.0,
+        };
+        let mut last = (Instant::now(), sim.stats().report().total);
+        while !stopped.load(Ordering::SeqCst) {
+            let machines = sim.state().machine_find(&Default::default());
+            nothing_twice_nothing_unowned(&(Vec::new(), Vec::new(), machines), "a look");
+            let waited = last.0.elapsed();
+            if waited >= Duration::from_secs(1) {
+                let total = sim.stats().report().total;
+                let rate = (total - last.1) as f64 / waited.as_secs_f64();
+                looks.peak_calls_per_second = looks.peak_calls_per_second.max(rate);
+                last = (Instant::now(), total);
+            }
+            looks.count += 1;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        looks
+    });
+    (stop, watcher)
+}
+
 pub(super) fn inventory(workers: usize) -> Inventory {
     let mut lab = Inventory::default_lab();
     let template = lab.machines[0].clone();

@@ -9,12 +9,11 @@
 //! `CAPMS_KUBE_FAULT_WORKERS` sets the size (3 in `make test`, 40 in `make chaos`); the report
 //! goes to stderr and to `CAPMS_KUBE_FAULT_REPORT` when set.
 
-use super::crash_points::{inventory, nothing_twice_nothing_unowned};
+use super::crash_points::{inventory, watch_for_duplicates};
 use super::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 fn workers() -> usize {
@@ -64,7 +63,9 @@ impl Replicas {
             }
             if slot.is_none() {
                 let name = format!("capms-replica-{}", self.starts);
-                *slot = Some(env.spawn_capms(&name, &ELECTION, free_port()));
+                // Plain log lines, as the 410 check reads them.
+                let plain = [("NO_COLOR", "1")];
+                *slot = Some(env.spawn_capms_with_env(&name, &ELECTION, free_port(), &plain));
                 self.starts += 1;
             }
         }
@@ -91,28 +92,14 @@ impl Replicas {
     }
 }
 
-/// The lines where a watch of capms's met 410 Gone (and so relisted), without colours.
+/// The lines where a watch of capms's met 410 Gone (and so relisted).
 fn gone_watches(logs: &str) -> Vec<String> {
     logs.lines()
-        .map(without_colours)
         .filter(|l| l.contains("watch failed"))
         // The apiserver's words for 410 Gone on a watch (reason Expired).
         .filter(|l| l.contains("too old resource version") || l.contains(": Expired"))
+        .map(str::to_owned)
         .collect()
-}
-
-fn without_colours(line: &str) -> String {
-    let mut plain = String::with_capacity(line.len());
-    let mut escaped = false;
-    for c in line.chars() {
-        match (escaped, c) {
-            (false, '\u{1b}') => escaped = true,
-            (true, 'm') => escaped = false,
-            (true, _) => {}
-            (false, c) => plain.push(c),
-        }
-    }
-    plain
 }
 
 /// The pid of the replica holding the lease.
@@ -123,11 +110,14 @@ async fn leader(env: &Env) -> Option<u32> {
     holder.rsplit('-').next()?.parse().ok()
 }
 
-/// The shipped ClusterRole, plus the leader election Lease the shipped Role grants.
+/// The shipped ClusterRole, plus what the shipped leader election Role grants.
 fn with_leases(mut role: Value) -> Value {
-    let leases = json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                        "verbs": ["get", "list", "watch", "create", "update", "patch"]});
-    role["rules"].as_array_mut().expect("rules").push(leases);
+    let text =
+        std::fs::read_to_string(repo_root().join("manifests/rbac/leader-election-role.yaml"))
+            .expect("leader-election-role.yaml");
+    let election: Value = serde_saphyr::from_str(&text).expect("YAML");
+    let rules = election["rules"].as_array().expect("rules").clone();
+    role["rules"].as_array_mut().expect("rules").extend(rules);
     role
 }
 
@@ -165,23 +155,6 @@ impl Run<'_> {
         eprintln!("kube faults: {line}");
         self.report.push(line);
     }
-}
-
-/// Looks at metal-api every 250 ms until stopped: never an owner with two machines.
-fn watch_for_duplicates(env: &Env) -> (Arc<AtomicBool>, tokio::task::JoinHandle<usize>) {
-    let (stop, sim) = (Arc::new(AtomicBool::new(false)), env.sim.sim.clone());
-    let stopped = stop.clone();
-    let watcher = tokio::spawn(async move {
-        let mut looks = 0;
-        while !stopped.load(Ordering::SeqCst) {
-            let machines = sim.state().machine_find(&Default::default());
-            nothing_twice_nothing_unowned(&(Vec::new(), Vec::new(), machines), "a look");
-            looks += 1;
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        looks
-    });
-    (stop, watcher)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,7 +206,8 @@ async fn apiserver_restart_expired_watches_hand_over_and_conflicts_lose_nothing(
     stop.store(true, Ordering::SeqCst);
     let looks = watcher
         .await
-        .expect("the watcher found no owner with two machines");
+        .expect("the watcher found no owner with two machines")
+        .count;
     let starts = run.replicas.starts;
     run.note(format!(
         "{looks} looks at metal-api found no owner with two machines; {starts} replica starts; duplicates 0, leaks 0"

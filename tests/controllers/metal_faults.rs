@@ -6,10 +6,9 @@
 //! its backoff keeps the rate bounded. `CAPMS_FAULT_WORKERS` sets the size (3 in `make test`, 200
 //! in `make chaos`); the report goes to stderr and to `CAPMS_FAULT_REPORT` when set.
 
-use super::crash_points::{inventory, nothing_twice_nothing_unowned};
+use super::crash_points::{Looks, inventory, watch_for_duplicates};
 use super::*;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 fn workers() -> usize {
     std::env::var("CAPMS_FAULT_WORKERS")
@@ -34,28 +33,7 @@ async fn under_metal_api_faults_every_worker_provisions_and_everything_is_freed(
     env.start_capms(&[]);
     let initial = env.metal_state().await;
     env.set_faults(faults()).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    // Looks for an owner with two machines every 250 ms; counts capms's calls every second.
-    let watcher = {
-        let (stop, sim) = (stop.clone(), env.sim.sim.clone());
-        tokio::spawn(async move {
-            let (mut looks, mut peak) = (0, 0.0f64);
-            let mut last = (std::time::Instant::now(), sim.stats().report().total);
-            while !stop.load(Ordering::SeqCst) {
-                let machines = sim.state().machine_find(&Default::default());
-                nothing_twice_nothing_unowned(&(Vec::new(), Vec::new(), machines), "a look");
-                let waited = last.0.elapsed();
-                if waited >= Duration::from_secs(1) {
-                    let total = sim.stats().report().total;
-                    peak = peak.max((total - last.1) as f64 / waited.as_secs_f64());
-                    last = (std::time::Instant::now(), total);
-                }
-                looks += 1;
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            (looks, peak)
-        })
-    };
+    let (stop, watcher) = watch_for_duplicates(&env);
     let started = std::time::Instant::now();
     env.apply_seed_cluster(MSC, lab_cluster()).await;
     env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
@@ -87,7 +65,10 @@ async fn under_metal_api_faults_every_worker_provisions_and_everything_is_freed(
     )
     .await;
     stop.store(true, Ordering::SeqCst);
-    let (looks, peak) = watcher
+    let Looks {
+        count: looks,
+        peak_calls_per_second: peak,
+    } = watcher
         .await
         .expect("the watcher found no owner with two machines");
     let elapsed = started.elapsed();

@@ -29,6 +29,23 @@ fn lab_cluster(name: &str, public_network: &str, endpoint: Value) -> Value {
                     "publicNetworkID": public_network, "controlPlaneEndpoint": endpoint}})
 }
 
+/// capms for namespace `ns`, serving a certificate of the shared control plane's CA from
+/// `work/certs`, its webhooks registered there once it is ready.
+async fn registered_manager(
+    name: &str,
+    ns: &str,
+    metal_api_url: &str,
+    work: &Path,
+) -> CapmsManager {
+    let cp = ControlPlane::shared();
+    let cert_dir = work.join("certs");
+    cp.issue_serving_cert(&cert_dir);
+    let manager = CapmsManager::start(name, ns, metal_api_url, &cert_dir, work, &[]);
+    manager.wait_ready().await;
+    cp.register_capms_webhooks(manager.webhook_port, ns, work);
+    manager
+}
+
 /// kubectl against capms's webhooks registered on a real apiserver, in one namespace.
 struct Admission<'a> {
     cp: &'a ControlPlane,
@@ -95,16 +112,7 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     let ns = cp.namespace("webhooks").await;
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
     let work = tempfile::tempdir().expect("temp dir");
-    let cert_dir = work.path().join("certs");
-    cp.issue_serving_cert(&cert_dir);
-    let mut manager = CapmsManager::start("capms", &ns.name, &sim.url, &cert_dir, work.path(), &[]);
-    eventually(
-        "the webhook server to be ready",
-        Duration::from_secs(120),
-        || async { (manager.readyz().await == Some(200)).then_some(()) },
-    )
-    .await;
-    cp.register_capms_webhooks(manager.webhook_port, &ns.name, work.path());
+    let mut manager = registered_manager("capms", &ns.name, &sim.url, work.path()).await;
     let admission = Admission {
         cp,
         ns: &ns.name,

@@ -7,7 +7,7 @@
 use crate::Args;
 use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
 use crate::measure::{ApiserverScrape, CpuClock};
-use crate::scenario::{apply, clusters_manifest, fresh_work_dir, timeout};
+use crate::scenario::{apply, fresh_work_dir, timeout, write_clusters};
 use crate::watch::Timelines;
 use capms_test_support::{CapiManager, ControlPlane, ManagerOn, TestNamespace, eventually};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
@@ -23,11 +23,7 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
         work: &work,
     };
     let capi = CapiManager::start(&on).await;
-    let manifest = work.join("clusters.yaml");
-    let kubeconfig = (!args.no_workload_api)
-        .then(|| std::fs::read_to_string(&cp.kubeconfig).expect("read kubeconfig"));
-    let text = clusters_manifest(&ns.name, args.clusters, args.workers, kubeconfig.as_deref());
-    std::fs::write(&manifest, text).expect("write clusters");
+    let manifest = write_clusters(args, &ns.name, &work);
 
     let timelines = Timelines::start(ns.client.clone(), &ns.name);
     let apiserver = ApiserverScrape::new(ns.client.clone());

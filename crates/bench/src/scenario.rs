@@ -45,7 +45,7 @@ fn timings(step: Duration) -> metal_sim::Timings {
 
 /// The demo's cluster (firewall, MachineDeployment), `clusters` times in `namespace`, with
 /// `workers` replicas each; with `workload_api` (a kubeconfig), each cluster's kubeconfig Secret.
-pub(crate) fn clusters_manifest(
+fn clusters_manifest(
     namespace: &str,
     clusters: usize,
     workers: usize,
@@ -72,6 +72,22 @@ pub(crate) fn clusters_manifest(
         })
         .collect::<Vec<_>>()
         .join("\n---\n")
+}
+
+/// The run's clusters for `namespace`, written to `work/clusters.yaml` (returned).
+pub(crate) fn write_clusters(args: &Args, namespace: &str, work: &Path) -> std::path::PathBuf {
+    let kubeconfig = (!args.no_workload_api).then(|| {
+        std::fs::read_to_string(&ControlPlane::shared().kubeconfig).expect("read kubeconfig")
+    });
+    let text = clusters_manifest(
+        namespace,
+        args.clusters,
+        args.workers,
+        kubeconfig.as_deref(),
+    );
+    let manifest = work.join("clusters.yaml");
+    std::fs::write(&manifest, text).expect("write clusters");
+    manifest
 }
 
 /// Cluster `cluster`'s kubeconfig Secret, as a control-plane provider writes it, holding
@@ -226,17 +242,7 @@ async fn provision(
     scrape: &Scrape,
     timelines: &Timelines,
 ) -> Provisioning {
-    let manifest = stack.work.join("clusters.yaml");
-    let kubeconfig = (!args.no_workload_api).then(|| {
-        std::fs::read_to_string(&ControlPlane::shared().kubeconfig).expect("read kubeconfig")
-    });
-    let text = clusters_manifest(
-        &stack.ns.name,
-        args.clusters,
-        args.workers,
-        kubeconfig.as_deref(),
-    );
-    std::fs::write(&manifest, text).expect("write clusters");
+    let manifest = write_clusters(args, &stack.ns.name, &stack.work);
     stack.sim.sim.stats().reset();
     let before = scrape.counters().await;
     let started = Instant::now();

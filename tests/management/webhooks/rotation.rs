@@ -117,23 +117,9 @@ async fn the_certificate_rotates_while_admission_requests_arrive_and_none_fails(
     let ns = cp.namespace("rotation").await;
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
     let work = tempfile::tempdir().expect("temp dir");
+    let manager = registered_manager("capms-rotation", &ns.name, &sim.url, work.path()).await;
     let cert_dir = work.path().join("certs");
-    cp.issue_serving_cert(&cert_dir);
-    let manager = CapmsManager::start(
-        "capms-rotation",
-        &ns.name,
-        &sim.url,
-        &cert_dir,
-        work.path(),
-        &[],
-    );
-    eventually(
-        "the webhook server to be ready",
-        Duration::from_secs(180),
-        || async { (manager.readyz().await == Some(200)).then_some(()) },
-    )
-    .await;
-    cp.register_capms_webhooks(manager.webhook_port, &ns.name, work.path());
+
     let gvk = kube::api::GroupVersionKind::gvk(
         "infrastructure.cluster.x-k8s.io",
         "v1alpha4",

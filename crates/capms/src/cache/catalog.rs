@@ -112,6 +112,16 @@ impl CatalogCache {
         }
     }
 
+    /// The catalog, or a fresher one (as after a miss) when `knows` says the cached one lacks
+    /// what the caller seeks. None when metal-api cannot be reached in time.
+    pub async fn knowing(&self, knows: impl Fn(&Catalog) -> bool) -> Option<Arc<Catalog>> {
+        let cached = self.get().await?;
+        if knows(&cached) {
+            return Some(cached);
+        }
+        Some(self.refreshed_after_miss(cached).await)
+    }
+
     /// Refreshes every `period` until the process ends.
     pub fn spawn_refresher(self: &Arc<Self>, period: Duration) {
         let cache = self.clone();

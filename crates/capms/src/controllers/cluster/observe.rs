@@ -266,18 +266,13 @@ async fn newest_image(seen: &FirewallSeen, ctx: &Context) -> Result<Option<Strin
         return Ok(None);
     };
     let now = jiff::Timestamp::now();
+    // A catalog in which the template's image resolves to nothing is older than it: a fresher
+    // one, so that it never offers an image older than the one the firewall has.
+    let knows_image = |c: &metal_api::Catalog| {
+        metal_api::images::resolve(image, c.images.iter().map(|i| i.id.as_str())).is_ok()
+    };
     let catalog = match &ctx.catalog {
-        // A catalog in which the template's image resolves to nothing is older than it: a
-        // fresher one, so that it never offers an image older than the one the firewall has.
-        Some(cache) => match cache.get().await {
-            Some(c)
-                if metal_api::images::resolve(image, c.images.iter().map(|i| i.id.as_str()))
-                    .is_err() =>
-            {
-                Some(cache.refreshed_after_miss(c).await)
-            }
-            other => other,
-        },
+        Some(cache) => cache.knowing(knows_image).await,
         None => None,
     };
     let fetched;
