@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use support::{
     ChildProcess, ConflictingWrites, ControlPlane, ManagerOn, RunningSim, TestNamespace,
-    eventually, eventually_seen, free_port, repo_root, spawn_core_manager,
+    eventually, eventually_seen, free_port, repo_root, shipped_cluster_role, spawn_core_manager,
 };
 
 const MSC: &str = "metal-stack-cluster";
@@ -328,30 +328,6 @@ impl Env {
         }))
         .await;
     }
-}
-
-/// The shipped ClusterRole under a test-unique name, optionally without the `/status` rules.
-fn shipped_cluster_role(name: &str, with_status: bool) -> Value {
-    let text =
-        std::fs::read_to_string(repo_root().join("manifests/rbac/role.yaml")).expect("role.yaml");
-    let mut role: Value = serde_saphyr::from_str(&text).expect("YAML");
-    role["metadata"]["name"] = json!(name);
-    if !with_status {
-        let rules: Vec<Value> = role["rules"]
-            .as_array()
-            .expect("rules")
-            .iter()
-            .filter(|r| {
-                !r["resources"].as_array().is_some_and(|rs| {
-                    rs.iter()
-                        .any(|x| x.as_str().is_some_and(|x| x.ends_with("/status")))
-                })
-            })
-            .cloned()
-            .collect();
-        role["rules"] = json!(rules);
-    }
-    role
 }
 
 async fn bind_user(env: &Env, user: &str, role: Value) {

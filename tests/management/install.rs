@@ -165,7 +165,7 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
     cp.issue_serving_cert(&cert_dir);
     let capms = CapmsManager::start("capms", &ns.name, &sim.url, &cert_dir, work.path(), &[]);
     capms.wait_ready().await;
-    cp.register_capms_webhooks(capms.webhook_port, &ns.name, work.path());
+    cp.register_capms_webhooks(capms.webhook_port, &ns.name, work.path(), None);
 
     let rendered = render(
         &out.join("cluster-template.yaml"),

@@ -10,7 +10,13 @@ use std::process::Command;
 use std::time::Duration;
 use support::{CapmsManager, ControlPlane, RunningSim, eventually};
 
+mod denials;
 mod firewall_templates;
+mod own_and_metadata_updates;
+use own_and_metadata_updates::{
+    metadata_only_updates_never_reach_the_webhooks,
+    the_managers_own_updates_never_reach_the_webhooks,
+};
 mod rotation;
 
 fn write(dir: &Path, name: &str, manifest: Value) -> PathBuf {
@@ -30,9 +36,10 @@ fn lab_cluster(name: &str, public_network: &str, endpoint: Value) -> Value {
 }
 
 /// capms for namespace `ns`, serving a certificate of the shared control plane's CA from
-/// `work/certs`, its webhooks registered there once it is ready.
+/// `work/certs`, its webhooks registered there once it is ready, as installed: naming
+/// `manager_user` as the user whose updates need no admission.
 async fn registered_manager(
-    name: &str,
+    (name, manager_user): (&str, &str),
     ns: &str,
     metal_api_url: &str,
     work: &Path,
@@ -42,7 +49,7 @@ async fn registered_manager(
     cp.issue_serving_cert(&cert_dir);
     let manager = CapmsManager::start(name, ns, metal_api_url, &cert_dir, work, &[]);
     manager.wait_ready().await;
-    cp.register_capms_webhooks(manager.webhook_port, ns, work);
+    cp.register_capms_webhooks(manager.webhook_port, ns, work, Some(manager_user));
     manager
 }
 
@@ -112,7 +119,9 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     let ns = cp.namespace("webhooks").await;
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
     let work = tempfile::tempdir().expect("temp dir");
-    let mut manager = registered_manager("capms", &ns.name, &sim.url, work.path()).await;
+    let user = format!("capms-{}", ns.name);
+    let manager_kubeconfig = cp.shipped_role_kubeconfig(&user, &work.path().join("user"));
+    let mut manager = registered_manager(("capms", &user), &ns.name, &sim.url, work.path()).await;
     let admission = Admission {
         cp,
         ns: &ns.name,
@@ -123,6 +132,8 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     good_objects_are_admitted_and_defaulted(&admission);
     firewall_templates::templates_change_only_into_what_their_clusters_can_use(&admission);
     metadata_only_updates_never_reach_the_webhooks(&admission, &manager).await;
+    the_managers_own_updates_never_reach_the_webhooks(&admission, &manager, &manager_kubeconfig)
+        .await;
     immutable_fields_refuse_updates_and_deletion_is_never_blocked(&admission);
     metrics_count_admissions(&manager).await;
     assert!(manager.process.is_running());
@@ -323,41 +334,8 @@ fn immutable_fields_refuse_updates_and_deletion_is_never_blocked(a: &Admission<'
     );
 }
 
-/// The apiserver skips both webhooks for an update that leaves the spec alone (their
-/// matchConditions), as Cluster API's and capms's metadata writes are.
-async fn metadata_only_updates_never_reach_the_webhooks(a: &Admission<'_>, manager: &CapmsManager) {
-    let updates = || async {
-        metrics_text(manager)
-            .await
-            .lines()
-            .filter(|l| {
-                l.starts_with("capms_admission_requests_total{")
-                    && l.contains("operation=\"UPDATE\"")
-            })
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum::<f64>()
-    };
-    let before = updates().await;
-    for patch in [
-        r#"{"metadata":{"labels":{"team":"a"},"finalizers":["example.com/hold"]}}"#,
-        r#"{"metadata":{"finalizers":null}}"#,
-    ] {
-        let out = a.patch_cluster("good", patch);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    assert_eq!(
-        updates().await,
-        before,
-        "metadata-only updates reached the webhooks"
-    );
-}
-
 /// capms's /metrics page.
-async fn metrics_text(manager: &CapmsManager) -> String {
+pub(super) async fn metrics_text(manager: &CapmsManager) -> String {
     reqwest::get(format!("http://127.0.0.1:{}/metrics", manager.metrics_port))
         .await
         .expect("metrics")

@@ -18,6 +18,10 @@ pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
 /// Label selecting which manager instance reconciles an object (`--watch-filter`).
 pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
 pub const GROUP: &str = "cluster.x-k8s.io";
+/// Cluster API's annotations naming the template an object was cloned from (its name, and its
+/// `Kind.group`).
+pub const CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name";
+pub const CLONED_FROM_GROUPKIND: &str = "cluster.x-k8s.io/cloned-from-groupkind";
 
 /// Reference to a provider object, as v1beta2 writes it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -49,6 +49,10 @@ enum Command {
         /// CA bundle the apiserver trusts for --url.
         #[arg(long)]
         ca_file: Option<std::path::PathBuf>,
+        /// The user the manager runs as with --url, whose own updates the apiserver need not
+        /// send (the installed manifests name the manager's ServiceAccount).
+        #[arg(long, requires = "url")]
+        manager_user: Option<String>,
     },
     /// Look at metal-api as an operator would (METAL_API_URL, METAL_API_HMAC, …).
     Metal {
@@ -190,6 +194,7 @@ fn main() -> anyhow::Result<()> {
         Command::Webhooks {
             url: Some(base),
             ca_file,
+            manager_user,
         } => {
             let ca_bundle = match &ca_file {
                 Some(path) => {
@@ -198,7 +203,9 @@ fn main() -> anyhow::Result<()> {
                 None => anyhow::bail!("--url needs --ca-file"),
             };
             let config = capms::webhooks::ClientConfig::Url { base, ca_bundle };
-            for doc in capms::webhooks::webhook_configurations(&config, None) {
+            let configurations =
+                capms::webhooks::webhook_configurations(&config, None, manager_user.as_deref());
+            for doc in configurations {
                 println!("---\n{}", serde_saphyr::to_string(&doc)?);
             }
             Ok(())

@@ -57,11 +57,24 @@ impl CapmsManager {
         extra: &[String],
         log: &str,
     ) -> CapmsManager {
-        let (cp, namespace, work) = (on.cp, on.namespace, on.work);
+        let admin = on.cp.kubeconfig.clone();
+        Self::start_as(on, (name, &admin), metal_api_url, cert_dir, extra, log)
+    }
+
+    /// [`Self::start_logging`] as the user of `kubeconfig`.
+    pub fn start_as(
+        on: &ManagerOn<'_>,
+        (name, kubeconfig): (&str, &Path),
+        metal_api_url: &str,
+        cert_dir: &Path,
+        extra: &[String],
+        log: &str,
+    ) -> CapmsManager {
+        let (namespace, work) = (on.namespace, on.work);
         let (webhook_port, health_port, metrics_port) = (free_port(), free_port(), free_port());
         let mut args = vec![
             "manager".to_owned(),
-            format!("--kubeconfig={}", cp.kubeconfig.display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
             format!("--namespace={namespace}"),
             "--webhook-host=127.0.0.1".into(),
             format!("--webhook-port={webhook_port}"),
@@ -115,7 +128,8 @@ impl CapmsManager {
 }
 
 /// Cluster API's core manager and capms side by side on `on`, both with their admission webhooks
-/// registered (scoped to `on.namespace`), as in a real installation.
+/// registered (scoped to `on.namespace`), as in a real installation: capms runs as a user of
+/// its own with the shipped ClusterRole, and its own updates skip admission.
 pub struct Managers {
     pub capi: CapiManager,
     pub capms: CapmsManager,
@@ -132,10 +146,13 @@ impl Managers {
         let capi = CapiManager::start(on).await;
         let certs = on.work.join("certs");
         on.cp.issue_serving_cert(&certs);
-        let capms = CapmsManager::start_logging(on, "capms", metal_api_url, &certs, extra, log);
+        let user = format!("capms-{}", on.namespace);
+        let kubeconfig = on.cp.shipped_role_kubeconfig(&user, &on.work.join("user"));
+        let identity = ("capms", kubeconfig.as_path());
+        let capms = CapmsManager::start_as(on, identity, metal_api_url, &certs, extra, log);
         capms.wait_ready().await;
         on.cp
-            .register_capms_webhooks(capms.webhook_port, on.namespace, on.work);
+            .register_capms_webhooks(capms.webhook_port, on.namespace, on.work, Some(&user));
         Managers { capi, capms }
     }
 }

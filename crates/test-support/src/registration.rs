@@ -52,6 +52,49 @@ openssl x509 -req -in "$2/$3.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -days 30 -o
     }
 }
 
+/// The shipped ClusterRole (`manifests/rbac/role.yaml`) under the name `name`, optionally
+/// without its `/status` rules.
+pub fn shipped_cluster_role(name: &str, with_status: bool) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(repo_root().join("manifests/rbac/role.yaml")).expect("role.yaml");
+    let mut role: serde_json::Value = serde_saphyr::from_str(&text).expect("YAML");
+    role["metadata"]["name"] = serde_json::json!(name);
+    if !with_status {
+        let status_rule = |r: &serde_json::Value| {
+            r["resources"].as_array().is_some_and(|rs| {
+                rs.iter()
+                    .any(|x| x.as_str().is_some_and(|x| x.ends_with("/status")))
+            })
+        };
+        let rules = role["rules"].as_array_mut().expect("rules");
+        rules.retain(|r| !status_rule(r));
+    }
+    role
+}
+
+impl ControlPlane {
+    /// A kubeconfig for user `name`, bound to the shipped ClusterRole (applied under the name
+    /// `name`): capms with the rights it is installed with, and a user of its own.
+    pub fn shipped_role_kubeconfig(&self, name: &str, dir: &Path) -> PathBuf {
+        std::fs::create_dir_all(dir).expect("dir");
+        let binding = serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}]
+        });
+        for (file, doc) in [
+            ("role", shipped_cluster_role(name, true)),
+            ("binding", binding),
+        ] {
+            let path = dir.join(format!("{name}-{file}.json"));
+            std::fs::write(&path, serde_json::to_vec(&doc).expect("json")).expect("write");
+            self.apply(&path);
+        }
+        self.user_kubeconfig(name, dir)
+    }
+}
+
 impl ControlPlane {
     /// Registers the admission webhooks of one of Cluster API's managers (`provider` names them)
     /// from its `manifests.yaml`, pointed at 127.0.0.1:`port`, scoped to `namespace`.
@@ -141,12 +184,19 @@ impl ControlPlane {
 
     /// Registers capms' webhook configurations pointed at 127.0.0.1:`port`, trusting this
     /// control plane's CA, scoped to `namespace` (and named after it, so tests do not collide).
-    pub fn register_capms_webhooks(&self, port: u16, namespace: &str, work: &Path) {
+    /// `manager_user` is the user capms runs as, when it has one of its own.
+    pub fn register_capms_webhooks(
+        &self,
+        port: u16,
+        namespace: &str,
+        work: &Path,
+        manager_user: Option<&str>,
+    ) {
         let config = capms::webhooks::ClientConfig::Url {
             base: format!("https://127.0.0.1:{port}"),
             ca_bundle: self.ca_pem(),
         };
-        for mut doc in capms::webhooks::webhook_configurations(&config, None) {
+        for mut doc in capms::webhooks::webhook_configurations(&config, None, manager_user) {
             let name = doc["metadata"]["name"]
                 .as_str()
                 .unwrap_or("capms")

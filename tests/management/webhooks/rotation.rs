@@ -117,7 +117,13 @@ async fn the_certificate_rotates_while_admission_requests_arrive_and_none_fails(
     let ns = cp.namespace("rotation").await;
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
     let work = tempfile::tempdir().expect("temp dir");
-    let manager = registered_manager("capms-rotation", &ns.name, &sim.url, work.path()).await;
+    let manager = registered_manager(
+        ("capms-rotation", "capms-rotation-manager"),
+        &ns.name,
+        &sim.url,
+        work.path(),
+    )
+    .await;
     let cert_dir = work.path().join("certs");
 
     let gvk = kube::api::GroupVersionKind::gvk(

@@ -16,6 +16,8 @@ pub const LEGACY_VERSION: &str = "v1alpha3";
 pub const WEBHOOK_NAMESPACE: &str = "capms-system";
 pub const WEBHOOK_SERVICE: &str = "capms-webhook-service";
 pub const SERVING_CERT: &str = "capms-system/capms-serving-cert";
+/// The ServiceAccount the installed manager runs as, in [`WEBHOOK_NAMESPACE`].
+pub const MANAGER_SERVICE_ACCOUNT: &str = "capms-manager";
 /// Path of the conversion webhook on the webhook server.
 pub const CONVERSION_PATH: &str = "/convert";
 /// Port of the control-plane endpoint when the spec does not name one.

@@ -10,18 +10,13 @@ use crate::api::{
     FirewallRolloutStatus, MetalStackCluster, MetalStackClusterSpec, MetalStackFirewall,
     MetalStackFirewallSpec, TemplateMeta,
 };
-use crate::capi::CLUSTER_NAME_LABEL;
+use crate::capi::{CLONED_FROM_GROUPKIND, CLONED_FROM_NAME, CLUSTER_NAME_LABEL};
 use crate::reconciler::Requeue;
 use crate::reconciler::conditions::{Conditions, Reason, Type};
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// Cluster API's annotations naming the template an object was cloned from.
-pub const CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name";
-
-pub const CLONED_FROM_GROUPKIND: &str = "cluster.x-k8s.io/cloned-from-groupkind";
 
 /// A template's creation brings the cluster back (the template watch); a safety net too.
 const TEMPLATE_SAFETY_NET: Duration = Duration::from_secs(300);

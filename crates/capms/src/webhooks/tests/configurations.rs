@@ -11,6 +11,7 @@ fn webhook_configurations_come_from_the_route_table() {
             ca_bundle: b"CA".to_vec(),
         },
         None,
+        None,
     );
     let paths = |c: &Value| -> Vec<String> {
         c["webhooks"]
@@ -46,20 +47,62 @@ fn webhook_configurations_come_from_the_route_table() {
 }
 
 #[test]
-fn the_configurations_send_only_creations_and_spec_changes() {
+fn the_configurations_send_spec_changes_but_not_the_managers_updates_nor_template_replicas() {
+    use super::super::manifests::{
+        SPEC_CHANGED, installed_manager_user, not_cloned_from_template, not_updated_by,
+    };
+    let user = "system:serviceaccount:capms-system:capms-manager";
+    assert_eq!(installed_manager_user(), user);
     let configurations = webhook_configurations(
         &ClientConfig::Url {
             base: "https://127.0.0.1:9443".into(),
             ca_bundle: b"CA".to_vec(),
         },
         None,
+        Some(user),
+    );
+    assert_eq!(
+        not_updated_by(user),
+        format!("request.operation != 'UPDATE' || request.userInfo.username != \"{user}\"")
+    );
+    let replicas = not_cloned_from_template(Kind::MachineTemplate);
+    assert!(
+        replicas.contains("object.metadata.annotations['cluster.x-k8s.io/cloned-from-groupkind'] != 'MetalStackMachineTemplate.infrastructure.cluster.x-k8s.io'"),
+        "{replicas}"
     );
     for configuration in configurations {
         for webhook in configuration["webhooks"].as_array().expect("webhooks") {
-            assert_eq!(
-                webhook["matchConditions"],
-                json!([{"name": "spec-changed", "expression": super::super::manifests::SPEC_CHANGED}])
-            );
+            let mut expected = vec![
+                json!({"name": "spec-changed", "expression": SPEC_CHANGED}),
+                json!({"name": "not-the-manager", "expression": not_updated_by(user)}),
+            ];
+            let url = webhook["clientConfig"]["url"].as_str().expect("url");
+            if url.ends_with("-metalstackmachine") {
+                expected.push(json!({"name": "not-a-template-replica", "expression": replicas}));
+            }
+            assert_eq!(webhook["matchConditions"], json!(expected), "{url}");
         }
     }
+}
+
+#[test]
+fn the_installed_manager_user_is_the_shipped_service_account() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let account = std::fs::read_to_string(root.join("manifests/rbac/service-account.yaml"))
+        .expect("service-account.yaml");
+    let deployment = std::fs::read_to_string(root.join("manifests/manager/deployment.yaml"))
+        .expect("deployment.yaml");
+    let name = crate::api::common::MANAGER_SERVICE_ACCOUNT;
+    assert!(account.contains(&format!("name: {name}\n")), "{account}");
+    assert!(
+        account.contains(&format!(
+            "namespace: {}\n",
+            crate::api::common::WEBHOOK_NAMESPACE
+        )),
+        "{account}"
+    );
+    assert!(
+        deployment.contains(&format!("serviceAccountName: {name}\n")),
+        "{deployment}"
+    );
 }

@@ -2,13 +2,13 @@
 //! every gate and every failure, without I/O.
 
 use super::decide::*;
-use super::firewall::{CLONED_FROM_GROUPKIND, CLONED_FROM_NAME};
 use super::model::*;
 use super::*;
 use crate::api::{
     ApiEndpoint, MetalStackClusterSpec, MetalStackFirewallSpec, MetalStackFirewallStatus,
     TemplateMeta,
 };
+use crate::capi::{CLONED_FROM_GROUPKIND, CLONED_FROM_NAME};
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::reconciler::Error;
 use crate::reconciler::Requeue;
