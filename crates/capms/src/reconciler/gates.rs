@@ -6,6 +6,13 @@ use super::{Context, Result};
 use crate::capi::{Cluster, DELETE_FOR_MOVE_ANNOTATION, MANAGED_BY_ANNOTATION, PAUSED_ANNOTATION};
 use kube::{Resource, ResourceExt};
 
+/// How long `obj` has existed at `now`; None without a creation time, or when `now` lies before
+/// it.
+pub fn age<K: Resource>(obj: &K, now: jiff::Timestamp) -> Option<std::time::Duration> {
+    let created = obj.meta().creation_timestamp.as_ref()?.0;
+    now.duration_since(created).try_into().ok()
+}
+
 /// Is reconciliation paused, by the Cluster or by the object's own annotation?
 pub fn paused_reason<K: Resource>(obj: &K, cluster: Option<&Cluster>) -> Option<String> {
     if cluster.is_some_and(|c| c.is_paused()) {

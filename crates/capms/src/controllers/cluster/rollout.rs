@@ -105,13 +105,6 @@ fn said(fw: &MetalStackFirewall) -> String {
         .unwrap_or_default()
 }
 
-fn age(fw: &MetalStackFirewall, now: jiff::Timestamp) -> Duration {
-    let created = fw.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    created
-        .and_then(|c| now.duration_since(c).try_into().ok())
-        .unwrap_or_default()
-}
-
 /// Everything the rollout decision reads.
 pub struct Rollout<'a, 'c> {
     pub msc: &'a MetalStackCluster,
@@ -251,7 +244,7 @@ impl Rollout<'_, '_> {
     /// freed.
     fn rolling_in(&mut self, target: &MetalStackFirewall, serving: &MetalStackFirewall) -> Outcome {
         let (name, old) = (target.name_any(), serving.name_any());
-        let age = age(target, self.seen.now);
+        let age = crate::reconciler::gates::age(target, self.seen.now).unwrap_or_default();
         let deadline = self.seen.rollout_deadline;
         let serves = format!("MetalStackFirewall {old} is ready and serves");
         if age < deadline {

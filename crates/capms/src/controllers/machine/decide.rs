@@ -12,7 +12,7 @@ use crate::api::{
 use crate::capi::{CONTROL_PLANE_LABEL, Machine as CapiMachine};
 use crate::controllers::allocation::{Found, Lost, Target, health_condition, health_requeue};
 use crate::reconciler::conditions::{Conditions, Reason, Type};
-use crate::reconciler::gates::{capi_owner, record_pause};
+use crate::reconciler::gates::{age, capi_owner, record_pause};
 use crate::reconciler::{Decision, Error, Phase, Requeue};
 use kube::ResourceExt;
 use metal_api::ProviderId;
@@ -22,6 +22,8 @@ use std::time::Duration;
 
 /// How long to wait for an object that sends no event here (the Machine, the Cluster).
 const ABSENT: Duration = Duration::from_secs(10);
+/// How long a new object waits at a gate before its status says so.
+pub const UNREPORTED_WAIT: Duration = Duration::from_secs(20);
 
 pub fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
     let mut status = msm.status.clone().unwrap_or_default();
@@ -49,7 +51,7 @@ fn decide_live(
     live: &Live,
     status: MetalStackMachineStatus,
 ) -> MachineDecision {
-    let (open, mut status) = match gates(msm, live, status) {
+    let (open, status) = match gates(msm, live, status) {
         Ok(open) => open,
         Err(waiting) => return *waiting,
     };
@@ -81,14 +83,19 @@ fn decide_live(
         preset: target.ok().and_then(|t| t.preset),
     }
     .request();
-    let message = format!(
-        "allocating a machine of size {} in partition {partition}",
-        msm.spec.machine_type
-    );
-    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
-    conditions.set_false(Type::MachineAllocated, Reason::Allocating, message.clone());
-    conditions.set_false(Type::Ready, Reason::Allocating, message);
-    Decision::new(Step::Allocate(Box::new(request)), status, Requeue::Now)
+    // The status is left as it was: allocating is one call, and the next reconcile writes its
+    // outcome (the machine, or why there is none). Writing "allocating" in between would wake
+    // Cluster API's Machine controller once more per machine, for a state nobody sees.
+    Decision::new(
+        Step::Allocate(Box::new(request)),
+        as_it_was(msm),
+        Requeue::Now,
+    )
+}
+
+/// The status as the object has it: for a step whose outcome the next reconcile writes.
+fn as_it_was(msm: &MetalStackMachine) -> MetalStackMachineStatus {
+    msm.status.clone().unwrap_or_default()
 }
 
 /// Nothing to allocate with: the Machine's bootstrap Secret (read only to allocate) is missing
@@ -190,18 +197,41 @@ fn gates<'a>(
         };
         return Ok((open, status));
     };
+    if let Some(next) = unreported_wait(msm, live, &before) {
+        return Err(Box::new(Decision::new(Step::Nothing, before, next)));
+    }
     conditions.set_false(Type::Ready, reason, message);
     Err(Box::new(Decision::new(Step::Nothing, status, next)))
 }
 
-/// The status of an allocated machine: its addresses, health and readiness, and the patch that
-/// names it in the object when that is not there yet.
+/// When to look again at a new object that waits at a gate, while its wait goes unwritten. A
+/// wait a new object meets only for moments (its cluster provisions as Cluster API creates its
+/// machines) is not written: each write wakes Cluster API's Machine controller, and nobody
+/// would see it. A wait that lasts is, and so is every wait once Ready has been written.
+fn unreported_wait(
+    msm: &MetalStackMachine,
+    live: &Live,
+    before: &MetalStackMachineStatus,
+) -> Option<Requeue> {
+    let reported = crate::reconciler::conditions::find(&before.conditions, Type::Ready).is_some();
+    let waited = age(msm, live.now).filter(|age| !reported && *age < UNREPORTED_WAIT)?;
+    Some(Requeue::After(UNREPORTED_WAIT - waited))
+}
+
+/// An allocated machine: the patch that names it in the object when that is not there yet, else
+/// the status with its addresses, health and readiness.
 fn allocated(
     msm: &MetalStackMachine,
     m: &Machine,
     partition: &str,
     mut status: MetalStackMachineStatus,
 ) -> MachineDecision {
+    // The machine is named first, with the status as it was: naming it changes the spec, and
+    // so the generation every condition observes; the status written after that is final.
+    if let Some(patch) = record_patch(msm, m, partition) {
+        let next = health_requeue(&m.health());
+        return Decision::new(Step::Record(patch), as_it_was(msm), next);
+    }
     let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
     let message = format!("machine {} in partition {partition}", m.id);
     conditions.set_true(Type::MachineAllocated, Reason::Allocated, message);
@@ -232,8 +262,7 @@ fn allocated(
         health_requeue(&health)
     };
     status.addresses = addresses_of(m);
-    let step = record_patch(msm, m, partition).map_or(Step::Nothing, Step::Record);
-    Decision::new(step, status, next)
+    Decision::new(Step::Nothing, status, next)
 }
 
 /// A machine lost outside capms is reported, never replaced: the Node could not match a new

@@ -23,6 +23,8 @@ pub struct Live {
     /// The bootstrap Secret's `value`.
     pub user_data: Option<String>,
     pub found: Option<Found>,
+    /// When observe read: how long a wait has lasted is measured against it.
+    pub now: jiff::Timestamp,
 }
 
 #[derive(Debug, PartialEq)]

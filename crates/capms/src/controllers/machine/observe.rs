@@ -52,7 +52,10 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
         let owned = allocation::owned(ctx, &marks, listing.as_ref(), named.as_deref()).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
-    let mut live = Live::default();
+    let mut live = Live {
+        now: jiff::Timestamp::now(),
+        ..Live::default()
+    };
     observe_live(msm, ctx, &mut live).await?;
     Ok(Observed::Live(Box::new(live)))
 }
