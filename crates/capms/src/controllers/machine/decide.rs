@@ -247,8 +247,8 @@ fn allocated(
         });
         Requeue::Resync
     } else {
-        // Cluster API copies Ready into its Machine, one write of its own per change: while
-        // the machine provisions, Ready stays put and MachineHealthy names each new event.
+        // Each status change wakes Cluster API's Machine controller, which copies Ready into
+        // its Machine: while the machine provisions, the status stays put.
         let message = match &health {
             MachineHealth::Provisioning(_) => format!("machine {} is provisioning", m.id),
             _ => message,
