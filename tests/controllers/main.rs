@@ -342,12 +342,7 @@ async fn bind_user(env: &Env, user: &str, role: Value) {
         )
         .await
         .expect("cluster role");
-    let binding = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": user},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
-    });
+    let binding = support::user_binding(user, &role_name);
     let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client);
     bindings
         .patch(

@@ -486,5 +486,5 @@ pub use kube_faults::ConflictingWrites;
 pub use manager::{
     CapiManager, CapmsManager, KubeadmProviders, ManagerOn, Managers, spawn_core_manager,
 };
-pub use registration::shipped_cluster_role;
+pub use registration::{shipped_cluster_role, user_binding};
 pub use sim::RunningSim;

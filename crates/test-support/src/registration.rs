@@ -72,17 +72,22 @@ pub fn shipped_cluster_role(name: &str, with_status: bool) -> serde_json::Value 
     role
 }
 
+/// A ClusterRoleBinding named `user` granting ClusterRole `role` to user `user`.
+pub fn user_binding(user: &str, role: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": user},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    })
+}
+
 impl ControlPlane {
     /// A kubeconfig for user `name`, bound to the shipped ClusterRole (applied under the name
     /// `name`): capms with the rights it is installed with, and a user of its own.
     pub fn shipped_role_kubeconfig(&self, name: &str, dir: &Path) -> PathBuf {
         std::fs::create_dir_all(dir).expect("dir");
-        let binding = serde_json::json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}]
-        });
+        let binding = user_binding(name, name);
         for (file, doc) in [
             ("role", shipped_cluster_role(name, true)),
             ("binding", binding),

@@ -193,7 +193,9 @@ async fn every_denial_a_person_got_is_still_given_with_its_field_and_valid_choic
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
     let private = prepare(&sim).await;
     let work = tempfile::tempdir().expect("temp dir");
-    let mut manager = registered_as_installed(&ns.name, &sim.url, work.path()).await;
+    // Registered as installed, naming a manager user nobody here is.
+    let identity = ("capms-denials", MANAGER_USER);
+    let mut manager = registered_manager(identity, &ns.name, &sim.url, work.path()).await;
     let a = Admission {
         cp,
         ns: &ns.name,
@@ -258,18 +260,6 @@ async fn prepare(sim: &RunningSim) -> String {
         .await
         .expect("machine 6 allocated");
     network.id
-}
-
-/// capms for namespace `ns`, its webhooks registered as installed: with the `not-the-manager`
-/// condition, for a user nobody here is.
-async fn registered_as_installed(ns: &str, metal_api_url: &str, work: &Path) -> CapmsManager {
-    let cp = ControlPlane::shared();
-    let cert_dir = work.join("certs");
-    cp.issue_serving_cert(&cert_dir);
-    let manager = CapmsManager::start("capms-denials", ns, metal_api_url, &cert_dir, work, &[]);
-    manager.wait_ready().await;
-    cp.register_capms_webhooks(manager.webhook_port, ns, work, Some(MANAGER_USER));
-    manager
 }
 
 /// Waits until the apiserver calls both webhooks: a new configuration takes it a moment.
@@ -358,4 +348,34 @@ fn template_replicas_skip_the_webhooks(a: &Admission<'_>) {
         stored["spec"]["partition"].is_null(),
         "a template's replica is not defaulted: {stored:#}"
     );
+    allocated_replicas_stay_undefaulted(a, &of_home("named-replica", "ubuntu-26.4"));
+}
+
+/// A person's later change to an allocated replica is checked, and its partition, unwritten at
+/// creation, is not written then either: it is fixed once the machine is allocated.
+fn allocated_replicas_stay_undefaulted(a: &Admission<'_>, replica: &Value) {
+    let mut replica = replica.clone();
+    replica["metadata"]["annotations"] = json!({
+        "cluster.x-k8s.io/cloned-from-groupkind": "MetalStackMachineTemplate.infrastructure.cluster.x-k8s.io"});
+    replica["spec"]["providerID"] = json!(pid(5));
+    a.admitted("named-replica.json", replica);
+    let patch = json!({"spec": {"sshKeys": ["ssh-ed25519 AAAA"]}}).to_string();
+    let args = [
+        "patch",
+        "-n",
+        a.ns,
+        MACHINES,
+        "named-replica",
+        "--type=merge",
+        "-p",
+        &patch,
+    ];
+    let out = a.cp.kubectl_output(&args, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "a person's sshKeys change was refused: {stderr}"
+    );
+    let stored = a.get(MACHINES, "named-replica");
+    assert!(stored["spec"]["partition"].is_null(), "{stored:#}");
 }

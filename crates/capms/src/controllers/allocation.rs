@@ -356,9 +356,7 @@ pub fn health_requeue(health: &MachineHealth) -> Requeue {
 pub fn health_condition(health: &MachineHealth) -> (bool, Reason, String) {
     match health {
         MachineHealth::Ready => (true, Reason::PhonedHome, "the machine has phoned home and is alive".into()),
-        // Not the last event: each would be a status write waking Cluster API's Machine
-        // controller; the condition's lastTransitionTime tells since when, metal-api the rest.
-        MachineHealth::Provisioning(_) => (true, Reason::Provisioning, "provisioning (metal-api's machine events show how far)".into()),
+        MachineHealth::Provisioning(event) => (true, Reason::Provisioning, format!("provisioning; last event: {event}")),
         MachineHealth::CrashLoop => (false, Reason::CrashLoop, "the machine is in a crash loop (it PXE-boots again instead of phoning home); check its console in metal-stack".into()),
         MachineHealth::FailedReclaim => (false, Reason::FailedReclaim, "the machine phoned home after it was freed: its reclaim failed; an operator must reinstall it".into()),
         MachineHealth::NotAlive(l) => (false, Reason::NotAlive, format!("the machine phoned home but its liveliness is {l}")),

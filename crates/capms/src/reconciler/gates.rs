@@ -1,5 +1,6 @@
 //! The gates every reconcile passes before it acts: another controller managing the object, a
-//! pause (the Cluster's or the object's own), and deletions capms must keep its hands off.
+//! pause (the Cluster's or the object's own), and deletions capms must keep its hands off; and
+//! an object's age, which says how long it has waited at one.
 
 use super::conditions::{Conditions, Reason, Type};
 use super::{Context, Result};

@@ -240,11 +240,13 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
 }
 
 /// Is the status after a step with `effect` not worth a write? Not when the very next
-/// reconcile, at once, replaces it (it follows a metal-api write), nor once capms let go of the
-/// object. Every status write wakes Cluster API's controllers too, which read the object and
-/// patch theirs.
+/// reconcile, at once, replaces it (it follows a metal-api write, or a write to the object's
+/// own spec that its conditions' observed generation must follow), nor once capms let go of
+/// the object. Every status write wakes Cluster API's controllers too, which read the object
+/// and patch theirs.
 fn moot(effect: Effect, next: &Result<Requeue>) -> bool {
-    effect == Effect::LetsGo || (effect == Effect::MetalApi && matches!(next, Ok(Requeue::Now)))
+    let replaced = matches!(effect, Effect::MetalApi | Effect::OwnObject);
+    effect == Effect::LetsGo || (replaced && matches!(next, Ok(Requeue::Now)))
 }
 
 /// The one status write (only when the status changed), then the requeue as an Action.
@@ -305,5 +307,20 @@ fn action(ctx: &Context, key: &str, next: Requeue) -> Action {
             ctx.backoff.reset(key);
             Action::requeue(Duration::ZERO)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_the_next_reconcile_replaces_at_once_is_not_written() {
+        for effect in [Effect::MetalApi, Effect::OwnObject] {
+            assert!(moot(effect, &Ok(Requeue::Now)), "{effect:?}");
+            assert!(!moot(effect, &Ok(Requeue::Poll)), "{effect:?}");
+        }
+        assert!(moot(Effect::LetsGo, &Ok(Requeue::AwaitChange)));
+        assert!(!moot(Effect::Nothing, &Ok(Requeue::Now)));
     }
 }

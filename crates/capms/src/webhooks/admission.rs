@@ -94,9 +94,10 @@ async fn cluster_partition(
     Some(msc.spec.partition)
 }
 
+/// The defaults of `kind`'s spec, as a patch; `creating` when the object is new.
 pub(super) async fn mutate(
     state: &WebhookState,
-    kind: Kind,
+    (kind, creating): (Kind, bool),
     object: &DynamicObject,
     schema: Schema,
 ) -> Result<Decision, String> {
@@ -133,8 +134,11 @@ pub(super) async fn mutate(
         }
         Kind::Machine => {
             let (raw, mut obj): (Value, MetalStackMachine) = typed(object, "MetalStackMachine")?;
+            // Only a new machine's partition is written down: a replica Cluster API cloned
+            // from a template was never sent here, and writing its partition on a later update
+            // would change a field that is fixed once the machine is allocated.
             let partition = match (&obj.spec.partition, &state.client) {
-                (None, Some(client)) => cluster_partition(state, client, object).await,
+                (None, Some(client)) if creating => cluster_partition(state, client, object).await,
                 _ => None,
             };
             rules::default_machine(&mut obj.spec, partition.as_deref());

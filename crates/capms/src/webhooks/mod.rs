@@ -266,7 +266,10 @@ async fn decide(
         .unwrap_or(Schema::Capms);
     let in_schema = |message: String| paths::in_schema(route.kind.name(), schema, &message);
     let decided = match route.step {
-        Step::Mutate => admission::mutate(state, route.kind, object, schema).await,
+        Step::Mutate => {
+            let creating = matches!(request.operation, Operation::Create);
+            admission::mutate(state, (route.kind, creating), object, schema).await
+        }
         Step::Validate => admission::validate(state, route.kind, request, object)
             .await
             .map(|mut decision| {

@@ -11,7 +11,7 @@ use crate::api::{
 };
 use crate::capi::{CONTROL_PLANE_LABEL, Machine as CapiMachine};
 use crate::controllers::allocation::{Found, Lost, Target, health_condition, health_requeue};
-use crate::reconciler::conditions::{Conditions, Reason, Type};
+use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use crate::reconciler::gates::{age, capi_owner, record_pause};
 use crate::reconciler::{Decision, Error, Phase, Requeue};
 use kube::ResourceExt;
@@ -22,6 +22,8 @@ use std::time::Duration;
 
 /// How long to wait for an object that sends no event here (the Machine, the Cluster).
 const ABSENT: Duration = Duration::from_secs(10);
+/// MachineHealthy while the machine provisions.
+const PROVISIONING: &str = "provisioning (metal-api's machine events show how far)";
 /// How long a new object waits at a gate before its status says so.
 pub const UNREPORTED_WAIT: Duration = Duration::from_secs(20);
 
@@ -83,19 +85,9 @@ fn decide_live(
         preset: target.ok().and_then(|t| t.preset),
     }
     .request();
-    // The status is left as it was: allocating is one call, and the next reconcile writes its
-    // outcome (the machine, or why there is none). Writing "allocating" in between would wake
-    // Cluster API's Machine controller once more per machine, for a state nobody sees.
-    Decision::new(
-        Step::Allocate(Box::new(request)),
-        as_it_was(msm),
-        Requeue::Now,
-    )
-}
-
-/// The status as the object has it: for a step whose outcome the next reconcile writes.
-fn as_it_was(msm: &MetalStackMachine) -> MetalStackMachineStatus {
-    msm.status.clone().unwrap_or_default()
+    // No "allocating" condition: allocating is one call, the next reconcile at once writes its
+    // outcome (the machine, or why there is none), and a failure names itself.
+    Decision::new(Step::Allocate(Box::new(request)), status, Requeue::Now)
 }
 
 /// Nothing to allocate with: the Machine's bootstrap Secret (read only to allocate) is missing
@@ -197,46 +189,41 @@ fn gates<'a>(
         };
         return Ok((open, status));
     };
-    if let Some(next) = unreported_wait(msm, live, &before) {
+    if unreported_wait(msm, live, &before) {
         return Err(Box::new(Decision::new(Step::Nothing, before, next)));
     }
     conditions.set_false(Type::Ready, reason, message);
     Err(Box::new(Decision::new(Step::Nothing, status, next)))
 }
 
-/// When to look again at a new object that waits at a gate, while its wait goes unwritten. A
-/// wait a new object meets only for moments (its cluster provisions as Cluster API creates its
-/// machines) is not written: each write wakes Cluster API's Machine controller, and nobody
-/// would see it. A wait that lasts is, and so is every wait once Ready has been written.
-fn unreported_wait(
-    msm: &MetalStackMachine,
-    live: &Live,
-    before: &MetalStackMachineStatus,
-) -> Option<Requeue> {
-    let reported = crate::reconciler::conditions::find(&before.conditions, Type::Ready).is_some();
-    let waited = age(msm, live.now).filter(|age| !reported && *age < UNREPORTED_WAIT)?;
-    Some(Requeue::After(UNREPORTED_WAIT - waited))
+/// Does a new object's wait at a gate go unwritten? A wait a new object meets only for moments
+/// (its cluster provisions as Cluster API creates its machines) is not written: each write
+/// wakes Cluster API's Machine controller, and nobody would see it. Once the object is
+/// [`UNREPORTED_WAIT`] old, or has a Ready condition, every wait is written; the gate's own
+/// requeue brings that look.
+fn unreported_wait(msm: &MetalStackMachine, live: &Live, before: &MetalStackMachineStatus) -> bool {
+    let reported = conditions::find(&before.conditions, Type::Ready).is_some();
+    !reported && age(msm, live.now).is_some_and(|age| age < UNREPORTED_WAIT)
 }
 
-/// An allocated machine: the patch that names it in the object when that is not there yet, else
-/// the status with its addresses, health and readiness.
+/// An allocated machine: its addresses, health and readiness, and the patch that names it in
+/// the object when that is not there yet.
 fn allocated(
     msm: &MetalStackMachine,
     m: &Machine,
     partition: &str,
     mut status: MetalStackMachineStatus,
 ) -> MachineDecision {
-    // The machine is named first, with the status as it was: naming it changes the spec, and
-    // so the generation every condition observes; the status written after that is final.
-    if let Some(patch) = record_patch(msm, m, partition) {
-        let next = health_requeue(&m.health());
-        return Decision::new(Step::Record(patch), as_it_was(msm), next);
-    }
     let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
     let message = format!("machine {} in partition {partition}", m.id);
     conditions.set_true(Type::MachineAllocated, Reason::Allocated, message);
     let health = m.health();
-    let (healthy, reason, message) = health_condition(&health);
+    let (healthy, reason, message) = match &health {
+        // Not the last event: each would be a status write waking Cluster API's Machine
+        // controller; the condition's lastTransitionTime tells since when, metal-api the rest.
+        MachineHealth::Provisioning(_) => (true, Reason::Provisioning, PROVISIONING.to_owned()),
+        _ => health_condition(&health),
+    };
     conditions.set_to(healthy, Type::MachineHealthy, reason, message.clone());
     let next = if health == MachineHealth::Ready {
         let message = format!("machine {} has phoned home", m.id);
@@ -262,7 +249,13 @@ fn allocated(
         health_requeue(&health)
     };
     status.addresses = addresses_of(m);
-    Decision::new(Step::Nothing, status, next)
+    // The machine is named first: naming it changes the spec, and so the generation every
+    // condition observes. The reconcile right after it writes the status (the engine skips
+    // this one's, as moot), unless naming it fails: then this status shows the allocation.
+    match record_patch(msm, m, partition) {
+        Some(patch) => Decision::new(Step::Record(patch), status, Requeue::Now),
+        None => Decision::new(Step::Nothing, status, next),
+    }
 }
 
 /// A machine lost outside capms is reported, never replaced: the Node could not match a new

@@ -3,7 +3,7 @@
 use super::*;
 
 #[test]
-fn a_machine_is_named_first_then_its_status_is_written_once() {
+fn a_machine_is_named_first_and_its_status_written_after_that() {
     let d = live_run(&msm(), live(ours(event::PHONED_HOME)));
     let Step::Record(patch) = &d.step else {
         panic!("expected the providerID patch, got {:?}", d.step)
@@ -15,9 +15,13 @@ fn a_machine_is_named_first_then_its_status_is_written_once() {
     assert_eq!(patch["metadata"]["labels"][RACK_LABEL], "rack-1");
     assert_eq!(patch["metadata"]["labels"][ASN_LABEL], "4200000001");
     assert_eq!(
-        d.status,
-        msm().status.unwrap_or_default(),
-        "the status waits for the spec change, whose generation its conditions observe"
+        requeue(&d),
+        Requeue::Now,
+        "the reconcile right after the spec change writes the status, its generation final"
+    );
+    assert!(
+        d.status.ready,
+        "shown should naming the machine fail: the engine skips it otherwise"
     );
 
     let d = live_run(&named(), live(ours(event::PHONED_HOME)));
