@@ -53,6 +53,18 @@ async fn registered_manager(
     manager
 }
 
+/// kubectl failed (`out`), and its error for `what` contains every one of `expected`.
+fn says_all(what: &str, out: &std::process::Output, expected: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{what} was admitted");
+    for e in expected {
+        assert!(
+            stderr.contains(e),
+            "kubectl's error for {what} lacks {e:?}:\n{stderr}"
+        );
+    }
+}
+
 /// kubectl against capms's webhooks registered on a real apiserver, in one namespace.
 struct Admission<'a> {
     cp: &'a ControlPlane,
@@ -70,15 +82,7 @@ impl Admission<'_> {
     fn refused(&self, name: &str, manifest: Value, expected: &[&str]) {
         let file = write(self.dir, name, manifest);
         let out = self.apply(&file);
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(!out.status.success(), "{} was admitted", file.display());
-        for e in expected {
-            assert!(
-                stderr.contains(e),
-                "kubectl's error for {} lacks {e:?}:\n{stderr}",
-                file.display()
-            );
-        }
+        says_all(&file.display().to_string(), &out, expected);
     }
 
     /// `manifest` is admitted; returns kubectl's warnings.
@@ -89,19 +93,34 @@ impl Admission<'_> {
         stderr
     }
 
-    /// `kubectl patch --type=merge` of MetalStackCluster `name`.
-    fn patch_cluster(&self, name: &str, patch: &str) -> std::process::Output {
-        let args = [
+    /// `kubectl patch --type=merge` of `resource` `name`, as the admin (a person) or as the
+    /// user of `kubeconfig`.
+    fn patch_as(
+        &self,
+        kubeconfig: Option<&Path>,
+        (resource, name): (&str, &str),
+        patch: &str,
+    ) -> std::process::Output {
+        let mut args = Vec::new();
+        if let Some(k) = kubeconfig {
+            args.extend(["--kubeconfig", k.to_str().expect("a UTF-8 path")]);
+        }
+        args.extend([
             "patch",
             "-n",
             self.ns,
-            "metalstackcluster",
+            resource,
             name,
             "--type=merge",
             "-p",
             patch,
-        ];
+        ]);
         self.cp.kubectl_output(&args, &[])
+    }
+
+    /// `kubectl patch --type=merge` of MetalStackCluster `name`.
+    fn patch_cluster(&self, name: &str, patch: &str) -> std::process::Output {
+        self.patch_as(None, ("metalstackcluster", name), patch)
     }
 
     fn get(&self, kind: &str, name: &str) -> Value {

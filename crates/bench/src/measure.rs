@@ -62,8 +62,7 @@ impl Counters {
     }
 
     pub fn total(&self, name: &str) -> f64 {
-        // An empty sum is -0.0.
-        self.by(name, "").values().sum::<f64>() + 0.0
+        self.sum_where(name, |_| true)
     }
 
     /// The sum of `name`'s samples whose labels `keep` accepts.

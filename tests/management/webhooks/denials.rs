@@ -25,6 +25,8 @@
 
 use super::*;
 mod rows;
+use capms::api::common::GROUP;
+use capms::capi::CLONED_FROM_GROUPKIND;
 use metal_api::types::{AllocationNetwork, MachineAllocateRequest, NetworkAllocateRequest};
 use rows::{
     cluster_firewall_and_update_rows, cluster_rows, firewall_rows, machine_rows, template_rows,
@@ -34,7 +36,6 @@ use std::collections::BTreeSet;
 /// The user the webhooks are registered to skip, as installed. Nobody here is it: every request
 /// in this test is a person's.
 const MANAGER_USER: &str = "capms-denials-manager";
-const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 const V1ALPHA1: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
 const V1ALPHA3: &str = "infrastructure.cluster.x-k8s.io/v1alpha3";
 const V1ALPHA4: &str = "infrastructure.cluster.x-k8s.io/v1alpha4";
@@ -106,26 +107,16 @@ fn run(a: &Admission<'_>, rows: Vec<Value>, names: &mut BTreeSet<String>) {
 /// `says`.
 fn refused_update(a: &Admission<'_>, (kind, name): (&str, &str), patch: &Value, says: &[&str]) {
     let resource = format!("{}s.v1alpha4.{GROUP}", kind.to_lowercase());
-    let patch = patch.to_string();
-    let args: [&str; 8] = [
-        "patch",
-        "-n",
-        a.ns,
-        &resource,
-        name,
-        "--type=merge",
-        "-p",
-        &patch,
-    ];
-    let out = a.cp.kubectl_output(&args, &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{kind} {name}: {patch} was admitted");
-    for e in says {
-        assert!(
-            stderr.contains(e),
-            "{kind} {name}: the error lacks {e:?}:\n{stderr}"
-        );
-    }
+    let out = a.patch_as(None, (&resource, name), &patch.to_string());
+    says_all(&format!("{kind} {name}: {patch}"), &out, says);
+}
+
+/// The clone mark of a MetalStackMachineTemplate's replica.
+const MACHINE_TEMPLATE: &str = "MetalStackMachineTemplate.infrastructure.cluster.x-k8s.io";
+
+/// Cluster API's mark on a replica it cloned from the template kind `template`.
+fn cloned_from(template: &str) -> Value {
+    json!({CLONED_FROM_GROUPKIND: template})
 }
 
 fn object(kind: &str, name: &str, spec: Value) -> Value {
@@ -338,9 +329,8 @@ fn template_replicas_skip_the_webhooks(a: &Admission<'_>) {
     );
 
     let mut replica = of_home("replica", "ubuntu-99.04");
-    replica["metadata"]["annotations"] = json!({
-        "cluster.x-k8s.io/cloned-from-groupkind": "MetalStackMachineTemplate.infrastructure.cluster.x-k8s.io",
-        "cluster.x-k8s.io/cloned-from-name": "workers"});
+    replica["metadata"]["annotations"] = cloned_from(MACHINE_TEMPLATE);
+    replica["metadata"]["annotations"][capms::capi::CLONED_FROM_NAME] = json!("workers");
     a.admitted("replica.json", replica);
     let stored = a.get(MACHINES, "replica");
     assert_eq!(stored["spec"]["image"], "ubuntu-99.04", "{stored:#}");
@@ -351,26 +341,15 @@ fn template_replicas_skip_the_webhooks(a: &Admission<'_>) {
     allocated_replicas_stay_undefaulted(a, &of_home("named-replica", "ubuntu-26.4"));
 }
 
-/// A person's later change to an allocated replica is checked, and its partition, unwritten at
-/// creation, is not written then either: it is fixed once the machine is allocated.
+/// A person's later change to an allocated replica is admitted, and its partition, unwritten
+/// at creation, is not written then either: it is fixed once the machine is allocated.
 fn allocated_replicas_stay_undefaulted(a: &Admission<'_>, replica: &Value) {
     let mut replica = replica.clone();
-    replica["metadata"]["annotations"] = json!({
-        "cluster.x-k8s.io/cloned-from-groupkind": "MetalStackMachineTemplate.infrastructure.cluster.x-k8s.io"});
+    replica["metadata"]["annotations"] = cloned_from(MACHINE_TEMPLATE);
     replica["spec"]["providerID"] = json!(pid(5));
     a.admitted("named-replica.json", replica);
     let patch = json!({"spec": {"sshKeys": ["ssh-ed25519 AAAA"]}}).to_string();
-    let args = [
-        "patch",
-        "-n",
-        a.ns,
-        MACHINES,
-        "named-replica",
-        "--type=merge",
-        "-p",
-        &patch,
-    ];
-    let out = a.cp.kubectl_output(&args, &[]);
+    let out = a.patch_as(None, (MACHINES, "named-replica"), &patch);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),

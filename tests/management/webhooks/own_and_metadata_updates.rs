@@ -38,13 +38,7 @@ pub(super) async fn the_managers_own_updates_never_reach_the_webhooks(
 ) {
     let patch_machine = |kubeconfig: Option<&Path>, machine_type: &str| {
         let patch = json!({"spec": {"machineType": machine_type}}).to_string();
-        let mut args = vec![];
-        if let Some(k) = kubeconfig {
-            args.extend(["--kubeconfig", k.to_str().expect("path")]);
-        }
-        args.extend(["patch", "-n", a.ns, "metalstackmachine", "good-machine"]);
-        args.extend(["--type=merge", "-p", &patch]);
-        a.cp.kubectl_output(&args, &[])
+        a.patch_as(kubeconfig, ("metalstackmachine", "good-machine"), &patch)
     };
     let before = updates(manager).await;
     let by_manager = patch_machine(Some(manager_kubeconfig), "no-such-size");

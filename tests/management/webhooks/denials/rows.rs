@@ -10,7 +10,7 @@ pub(super) fn machine_rows() -> Vec<Value> {
         small("ubuntu-26.4"),
         &format!("metal://mini-lab/{}", mid(1)),
     );
-    let replica = json!({"cluster.x-k8s.io/cloned-from-groupkind": "MetalStackMachineTemplate.infrastructure.cluster.x-k8s.io"});
+    let replica = cloned_from(MACHINE_TEMPLATE);
     vec![
         json!({"what": "an image metal-api cannot resolve", "kind": "MetalStackMachine", "name": "m-image", "spec": small("ubuntu-99.04"),
                "says": ["spec.image: image \"ubuntu-99.04\" does not resolve to any image in metal-api", MACHINE_IMAGES]}),
@@ -44,10 +44,10 @@ pub(super) fn machine_rows() -> Vec<Value> {
         json!({"what": "an allocated machine's partition, set late (CEL lets an unset one be set)", "kind": "MetalStackMachine", "name": "mu-partition", "spec": allocated, "patch": {"partition": "mini-lab"},
                "says": [format!("spec.partition: {IMMUTABLE_MACHINE}")]}),
         json!({"what": "a made-by-hand clone annotation of another kind", "kind": "MetalStackMachine", "name": "m-cloned-other-kind", "spec": small("ubuntu-99.04"),
-               "annotations": {"cluster.x-k8s.io/cloned-from-groupkind": "MetalStackClusterTemplate.infrastructure.cluster.x-k8s.io"},
+               "annotations": cloned_from("MetalStackClusterTemplate.infrastructure.cluster.x-k8s.io"),
                "says": ["spec.image: image \"ubuntu-99.04\" does not resolve to any image in metal-api", MACHINE_IMAGES]}),
         json!({"what": "a made-by-hand clone annotation of another group", "kind": "MetalStackMachine", "name": "m-cloned-other-group", "spec": small("ubuntu-99.04"),
-               "annotations": {"cluster.x-k8s.io/cloned-from-groupkind": "MetalStackMachineTemplate.example.com"},
+               "annotations": cloned_from("MetalStackMachineTemplate.example.com"),
                "says": ["spec.image: image \"ubuntu-99.04\" does not resolve to any image in metal-api", MACHINE_IMAGES]}),
         // Only the creation of a template's replica skips the webhooks, not a person's change.
         json!({"what": "a person's change to a template's replica", "kind": "MetalStackMachine", "name": "mu-replica", "annotations": replica, "spec": small("ubuntu-26.4"), "patch": {"image": "ubuntu-99.04"},
