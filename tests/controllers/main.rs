@@ -129,6 +129,10 @@ impl Env {
             .unwrap_or_default()
     }
 
+    fn capi_log(&self) -> String {
+        self._capi.log_tail()
+    }
+
     fn client(&self) -> kube::Client {
         self.ns.client.clone()
     }
@@ -359,6 +363,7 @@ mod conditions;
 mod crash_points;
 mod go_provider;
 mod kube_faults;
+mod machine_sets;
 mod metal_faults;
 mod moving;
 mod resilience;

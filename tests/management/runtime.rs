@@ -39,6 +39,7 @@ async fn the_manager_runs_in_process_and_stops_on_shutdown() {
         concurrency: 4,
         sync_period: capms::reconciler::DEFAULT_SYNC_PERIOD,
         firewall_rollout_deadline: capms::reconciler::DEFAULT_FIREWALL_ROLLOUT_DEADLINE,
+        machine_set_wait: capms::reconciler::DEFAULT_MACHINE_SET_WAIT,
         health_addr,
         metrics_addr,
         metrics_secure: true,

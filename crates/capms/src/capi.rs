@@ -97,6 +97,39 @@ pub struct Bootstrap {
     pub data_secret_name: Option<String>,
 }
 
+/// A MachineSet: how many replicas it wants, and how many it had when it last reported.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "MachineSet",
+    namespaced,
+    status = "MachineSetStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSetSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSetStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+}
+
+impl MachineSet {
+    /// Is the MachineSet still creating replicas: does it want more than it had when it last
+    /// reported? Cluster API creates a MachineSet's missing Machines in one pass and reports
+    /// the count after it, so this turns false when the pass is done.
+    pub fn creating(&self) -> bool {
+        let had = self.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+        self.metadata.deletion_timestamp.is_none() && had < self.spec.replicas.unwrap_or(0)
+    }
+}
+
 impl Cluster {
     pub fn is_paused(&self) -> bool {
         self.spec.paused == Some(true)

@@ -107,6 +107,12 @@ struct ManagerArgs {
     /// after a backoff.
     #[arg(long, default_value = "20m", value_parser = parse_duration)]
     firewall_rollout_deadline: Duration,
+    /// How long a new MetalStackMachine of a MachineSet still creating its replicas waits before
+    /// capms takes it up (0s: not at all). Each step capms takes wakes Cluster API's Machine
+    /// controller, which shares its client rate limit with the MachineSet creating the rest;
+    /// the wait ends as soon as the MachineSet reports all its replicas.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    machine_set_wait: Duration,
     /// Address of /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:9440")]
     health_addr: std::net::SocketAddr,
@@ -252,6 +258,7 @@ impl ManagerArgs {
             concurrency: self.concurrency,
             sync_period: self.sync_period,
             firewall_rollout_deadline: self.firewall_rollout_deadline,
+            machine_set_wait: self.machine_set_wait,
             health_addr: self.health_addr,
             metrics_addr: self.metrics_addr,
             metrics_secure: self.metrics_secure,

@@ -51,6 +51,8 @@ pub struct ManagerConfig {
     pub sync_period: Duration,
     /// How long a rolling-in firewall may take to become ready.
     pub firewall_rollout_deadline: Duration,
+    /// How long a new machine waits while its MachineSet creates its other replicas.
+    pub machine_set_wait: Duration,
     pub health_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
     /// Serve `/metrics` over HTTPS to callers the apiserver authenticates and authorizes
@@ -128,6 +130,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
         concurrency: config.concurrency,
         sync_period: config.sync_period,
         firewall_rollout_deadline: config.firewall_rollout_deadline,
+        machine_set_wait: config.machine_set_wait,
     };
     let mut ctx = Context::new(
         client.clone(),

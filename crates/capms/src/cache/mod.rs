@@ -12,7 +12,7 @@ use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
 };
-use crate::capi::{Cluster, Machine as CapiMachine};
+use crate::capi::{Cluster, Machine as CapiMachine, MachineSet};
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -26,6 +26,7 @@ pub use without_managed_fields::WithoutManagedFields;
 pub struct Stores {
     pub clusters: Store<Cluster>,
     pub machines: Store<CapiMachine>,
+    pub machine_sets: Store<MachineSet>,
     pub metal_stack_clusters: Store<MetalStackCluster>,
     pub firewalls: Store<MetalStackFirewall>,
     pub metal_stack_machines: Store<MetalStackMachine>,
@@ -49,6 +50,7 @@ macro_rules! stored {
 }
 stored!(Cluster, clusters);
 stored!(CapiMachine, machines);
+stored!(MachineSet, machine_sets);
 stored!(MetalStackCluster, metal_stack_clusters);
 stored!(MetalStackFirewall, firewalls);
 stored!(MetalStackMachine, metal_stack_machines);
@@ -69,6 +71,7 @@ impl Stores {
         tokio::join!(
             synced(&self.clusters),
             synced(&self.machines),
+            synced(&self.machine_sets),
             synced(&self.metal_stack_clusters),
             synced(&self.firewalls),
             synced(&self.metal_stack_machines),

@@ -12,7 +12,7 @@ use crate::api::{
 };
 use crate::cache::watch::{Feed, fingerprint};
 use crate::cache::{Stores, WithoutManagedFields};
-use crate::capi::{Cluster, Machine, WATCH_FILTER_LABEL};
+use crate::capi::{Cluster, Machine, MachineSet, WATCH_FILTER_LABEL};
 use crate::reconciler::Context;
 use kube::Resource;
 use kube::api::Api;
@@ -23,6 +23,7 @@ use std::future::Future;
 pub struct Watches {
     pub clusters: Feed<Cluster>,
     pub machines: Feed<Machine>,
+    pub machine_sets: Feed<MachineSet>,
     pub metal_stack_clusters: Feed<MetalStackCluster>,
     pub firewalls: Feed<MetalStackFirewall>,
     pub metal_stack_machines: Feed<MetalStackMachine>,
@@ -39,6 +40,10 @@ impl Watches {
             ),
             machines: Feed::new(
                 api::<WithoutManagedFields<Machine>>(ctx),
+                watcher::Config::default(),
+            ),
+            machine_sets: Feed::new(
+                api::<WithoutManagedFields<MachineSet>>(ctx),
                 watcher::Config::default(),
             ),
             metal_stack_clusters: Feed::new(
@@ -68,6 +73,7 @@ impl Watches {
         Stores {
             clusters: self.clusters.store(),
             machines: self.machines.store(),
+            machine_sets: self.machine_sets.store(),
             metal_stack_clusters: self.metal_stack_clusters.store(),
             firewalls: self.firewalls.store(),
             metal_stack_machines: self.metal_stack_machines.store(),
@@ -82,6 +88,7 @@ impl Watches {
             tokio::join!(
                 self.clusters.run(),
                 self.machines.run(),
+                self.machine_sets.run(),
                 self.metal_stack_clusters.run(),
                 self.firewalls.run(),
                 self.metal_stack_machines.run(),

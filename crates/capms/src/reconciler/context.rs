@@ -21,6 +21,10 @@ pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(300);
 /// Real firewalls take minutes to install and phone home.
 pub const DEFAULT_FIREWALL_ROLLOUT_DEADLINE: Duration = Duration::from_secs(20 * 60);
 
+/// Creating a MachineSet's replicas takes Cluster API seconds; real machines take minutes to
+/// provision, so a replica can well wait this long for its siblings.
+pub const DEFAULT_MACHINE_SET_WAIT: Duration = Duration::from_secs(60);
+
 /// Settings every controller honours.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -35,6 +39,9 @@ pub struct Settings {
     pub sync_period: Duration,
     /// How long a firewall rolling in for a changed spec may take to become ready.
     pub firewall_rollout_deadline: Duration,
+    /// How long a new MetalStackMachine waits, untouched, while its MachineSet is still
+    /// creating its other replicas (zero: not at all).
+    pub machine_set_wait: Duration,
 }
 
 impl Default for Settings {
@@ -45,6 +52,7 @@ impl Default for Settings {
             concurrency: 0,
             sync_period: DEFAULT_SYNC_PERIOD,
             firewall_rollout_deadline: DEFAULT_FIREWALL_ROLLOUT_DEADLINE,
+            machine_set_wait: DEFAULT_MACHINE_SET_WAIT,
         }
     }
 }

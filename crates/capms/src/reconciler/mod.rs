@@ -17,7 +17,10 @@ mod own_writes;
 pub mod queue;
 pub mod writes;
 
-pub use context::{Context, DEFAULT_FIREWALL_ROLLOUT_DEADLINE, DEFAULT_SYNC_PERIOD, Settings};
+pub use context::{
+    Context, DEFAULT_FIREWALL_ROLLOUT_DEADLINE, DEFAULT_MACHINE_SET_WAIT, DEFAULT_SYNC_PERIOD,
+    Settings,
+};
 pub use driver::drive;
 pub use error::{Category, During, Error, Result};
 

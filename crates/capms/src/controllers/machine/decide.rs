@@ -26,6 +26,8 @@ const ABSENT: Duration = Duration::from_secs(10);
 const PROVISIONING: &str = "provisioning (metal-api's machine events show how far)";
 /// How long a new object waits at a gate before its status says so.
 pub const UNREPORTED_WAIT: Duration = Duration::from_secs(20);
+/// How often a replica waiting for its MachineSet looks again.
+const HOLD_POLL: Duration = Duration::from_secs(5);
 
 pub fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
     let mut status = msm.status.clone().unwrap_or_default();
@@ -161,7 +163,10 @@ fn gates<'a>(
             )));
         }
         if !msm.finalizers().iter().any(|f| f == FINALIZER) {
-            let decision = Decision::new(Step::AddFinalizer, before, Requeue::AwaitChange);
+            let decision = match machine_set_hold(msm, live) {
+                Some(left) => Decision::new(Step::Nothing, before, Requeue::After(left)),
+                None => Decision::new(Step::AddFinalizer, before, Requeue::AwaitChange),
+            };
             return Err(Box::new(decision));
         }
         let infrastructure = live.infrastructure.as_ref();
@@ -204,6 +209,21 @@ fn gates<'a>(
 fn unreported_wait(msm: &MetalStackMachine, live: &Live, before: &MetalStackMachineStatus) -> bool {
     let reported = conditions::find(&before.conditions, Type::Ready).is_some();
     !reported && age(msm, live.now).is_some_and(|age| age < UNREPORTED_WAIT)
+}
+
+/// How much longer a new replica leaves its Machine to Cluster API, if it does. While its
+/// MachineSet is still creating replicas, each write capms makes wakes Cluster API's Machine
+/// controller, whose requests share one client rate limit with that creation: on a busy
+/// management cluster, starting at once slows the creation of the rest. A real machine takes
+/// minutes to provision, so the replica waits, unwritten, until the MachineSet reports all its
+/// replicas (which wakes it), at most `machine_set_wait` from its creation; it looks again every
+/// [`HOLD_POLL`] meanwhile.
+fn machine_set_hold(msm: &MetalStackMachine, live: &Live) -> Option<Duration> {
+    if !live.machine_set_creating {
+        return None;
+    }
+    let left = live.machine_set_wait.checked_sub(age(msm, live.now)?)?;
+    (!left.is_zero()).then(|| left.min(HOLD_POLL))
 }
 
 /// An allocated machine: its addresses, health and readiness, and the patch that names it in

@@ -25,6 +25,11 @@ pub struct Live {
     pub found: Option<Found>,
     /// When observe read: how long a wait has lasted is measured against it.
     pub now: jiff::Timestamp,
+    /// Read only before capms's first write: the Machine's MachineSet is still creating
+    /// replicas.
+    pub machine_set_creating: bool,
+    /// How long a new object waits for that (the manager's `--machine-set-wait`).
+    pub machine_set_wait: std::time::Duration,
 }
 
 #[derive(Debug, PartialEq)]

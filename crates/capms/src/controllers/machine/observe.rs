@@ -3,7 +3,7 @@
 use super::FINALIZER;
 use super::model::{Live, Observed, cluster_name, partition, provisioned_network};
 use crate::api::{MetalStackCluster, MetalStackMachine};
-use crate::capi::{Cluster, Machine as CapiMachine};
+use crate::capi::{Cluster, Machine as CapiMachine, MachineSet};
 use crate::controllers::allocation::{self, Found, Target};
 use crate::ownership::{OwnerKind, identity_of};
 use crate::reconciler::gates::{
@@ -54,6 +54,7 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
     }
     let mut live = Live {
         now: jiff::Timestamp::now(),
+        machine_set_wait: ctx.settings.machine_set_wait,
         ..Live::default()
     };
     observe_live(msm, ctx, &mut live).await?;
@@ -70,6 +71,7 @@ async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -
     };
     let cluster_name = cluster_name(msm, &machine);
     let secret = machine.spec.bootstrap.data_secret_name.clone();
+    let machine_set = capi_owner(&machine, "MachineSet");
     live.machine = Some(machine);
     let Some(cluster) = ctx.get::<Cluster>(&ns, &cluster_name).await? else {
         return Ok(());
@@ -77,7 +79,14 @@ async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -
     let infrastructure = cluster.metal_stack_cluster().map(str::to_owned);
     let paused = paused_reason(msm, Some(&cluster)).is_some();
     live.cluster = Some(cluster);
-    if paused || !msm.finalizers().iter().any(|f| f == FINALIZER) {
+    if paused {
+        return Ok(());
+    }
+    if !msm.finalizers().iter().any(|f| f == FINALIZER) {
+        if let Some(set) = machine_set.filter(|_| !live.machine_set_wait.is_zero()) {
+            let set = ctx.get::<MachineSet>(&ns, &set).await?;
+            live.machine_set_creating = set.is_some_and(|s| s.creating());
+        }
         return Ok(());
     }
     let Some(name) = infrastructure else {

@@ -1,17 +1,19 @@
 //! What wakes a MetalStackMachine: its own changes (not its status), what it reads of its
-//! Machine, its Cluster's gates, its MetalStackCluster's network becoming usable, and its
-//! machine changing stage in metal-api. Cluster API writes Machines' status often; those writes
-//! wake nothing. A MetalStackMachine already being deleted is not woken by its Cluster: its
-//! teardown reads nothing of it.
+//! Machine, its Cluster's gates, its MetalStackCluster's network becoming usable, its machine
+//! changing stage in metal-api, and a new replica's MachineSet having created them all.
+//! Cluster API writes Machines' and MachineSets' status often; those writes wake nothing. A
+//! MetalStackMachine already being deleted is not woken by its Cluster: its teardown reads
+//! nothing of it.
 
 use super::model::provisioned_network;
 use crate::api::{MetalStackCluster, MetalStackMachine};
 use crate::cache::watch::{fingerprint, own_change};
-use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine};
+use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine, MachineSet};
 use crate::controllers::Watches;
 use crate::controllers::watches::cluster_gates;
 use crate::ownership::OwnerKind;
 use crate::reconciler::Context;
+use crate::reconciler::gates::capi_owner;
 use crate::reconciler::queue::{counted, counted_own, counted_refs};
 use kube::ResourceExt;
 use kube::runtime::Controller;
@@ -24,6 +26,7 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
     let own = watches.metal_stack_machines.follow_changes(own_change);
     let machines = watches.metal_stack_machines.store();
     let (clusters, of_cluster) = (watches.clusters.store(), machines.clone());
+    let capi_machines = watches.machines.store();
     Controller::for_shared_stream(counted_own(queues, own), machines.clone())
         .reconcile_on(counted_refs(
             queues,
@@ -44,6 +47,12 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
             }),
         )
         .watches_shared_stream(
+            watches.machine_sets.follow_changes(machine_set_creating),
+            counted(queues, move |set: Arc<MachineSet>| {
+                replicas_of(&set, &capi_machines)
+            }),
+        )
+        .watches_shared_stream(
             watches.clusters.follow_changes(cluster_gates),
             counted(queues, move |c: Arc<Cluster>| machines_of(&c, &machines)),
         )
@@ -60,6 +69,34 @@ pub fn machine_facts(machine: &Machine) -> u64 {
         machine.labels().contains_key(CONTROL_PLANE_LABEL),
         machine.metal_stack_machine(),
     ))
+}
+
+/// The fingerprint of what a new replica waits for in its MachineSet: the end of its creating.
+pub fn machine_set_creating(set: &MachineSet) -> u64 {
+    fingerprint(&(&set.metadata.uid, set.creating()))
+}
+
+/// The MetalStackMachines of the Machines `set` controls (in `machines`), once it has created
+/// them all: the replicas waiting for that go on.
+pub fn replicas_of(
+    set: &MachineSet,
+    machines: &Store<Machine>,
+) -> Vec<ObjectRef<MetalStackMachine>> {
+    if set.creating() {
+        return Vec::new();
+    }
+    let (ns, name) = (set.namespace(), set.name_any());
+    machines
+        .state()
+        .iter()
+        .filter(|m| {
+            m.namespace() == ns && capi_owner(m.as_ref(), "MachineSet") == Some(name.clone())
+        })
+        .filter_map(|m| {
+            let msm = m.metal_stack_machine()?;
+            Some(ObjectRef::new(msm).within(ns.as_deref().unwrap_or_default()))
+        })
+        .collect()
 }
 
 /// The fingerprint of what a MetalStackMachine reads of its MetalStackCluster: the network it
@@ -205,5 +242,48 @@ mod tests {
         let woken = machines_on(&msc, &clusters, &machines);
         let names: Vec<&str> = woken.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["m1"], "only the machines of the Cluster it serves");
+    }
+
+    #[test]
+    fn a_machine_set_wakes_its_replicas_once_it_has_created_them_all() {
+        let set = |replicas: i32, had: Option<i32>| -> MachineSet {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+                "metadata": {"name": "workers", "namespace": "ns", "uid": "u"},
+                "spec": {"replicas": replicas, "clusterName": "c"},
+                "status": {"replicas": had, "readyReplicas": had},
+            }))
+            .unwrap_or_else(|e| panic!("machine set: {e}"))
+        };
+        let machine = |name: &str, set: &str| -> Machine {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                "metadata": {"name": name, "namespace": "ns", "ownerReferences": [{
+                    "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+                    "name": set, "uid": "u", "controller": true}]},
+                "spec": {"clusterName": "c",
+                         "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                               "kind": "MetalStackMachine", "name": name}},
+            }))
+            .unwrap_or_else(|e| panic!("machine: {e}"))
+        };
+        let creating = machine_set_creating(&set(3, Some(1)));
+        assert_eq!(machine_set_creating(&set(3, None)), creating, "counting up");
+        let created = machine_set_creating(&set(3, Some(3)));
+        assert_ne!(created, creating, "all created");
+        assert_eq!(
+            machine_set_creating(&set(2, Some(3))),
+            created,
+            "scaling down"
+        );
+
+        let machines = store(vec![machine("w1", "workers"), machine("o1", "others")]);
+        assert!(
+            replicas_of(&set(3, Some(1)), &machines).is_empty(),
+            "still creating"
+        );
+        let woken = replicas_of(&set(3, Some(3)), &machines);
+        let names: Vec<&str> = woken.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["w1"], "only the MachineSet's own replicas");
     }
 }
