@@ -124,6 +124,9 @@ pub struct Provisioning {
     pub apiserver_requests_per_machine_by_method: BTreeMap<String, f64>,
     pub apiserver_requests_by_resource: BTreeMap<String, f64>,
     pub reconciles: BTreeMap<String, f64>,
+    /// Reconciles by outcome: success, or the error's category (`kube_conflict`: a write
+    /// guarded by the object's version, refused as the copy was older).
+    pub reconcile_outcomes: BTreeMap<String, f64>,
     pub reconciles_per_worker: f64,
     pub reconciles_per_cluster: f64,
     /// Objects the watches put into each controller's work queue (merged while waiting).
@@ -205,6 +208,7 @@ impl Provisioning {
             reconciles_per_worker: of("metalstackmachine") / (args.clusters * args.workers) as f64,
             reconciles_per_cluster: of("metalstackcluster") / args.clusters as f64,
             reconciles,
+            reconcile_outcomes: capms.by("capms_reconcile_total", "outcome"),
             queue_adds: capms.by("workqueue_adds_total", "name"),
             queue_wait_mean_s: mean_queue_wait(capms),
             admission_calls: capms.total(ADMISSIONS),

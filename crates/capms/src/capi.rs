@@ -122,8 +122,8 @@ pub struct MachineSetStatus {
 
 impl MachineSet {
     /// Is the MachineSet still creating replicas: does it want more than it had when it last
-    /// reported? Cluster API creates a MachineSet's missing Machines in one pass and reports
-    /// the count after it, so this turns false when the pass is done.
+    /// reported? Cluster API reports the Machines it found before a creating pass; its next
+    /// reconcile, woken by their creation, reports them all (Machines being deleted count too).
     pub fn creating(&self) -> bool {
         let had = self.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
         self.metadata.deletion_timestamp.is_none() && had < self.spec.replicas.unwrap_or(0)

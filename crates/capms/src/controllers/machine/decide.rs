@@ -146,7 +146,6 @@ fn gates<'a>(
             Requeue::After(ABSENT),
         )));
     };
-    // Adding the finalizer writes no status: the finalizer's own event brings the next look.
     let before = status.clone();
     let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
     let (reason, message, next) = 'closed: {
@@ -163,11 +162,7 @@ fn gates<'a>(
             )));
         }
         if !msm.finalizers().iter().any(|f| f == FINALIZER) {
-            let decision = match machine_set_hold(msm, live) {
-                Some(left) => Decision::new(Step::Nothing, before, Requeue::After(left)),
-                None => Decision::new(Step::AddFinalizer, before, Requeue::AwaitChange),
-            };
-            return Err(Box::new(decision));
+            return Err(Box::new(take_up(msm, live, before)));
         }
         let infrastructure = live.infrastructure.as_ref();
         let Some((msc, network)) =
@@ -211,6 +206,19 @@ fn unreported_wait(msm: &MetalStackMachine, live: &Live, before: &MetalStackMach
     !reported && age(msm, live.now).is_some_and(|age| age < UNREPORTED_WAIT)
 }
 
+/// capms's first write: its finalizer, unless the replica waits for its MachineSet. Neither
+/// writes a status: the finalizer's own event brings the next look.
+fn take_up(
+    msm: &MetalStackMachine,
+    live: &Live,
+    status: MetalStackMachineStatus,
+) -> MachineDecision {
+    match machine_set_hold(msm, live) {
+        Some(left) => Decision::new(Step::Nothing, status, Requeue::After(left)),
+        None => Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange),
+    }
+}
+
 /// How much longer a new replica leaves its Machine to Cluster API, if it does. While its
 /// MachineSet is still creating replicas, each write capms makes wakes Cluster API's Machine
 /// controller, whose requests share one client rate limit with that creation: on a busy
@@ -222,7 +230,15 @@ fn machine_set_hold(msm: &MetalStackMachine, live: &Live) -> Option<Duration> {
     if !live.machine_set_creating {
         return None;
     }
-    let left = live.machine_set_wait.checked_sub(age(msm, live.now)?)?;
+    let created = msm.metadata.creation_timestamp.as_ref()?.0;
+    let since = live.now.duration_since(created);
+    let age = match Duration::try_from(since) {
+        Ok(age) => age,
+        // capms's clock behind the apiserver's: a new object seems created in the future.
+        Err(_) if since.unsigned_abs() < live.machine_set_wait => Duration::ZERO,
+        Err(_) => return None,
+    };
+    let left = live.machine_set_wait.checked_sub(age)?;
     (!left.is_zero()).then(|| left.min(HOLD_POLL))
 }
 

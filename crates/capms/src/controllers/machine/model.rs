@@ -25,8 +25,8 @@ pub struct Live {
     pub found: Option<Found>,
     /// When observe read: how long a wait has lasted is measured against it.
     pub now: jiff::Timestamp,
-    /// Read only before capms's first write: the Machine's MachineSet is still creating
-    /// replicas.
+    /// Read only while the object lacks capms's finalizer (and its Cluster is not paused): the
+    /// Machine's MachineSet is still creating replicas.
     pub machine_set_creating: bool,
     /// How long a new object waits for that (the manager's `--machine-set-wait`).
     pub machine_set_wait: std::time::Duration,

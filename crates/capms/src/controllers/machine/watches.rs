@@ -5,6 +5,7 @@
 //! MetalStackMachine already being deleted is not woken by its Cluster: its teardown reads
 //! nothing of it.
 
+use super::FINALIZER;
 use super::model::provisioned_network;
 use crate::api::{MetalStackCluster, MetalStackMachine};
 use crate::cache::watch::{fingerprint, own_change};
@@ -26,7 +27,7 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
     let own = watches.metal_stack_machines.follow_changes(own_change);
     let machines = watches.metal_stack_machines.store();
     let (clusters, of_cluster) = (watches.clusters.store(), machines.clone());
-    let capi_machines = watches.machines.store();
+    let (capi_machines, of_set) = (watches.machines.store(), machines.clone());
     Controller::for_shared_stream(counted_own(queues, own), machines.clone())
         .reconcile_on(counted_refs(
             queues,
@@ -47,9 +48,9 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
             }),
         )
         .watches_shared_stream(
-            watches.machine_sets.follow_changes(machine_set_creating),
+            watches.machine_sets.follow_changes(machine_set_progress),
             counted(queues, move |set: Arc<MachineSet>| {
-                replicas_of(&set, &capi_machines)
+                waiting_replicas(&set, &capi_machines, &of_set)
             }),
         )
         .watches_shared_stream(
@@ -72,29 +73,31 @@ pub fn machine_facts(machine: &Machine) -> u64 {
 }
 
 /// The fingerprint of what a new replica waits for in its MachineSet: the end of its creating.
-pub fn machine_set_creating(set: &MachineSet) -> u64 {
+pub fn machine_set_progress(set: &MachineSet) -> u64 {
     fingerprint(&(&set.metadata.uid, set.creating()))
 }
 
-/// The MetalStackMachines of the Machines `set` controls (in `machines`), once it has created
-/// them all: the replicas waiting for that go on.
-pub fn replicas_of(
+/// The MetalStackMachines (in `msms`) of the Machines `set` controls (in `machines`) that wait
+/// for it, once it has created them all. Those capms has taken up (with its finalizer) wait for
+/// nothing here: a MachineSet finishing a rollout step does not wake its provisioned replicas.
+pub fn waiting_replicas(
     set: &MachineSet,
     machines: &Store<Machine>,
+    msms: &Store<MetalStackMachine>,
 ) -> Vec<ObjectRef<MetalStackMachine>> {
     if set.creating() {
         return Vec::new();
     }
-    let (ns, name) = (set.namespace(), set.name_any());
+    let (ns, name) = (set.namespace().unwrap_or_default(), set.name_any());
     machines
         .state()
         .iter()
-        .filter(|m| {
-            m.namespace() == ns && capi_owner(m.as_ref(), "MachineSet") == Some(name.clone())
-        })
-        .filter_map(|m| {
-            let msm = m.metal_stack_machine()?;
-            Some(ObjectRef::new(msm).within(ns.as_deref().unwrap_or_default()))
+        .filter(|m| m.namespace().as_deref() == Some(ns.as_str()))
+        .filter(|m| capi_owner(m.as_ref(), "MachineSet").as_deref() == Some(name.as_str()))
+        .filter_map(|m| Some(ObjectRef::new(m.metal_stack_machine()?).within(&ns)))
+        .filter(|r| {
+            msms.get(r)
+                .is_some_and(|msm| !msm.finalizers().iter().any(|f| f == FINALIZER))
         })
         .collect()
 }
@@ -267,23 +270,45 @@ mod tests {
             }))
             .unwrap_or_else(|e| panic!("machine: {e}"))
         };
-        let creating = machine_set_creating(&set(3, Some(1)));
-        assert_eq!(machine_set_creating(&set(3, None)), creating, "counting up");
-        let created = machine_set_creating(&set(3, Some(3)));
+        let creating = machine_set_progress(&set(3, Some(1)));
+        assert_eq!(machine_set_progress(&set(3, None)), creating, "counting up");
+        let created = machine_set_progress(&set(3, Some(3)));
         assert_ne!(created, creating, "all created");
         assert_eq!(
-            machine_set_creating(&set(2, Some(3))),
+            machine_set_progress(&set(2, Some(3))),
             created,
             "scaling down"
         );
 
-        let machines = store(vec![machine("w1", "workers"), machine("o1", "others")]);
+        let machines = store(vec![
+            machine("w1", "workers"),
+            machine("w2", "workers"),
+            machine("o1", "others"),
+        ]);
+        let msm = |name: &str, finalizers: &[&str]| -> MetalStackMachine {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4",
+                "kind": "MetalStackMachine",
+                "metadata": {"name": name, "namespace": "ns", "finalizers": finalizers},
+                "spec": {"image": "i", "machineType": "t"},
+            }))
+            .unwrap_or_else(|e| panic!("machine: {e}"))
+        };
+        let msms = store(vec![
+            msm("w1", &[]),
+            msm("w2", &[FINALIZER]),
+            msm("o1", &[]),
+        ]);
         assert!(
-            replicas_of(&set(3, Some(1)), &machines).is_empty(),
+            waiting_replicas(&set(3, Some(1)), &machines, &msms).is_empty(),
             "still creating"
         );
-        let woken = replicas_of(&set(3, Some(3)), &machines);
+        let woken = waiting_replicas(&set(3, Some(3)), &machines, &msms);
         let names: Vec<&str> = woken.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(names, ["w1"], "only the MachineSet's own replicas");
+        assert_eq!(
+            names,
+            ["w1"],
+            "only the MachineSet's own replicas capms has not taken up"
+        );
     }
 }
