@@ -4,6 +4,7 @@
 //! MetalStackMachines.
 
 use super::*;
+use capms::capi::MachineSet;
 use kube::ResourceExt;
 
 const SET: &str = "workers";
@@ -29,14 +30,13 @@ fn machine_set(replicas: u32) -> Value {
 
 /// Waits until the MachineSet's status.replicas (what it last reported having) is `replicas`;
 /// a timeout shows its status.
-async fn wait_reported(env: &Env, replicas: i64) {
-    let sets = env.dynamic("cluster.x-k8s.io/v1beta2", "MachineSet", "machinesets");
+async fn wait_reported(sets: &Api<MachineSet>, replicas: i32) {
     let what = format!("the MachineSet to report {replicas} replicas");
     eventually_seen(&what, support::LOADED_MACHINE_WAIT, || async {
         let set = sets.get(SET).await.map_err(|e| e.to_string())?;
-        match set.data["status"]["replicas"].as_i64() {
+        match set.status.as_ref().and_then(|s| s.replicas) {
             Some(n) if n == replicas => Ok(()),
-            _ => Err(format!("status {}", set.data["status"])),
+            _ => Err(format!("status {:?}", set.status)),
         }
     })
     .await;
@@ -56,12 +56,13 @@ async fn a_replica_waits_until_its_machine_set_has_created_the_rest() {
     }))
     .await;
     env.apply(machine_set(2)).await;
-    let set = env
-        .dynamic("cluster.x-k8s.io/v1beta2", "MachineSet", "machinesets")
+    let sets: Api<MachineSet> = Api::namespaced(env.client(), &env.ns.name);
+    let uid = sets
         .get(SET)
         .await
-        .expect("the MachineSet");
-    let uid = set.metadata.uid.clone().expect("uid");
+        .expect("the MachineSet")
+        .uid()
+        .expect("uid");
 
     env.apply(json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",
@@ -88,7 +89,7 @@ async fn a_replica_waits_until_its_machine_set_has_created_the_rest() {
         owned,
     )
     .await;
-    wait_reported(&env, 1).await;
+    wait_reported(&sets, 1).await;
     // A machine of no MachineSet, added after the replica was owned: once it is ready, capms
     // has had the owned replica in hand as long.
     env.add_lab_machine(MSC, "standalone", "bootstrap").await;
