@@ -226,14 +226,16 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
                 });
             }
             match acted {
-                Ok(()) if moot(effect, &decision.next) => {
-                    (current.cloned().unwrap_or_default(), decision.next)
-                }
                 Ok(()) => {
+                    // Also when the status is moot (naming a machine, then at once again): the
+                    // next reconcile must not act on this copy again while the watch lags.
                     if effect == Effect::OwnObject {
                         ctx.own_writes.wrote(obj.as_ref());
                     }
-                    (decision.status, decision.next)
+                    match moot(effect, &decision.next) {
+                        true => (current.cloned().unwrap_or_default(), decision.next),
+                        false => (decision.status, decision.next),
+                    }
                 }
                 Err(e) => R::failed(&obj, decision.status, e, Some(&decision.step)),
             }
