@@ -107,10 +107,11 @@ struct ManagerArgs {
     /// after a backoff.
     #[arg(long, default_value = "20m", value_parser = parse_duration)]
     firewall_rollout_deadline: Duration,
-    /// How long after its creation a new MetalStackMachine of a MachineSet still creating its
-    /// replicas waits before capms takes it up (0s: not at all). Each step capms takes wakes Cluster API's Machine
-    /// controller, which shares its client rate limit with the MachineSet creating the rest;
-    /// the wait ends as soon as the MachineSet reports all its replicas.
+    /// A new MetalStackMachine of a MachineSet still creating its replicas waits before capms
+    /// takes it up (each step capms takes wakes Cluster API's Machine controller, which shares
+    /// its client rate limit with the MachineSet creating the rest), until the MachineSet
+    /// reports all its replicas or has created none for this long; at most ten times this in
+    /// all (0s: no wait).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     machine_set_wait: Duration,
     /// Address of /healthz and /readyz.

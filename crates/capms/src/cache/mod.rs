@@ -123,13 +123,14 @@ where
     }
 }
 
-/// Every `K` in `namespace`, from `caches` when the controllers fill them, else from the
-/// apiserver.
-pub async fn read_all<K>(
+/// What `pick` takes of each `K` in `namespace`, from `caches` when the controllers fill them
+/// (without copying the objects), else from the apiserver.
+pub async fn pick_all<K, T>(
     caches: &Caches,
     client: &kube::Client,
     namespace: &str,
-) -> Result<Vec<K>, kube::Error>
+    mut pick: impl FnMut(&K) -> Option<T>,
+) -> Result<Vec<T>, kube::Error>
 where
     K: Stored
         + Resource<Scope = k8s_openapi::NamespaceResourceScope>
@@ -139,13 +140,14 @@ where
     match caches.get() {
         Some(stores) => Ok(K::store(stores)
             .state()
-            .into_iter()
+            .iter()
             .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
-            .map(|o| o.as_ref().clone())
+            .filter_map(|o| pick(o.as_ref()))
             .collect()),
         None => {
             let api = Api::<K>::namespaced(client.clone(), namespace);
-            Ok(api.list(&ListParams::default()).await?.items)
+            let items = api.list(&ListParams::default()).await?.items;
+            Ok(items.iter().filter_map(pick).collect())
         }
     }
 }

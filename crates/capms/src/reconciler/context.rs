@@ -121,7 +121,23 @@ impl Context {
             + DeserializeOwned
             + Debug,
     {
-        crate::cache::read_all(&self.caches, &self.client, namespace)
+        self.pick(namespace, |o: &K| Some(o.clone())).await
+    }
+
+    /// What `pick` takes of each `K` in `namespace`, from the watch cache (else from the
+    /// apiserver): for a scan that needs a field of many objects, not copies of them.
+    pub async fn pick<K, T>(
+        &self,
+        namespace: &str,
+        pick: impl FnMut(&K) -> Option<T>,
+    ) -> Result<Vec<T>>
+    where
+        K: Stored
+            + Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + DeserializeOwned
+            + Debug,
+    {
+        crate::cache::pick_all(&self.caches, &self.client, namespace, pick)
             .await
             .during(|| format!("listing the {}s of namespace {namespace}", K::kind(&())))
     }

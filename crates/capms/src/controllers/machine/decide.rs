@@ -28,6 +28,9 @@ const PROVISIONING: &str = "provisioning (metal-api's machine events show how fa
 pub const UNREPORTED_WAIT: Duration = Duration::from_secs(20);
 /// How often a replica waiting for its MachineSet looks again.
 const HOLD_POLL: Duration = Duration::from_secs(5);
+/// A new replica waits for its MachineSet at most this many times `--machine-set-wait`, even
+/// while the MachineSet keeps creating replicas.
+const HOLD_LIMIT: u32 = 10;
 
 pub fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
     let mut status = msm.status.clone().unwrap_or_default();
@@ -224,22 +227,34 @@ fn take_up(
 /// controller, whose requests share one client rate limit with that creation: on a busy
 /// management cluster, starting at once slows the creation of the rest. A real machine takes
 /// minutes to provision, so the replica waits, unwritten, until the MachineSet reports all its
-/// replicas (which wakes it), at most `machine_set_wait` from its creation; it looks again every
-/// [`HOLD_POLL`] meanwhile.
+/// replicas (which wakes it). A MachineSet that has created none for `machine_set_wait` is
+/// stuck, not busy: its replicas go on then, and none waits longer than [`HOLD_LIMIT`] times
+/// that in all. It looks again every [`HOLD_POLL`] meanwhile.
 fn machine_set_hold(msm: &MetalStackMachine, live: &Live) -> Option<Duration> {
     if !live.machine_set_creating {
         return None;
     }
+    let wait = live.machine_set_wait;
     let created = msm.metadata.creation_timestamp.as_ref()?.0;
-    let since = live.now.duration_since(created);
-    let age = match Duration::try_from(since) {
-        Ok(age) => age,
-        // capms's clock behind the apiserver's: a new object seems created in the future.
-        Err(_) if since.unsigned_abs() < live.machine_set_wait => Duration::ZERO,
-        Err(_) => return None,
-    };
-    let left = live.machine_set_wait.checked_sub(age)?;
+    let newest = live.machine_set_newest.map_or(created, |n| n.max(created));
+    let idle = elapsed(newest, live.now, wait)?;
+    let age = elapsed(created, live.now, wait)?;
+    let left = wait
+        .checked_sub(idle)?
+        .min(wait.saturating_mul(HOLD_LIMIT).checked_sub(age)?);
     (!left.is_zero()).then(|| left.min(HOLD_POLL))
+}
+
+/// How long before `now` `then` was. capms's clock may be a little behind the apiserver's, so
+/// that an object seems created in the future: less than `skew` ahead counts as now, more as
+/// no known time.
+fn elapsed(then: jiff::Timestamp, now: jiff::Timestamp, skew: Duration) -> Option<Duration> {
+    let since = now.duration_since(then);
+    match Duration::try_from(since) {
+        Ok(elapsed) => Some(elapsed),
+        Err(_) if since.unsigned_abs() < skew => Some(Duration::ZERO),
+        Err(_) => None,
+    }
 }
 
 /// An allocated machine: its addresses, health and readiness, and the patch that names it in

@@ -28,7 +28,10 @@ pub struct Live {
     /// Read only while the object lacks capms's finalizer (and its Cluster is not paused): the
     /// Machine's MachineSet is still creating replicas.
     pub machine_set_creating: bool,
-    /// How long a new object waits for that (the manager's `--machine-set-wait`).
+    /// While it is: when it last created a replica (its newest Machine's creation).
+    pub machine_set_newest: Option<jiff::Timestamp>,
+    /// How long a MachineSet may go without creating a replica before its waiting replicas
+    /// start anyway (the manager's `--machine-set-wait`).
     pub machine_set_wait: std::time::Duration,
 }
 

@@ -61,6 +61,20 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
     Ok(Observed::Live(Box::new(live)))
 }
 
+/// Is the MachineSet `name` still creating replicas, and when did it last create one?
+async fn observe_machine_set(ctx: &Context, ns: &str, name: &str, live: &mut Live) -> Result<()> {
+    let set = ctx.get::<MachineSet>(ns, name).await?;
+    live.machine_set_creating = set.is_some_and(|s| s.creating());
+    if live.machine_set_creating {
+        let replica_created = |m: &CapiMachine| {
+            let of_set = capi_owner(m, "MachineSet").is_some_and(|owner| owner == name);
+            of_set.then(|| m.metadata.creation_timestamp.as_ref().map(|t| t.0))?
+        };
+        live.machine_set_newest = ctx.pick(ns, replica_created).await?.into_iter().max();
+    }
+    Ok(())
+}
+
 async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -> Result<()> {
     let ns = msm.namespace().unwrap_or_default();
     let Some(owner) = capi_owner(msm, "Machine") else {
@@ -84,8 +98,7 @@ async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -
     }
     if !msm.finalizers().iter().any(|f| f == FINALIZER) {
         if let Some(set) = machine_set.filter(|_| !live.machine_set_wait.is_zero()) {
-            let set = ctx.get::<MachineSet>(&ns, &set).await?;
-            live.machine_set_creating = set.is_some_and(|s| s.creating());
+            observe_machine_set(ctx, &ns, &set, live).await?;
         }
         return Ok(());
     }

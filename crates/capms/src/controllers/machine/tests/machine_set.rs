@@ -62,3 +62,69 @@ fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
         d.step
     );
 }
+
+#[test]
+fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_stalls() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use std::time::Duration;
+    let created = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1);
+    let mut fresh = msm();
+    fresh.metadata.finalizers = None;
+    fresh.metadata.creation_timestamp = Some(Time(created));
+    let secs = Duration::from_secs;
+    let at = |seconds: u64, newest: Option<u64>| Live {
+        now: created + secs(seconds),
+        machine_set_creating: true,
+        machine_set_newest: newest.map(|n| created + secs(n)),
+        machine_set_wait: secs(60),
+        ..live(Found::Nothing)
+    };
+    for (why, live, left) in [
+        ("a sibling created 10 s ago", at(90, Some(80)), secs(5)),
+        ("a sibling created 58 s ago", at(118, Some(60)), secs(2)),
+        ("the replica itself is the newest", at(30, Some(0)), secs(5)),
+        (
+            "an older sibling does not shorten it",
+            at(58, Some(0)),
+            secs(2),
+        ),
+        ("no sibling seen: its own creation", at(30, None), secs(5)),
+        (
+            "close to the limit of ten waits",
+            at(598, Some(597)),
+            secs(2),
+        ),
+    ] {
+        let d = live_run(&fresh, live);
+        assert_eq!(d.step, Step::Nothing, "{why}");
+        assert_eq!(requeue(&d), Requeue::After(left), "{why}");
+    }
+    for (why, live) in [
+        (
+            "no replica created for the wait: stalled",
+            at(140, Some(80)),
+        ),
+        ("ten times the wait in all", at(600, Some(599))),
+    ] {
+        let d = live_run(&fresh, live);
+        assert_eq!(d.step, Step::AddFinalizer, "{why}");
+    }
+    let d = live_run(&fresh, at(90, Some(90 + 30)));
+    assert_eq!(
+        requeue(&d),
+        Requeue::After(secs(5)),
+        "a sibling a little in the future (clock skew) counts as just created"
+    );
+    let d = live_run(&fresh, at(90, Some(90 + 3600)));
+    assert_eq!(
+        d.step,
+        Step::AddFinalizer,
+        "one far in the future counts not"
+    );
+    let huge = Live {
+        machine_set_wait: Duration::MAX,
+        ..at(30, Some(20))
+    };
+    let d = live_run(&fresh, huge);
+    assert_eq!(d.step, Step::Nothing, "a wait too long to multiply waits");
+}
