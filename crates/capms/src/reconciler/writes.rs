@@ -38,13 +38,18 @@ fn guarded_patch_error(operation: String, e: kube::Error) -> Error {
     }
 }
 
+/// Does `obj` carry `finalizer`?
+pub fn has_finalizer<K: Resource>(obj: &K, finalizer: &str) -> bool {
+    obj.finalizers().iter().any(|f| f == finalizer)
+}
+
 /// Adds `finalizer` (guarded by resourceVersion against concurrent writers). Returns whether it
 /// had to be added.
 pub async fn ensure_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
-    if obj.finalizers().iter().any(|f| f == finalizer) {
+    if has_finalizer(obj, finalizer) {
         return Ok(false);
     }
     let rv = obj.resource_version().unwrap_or_default();

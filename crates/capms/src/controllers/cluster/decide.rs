@@ -9,6 +9,7 @@ use crate::api::{ApiEndpoint, Initialization, MetalStackCluster, MetalStackClust
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use crate::reconciler::gates::{capi_owner, record_pause};
 use crate::reconciler::{Decision, Error, Phase, Requeue};
+use crate::reconciler::writes::has_finalizer;
 use kube::ResourceExt;
 use metal_api::types::{IP_TYPE_EPHEMERAL, IP_TYPE_STATIC};
 use std::time::Duration;
@@ -45,7 +46,7 @@ fn decide_live(
     if record_pause(&mut conditions, msc, Some(cluster)) {
         return Decision::new(Step::Nothing, status, Requeue::AwaitChange);
     }
-    if !msc.finalizers().iter().any(|f| f == FINALIZER) {
+    if !has_finalizer(msc, FINALIZER) {
         return Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange);
     }
     let mut progress = Progress { msc, status };

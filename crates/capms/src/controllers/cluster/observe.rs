@@ -13,6 +13,7 @@ use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
 use crate::reconciler::{Context, During, Result};
+use crate::reconciler::writes::has_finalizer;
 use kube::ResourceExt;
 use kube::api::ListParams;
 use metal_api::types::{IpFindRequest, Network, NetworkFindRequest};
@@ -23,16 +24,13 @@ fn identity(msc: &MetalStackCluster) -> BTreeMap<String, String> {
     identity_of(OwnerKind::Cluster, msc)
 }
 
-fn has_finalizer(msc: &MetalStackCluster) -> bool {
-    msc.finalizers().iter().any(|f| f == FINALIZER)
-}
 
 pub async fn observe(msc: &MetalStackCluster, ctx: &Context) -> Result<Observed> {
     if is_externally_managed(msc) {
         return Ok(Observed::Unmanaged);
     }
     if msc.metadata.deletion_timestamp.is_some() {
-        if !has_finalizer(msc) {
+        if !has_finalizer(msc, FINALIZER) {
             return Ok(Observed::Deleting(None));
         }
         let cluster = capi_owner(msc, "Cluster");
@@ -52,7 +50,7 @@ async fn observe_live(msc: &MetalStackCluster, ctx: &Context, live: &mut Live) -
         return Ok(());
     };
     live.cluster = ctx.get::<Cluster>(&ns, &owner).await?;
-    if paused_reason(msc, live.cluster.as_ref()).is_some() || !has_finalizer(msc) {
+    if paused_reason(msc, live.cluster.as_ref()).is_some() || !has_finalizer(msc, FINALIZER) {
         return Ok(());
     }
     let network = network(msc, ctx).await?;

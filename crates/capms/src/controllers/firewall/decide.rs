@@ -8,6 +8,7 @@ use crate::controllers::allocation::{Found, health_condition, health_requeue};
 use crate::reconciler::conditions::{Conditions, Reason, Type};
 use crate::reconciler::gates::record_pause;
 use crate::reconciler::{Decision, Error, Phase, Requeue};
+use crate::reconciler::writes::has_finalizer;
 use kube::ResourceExt;
 use metal_api::ProviderId;
 use metal_api::types::{Machine, MachineHealth};
@@ -61,7 +62,7 @@ fn decide_live(
         conditions.set_false(Type::Ready, Reason::WaitingForNetwork, message);
         return Decision::new(Step::Nothing, status, Requeue::Poll);
     };
-    if !fw.finalizers().iter().any(|f| f == FINALIZER) {
+    if !has_finalizer(fw, FINALIZER) {
         return Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange);
     }
     let Some(found) = &live.found else {

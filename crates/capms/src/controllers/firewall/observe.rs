@@ -10,6 +10,7 @@ use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
 use crate::reconciler::{Context, Result};
+use crate::reconciler::writes::has_finalizer;
 use kube::ResourceExt;
 use metal_api::types::{NetworkFindRequest, ROLE_FIREWALL};
 
@@ -23,7 +24,7 @@ pub async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed>
         return Ok(Observed::Unmanaged);
     }
     if fw.metadata.deletion_timestamp.is_some() {
-        if !fw.finalizers().iter().any(|f| f == FINALIZER) {
+        if !has_finalizer(fw, FINALIZER) {
             return Ok(Observed::Deleting(None));
         }
         let cluster = fw.labels().get(CLUSTER_NAME_LABEL);
@@ -52,7 +53,7 @@ pub async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed>
     if !paused {
         live.network = private_network(&msc, ctx).await?;
     }
-    if live.network.is_some() && fw.finalizers().iter().any(|f| f == FINALIZER) {
+    if live.network.is_some() && has_finalizer(fw, FINALIZER) {
         live.found = Some(match target(fw, &msc) {
             Ok(target) => {
                 let ready = fw.status.as_ref().is_some_and(|s| s.ready);

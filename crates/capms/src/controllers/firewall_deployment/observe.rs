@@ -6,6 +6,7 @@ use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::ownership::FIREWALL_DEPLOYMENT_LABEL;
 use crate::reconciler::gates::is_externally_managed;
 use crate::reconciler::{Context, During, Result};
+use crate::reconciler::writes::has_finalizer;
 use kube::ResourceExt;
 use kube::api::ListParams;
 
@@ -14,7 +15,7 @@ pub async fn observe(fwd: &MetalStackFirewallDeployment, ctx: &Context) -> Resul
         return Ok(Observed::Unmanaged);
     }
     let deleting = fwd.metadata.deletion_timestamp.is_some();
-    if deleting && !fwd.finalizers().iter().any(|f| f == FINALIZER) {
+    if deleting && !has_finalizer(fwd, FINALIZER) {
         return Ok(Observed::Deleting(None));
     }
     let seen = Seen {

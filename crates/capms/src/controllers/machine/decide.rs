@@ -14,6 +14,7 @@ use crate::controllers::allocation::{Found, Lost, Target, health_condition, heal
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use crate::reconciler::gates::{age, capi_owner, record_pause};
 use crate::reconciler::{Decision, Error, Phase, Requeue};
+use crate::reconciler::writes::has_finalizer;
 use kube::ResourceExt;
 use metal_api::ProviderId;
 use metal_api::types::{Machine, MachineHealth, machine_network_type};
@@ -164,7 +165,7 @@ fn gates<'a>(
                 Requeue::AwaitChange,
             )));
         }
-        if !msm.finalizers().iter().any(|f| f == FINALIZER) {
+        if !has_finalizer(msm, FINALIZER) {
             return Err(Box::new(take_up(msm, live, before)));
         }
         let infrastructure = live.infrastructure.as_ref();

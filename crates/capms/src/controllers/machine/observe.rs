@@ -10,6 +10,7 @@ use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
 use crate::reconciler::{Context, During, Result};
+use crate::reconciler::writes::has_finalizer;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use metal_api::types::ROLE_MACHINE;
@@ -38,7 +39,7 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
         return Ok(Observed::Unmanaged);
     }
     if msm.metadata.deletion_timestamp.is_some() {
-        if !msm.finalizers().iter().any(|f| f == FINALIZER) {
+        if !has_finalizer(msm, FINALIZER) {
             return Ok(Observed::Deleting(None));
         }
         let cluster = cluster_of_deleted(msm, ctx).await?;
@@ -96,7 +97,7 @@ async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -
     if paused {
         return Ok(());
     }
-    if !msm.finalizers().iter().any(|f| f == FINALIZER) {
+    if !has_finalizer(msm, FINALIZER) {
         if let Some(set) = machine_set.filter(|_| !live.machine_set_wait.is_zero()) {
             observe_machine_set(ctx, &ns, &set, live).await?;
         }

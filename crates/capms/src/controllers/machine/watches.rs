@@ -16,6 +16,7 @@ use crate::ownership::OwnerKind;
 use crate::reconciler::Context;
 use crate::reconciler::gates::capi_owner;
 use crate::reconciler::queue::{counted, counted_own, counted_refs};
+use crate::reconciler::writes::has_finalizer;
 use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -97,7 +98,7 @@ pub fn waiting_replicas(
         .filter_map(|m| Some(ObjectRef::new(m.metal_stack_machine()?).within(&ns)))
         .filter(|r| {
             msms.get(r)
-                .is_some_and(|msm| !msm.finalizers().iter().any(|f| f == FINALIZER))
+                .is_some_and(|msm| !has_finalizer(msm.as_ref(), FINALIZER))
         })
         .collect()
 }
