@@ -128,6 +128,23 @@ impl MachineSet {
         let had = self.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
         self.metadata.deletion_timestamp.is_none() && had < self.spec.replicas.unwrap_or(0)
     }
+
+    /// Is `machine` one of this MachineSet's replicas? By uid: a MachineSet deleted and made
+    /// again under the same name does not inherit the replicas of the old one.
+    pub fn owns(&self, machine: &Machine) -> bool {
+        let Some(uid) = self.metadata.uid.as_deref() else {
+            return false;
+        };
+        let refs = machine.metadata.owner_references.as_deref().unwrap_or_default();
+        refs.iter().any(|o| o.kind == "MachineSet" && o.uid == uid)
+    }
+
+    /// When this MachineSet last created a replica, as far as `machine` tells: its creation, if
+    /// it is one of them.
+    pub fn replica_created(&self, machine: &Machine) -> Option<jiff::Timestamp> {
+        let created = machine.metadata.creation_timestamp.as_ref()?;
+        self.owns(machine).then_some(created.0)
+    }
 }
 
 impl Cluster {

@@ -110,8 +110,8 @@ struct ManagerArgs {
     /// A new MetalStackMachine of a MachineSet still creating its replicas waits before capms
     /// takes it up (each step capms takes wakes Cluster API's Machine controller, which shares
     /// its client rate limit with the MachineSet creating the rest), until the MachineSet
-    /// reports all its replicas or has created none for this long; at most ten times this in
-    /// all (0s: no wait).
+    /// reports all its replicas, wants no more, or has created none for this long; never longer
+    /// than ten times this from the replica's creation (0s: no wait).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     machine_set_wait: Duration,
     /// Address of /healthz and /readyz.

@@ -227,14 +227,13 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
             }
             match acted {
                 Ok(()) => {
-                    // Also when the status is moot (naming a machine, then at once again): the
-                    // next reconcile must not act on this copy again while the watch lags.
-                    if effect == Effect::OwnObject {
+                    let after = AfterStep::of(effect, &decision.next);
+                    if after.note_own_write {
                         ctx.own_writes.wrote(obj.as_ref());
                     }
-                    match moot(effect, &decision.next) {
-                        true => (current.cloned().unwrap_or_default(), decision.next),
-                        false => (decision.status, decision.next),
+                    match after.write_status {
+                        true => (decision.status, decision.next),
+                        false => (current.cloned().unwrap_or_default(), decision.next),
                     }
                 }
                 Err(e) => R::failed(&obj, decision.status, e, Some(&decision.step)),
@@ -242,6 +241,26 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
         }
     };
     conclude(&ctx, &api, obj.as_ref(), current, &status, next).await
+}
+
+/// What follows a successful step.
+#[derive(Debug, PartialEq)]
+struct AfterStep {
+    /// capms wrote the object itself: a copy from before that write waits for the watch's
+    /// newer one. Also when the status is moot (naming a machine, then at once again): under
+    /// load the watch lags, and the next reconcile would act on the old copy again.
+    note_own_write: bool,
+    /// The decided status is written (see [`moot`]).
+    write_status: bool,
+}
+
+impl AfterStep {
+    fn of(effect: Effect, next: &Result<Requeue>) -> AfterStep {
+        AfterStep {
+            note_own_write: effect == Effect::OwnObject,
+            write_status: !moot(effect, next),
+        }
+    }
 }
 
 /// Is the status after a step with `effect` not worth a write? Not when the very next
@@ -327,5 +346,24 @@ mod tests {
         }
         assert!(moot(Effect::LetsGo, &Ok(Requeue::AwaitChange)));
         assert!(!moot(Effect::Nothing, &Ok(Requeue::Now)));
+    }
+
+    #[test]
+    fn every_write_to_the_object_itself_is_noted_also_when_its_status_is_moot() {
+        let naming = AfterStep::of(Effect::OwnObject, &Ok(Requeue::Now));
+        assert_eq!(
+            naming,
+            AfterStep {
+                note_own_write: true,
+                write_status: false
+            }
+        );
+        let finalizer = AfterStep::of(Effect::OwnObject, &Ok(Requeue::AwaitChange));
+        assert!(finalizer.note_own_write && finalizer.write_status);
+        // Not a write to the object, or (its finalizer removed) one after which it goes away.
+        for effect in [Effect::MetalApi, Effect::Nothing, Effect::LetsGo] {
+            let after = AfterStep::of(effect, &Ok(Requeue::Now));
+            assert!(!after.note_own_write, "{effect:?}");
+        }
     }
 }

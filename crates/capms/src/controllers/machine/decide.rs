@@ -230,7 +230,8 @@ fn take_up(
 /// minutes to provision, so the replica waits, unwritten, until the MachineSet reports all its
 /// replicas (which wakes it). A MachineSet that has created none for `machine_set_wait` is
 /// stuck, not busy: its replicas go on then, and none waits longer than [`HOLD_LIMIT`] times
-/// that in all. It looks again every [`HOLD_POLL`] meanwhile.
+/// that from its creation. It looks again every [`HOLD_POLL`] meanwhile. A replica without a
+/// known creation time (none, or one far in the future) does not wait.
 fn machine_set_hold(msm: &MetalStackMachine, live: &Live) -> Option<Duration> {
     if !live.machine_set_creating {
         return None;

@@ -31,7 +31,7 @@ pub struct Live {
     /// While it is: when it last created a replica (its newest Machine's creation).
     pub machine_set_newest: Option<jiff::Timestamp>,
     /// How long a MachineSet may go without creating a replica before its waiting replicas
-    /// start anyway (the manager's `--machine-set-wait`).
+    /// start anyway, and a tenth of the longest wait (the manager's `--machine-set-wait`).
     pub machine_set_wait: std::time::Duration,
 }
 

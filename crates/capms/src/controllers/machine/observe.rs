@@ -64,14 +64,13 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
 
 /// Is the MachineSet `name` still creating replicas, and when did it last create one?
 async fn observe_machine_set(ctx: &Context, ns: &str, name: &str, live: &mut Live) -> Result<()> {
-    let set = ctx.get::<MachineSet>(ns, name).await?;
-    live.machine_set_creating = set.is_some_and(|s| s.creating());
+    let Some(set) = ctx.get::<MachineSet>(ns, name).await? else {
+        return Ok(());
+    };
+    live.machine_set_creating = set.creating();
     if live.machine_set_creating {
-        let replica_created = |m: &CapiMachine| {
-            let of_set = capi_owner(m, "MachineSet").is_some_and(|owner| owner == name);
-            of_set.then(|| m.metadata.creation_timestamp.as_ref().map(|t| t.0))?
-        };
-        live.machine_set_newest = ctx.pick(ns, replica_created).await?.into_iter().max();
+        let created = ctx.pick(ns, |m: &CapiMachine| set.replica_created(m)).await?;
+        live.machine_set_newest = created.into_iter().max();
     }
     Ok(())
 }

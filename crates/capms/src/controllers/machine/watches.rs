@@ -14,7 +14,6 @@ use crate::controllers::Watches;
 use crate::controllers::watches::cluster_gates;
 use crate::ownership::OwnerKind;
 use crate::reconciler::Context;
-use crate::reconciler::gates::capi_owner;
 use crate::reconciler::queue::{counted, counted_own, counted_refs};
 use crate::reconciler::writes::has_finalizer;
 use kube::ResourceExt;
@@ -89,12 +88,12 @@ pub fn waiting_replicas(
     if set.creating() {
         return Vec::new();
     }
-    let (ns, name) = (set.namespace().unwrap_or_default(), set.name_any());
+    let ns = set.namespace().unwrap_or_default();
     machines
         .state()
         .iter()
         .filter(|m| m.namespace().as_deref() == Some(ns.as_str()))
-        .filter(|m| capi_owner(m.as_ref(), "MachineSet").as_deref() == Some(name.as_str()))
+        .filter(|m| set.owns(m))
         .filter_map(|m| Some(ObjectRef::new(m.metal_stack_machine()?).within(&ns)))
         .filter(|r| {
             msms.get(r)
@@ -259,12 +258,12 @@ mod tests {
             }))
             .unwrap_or_else(|e| panic!("machine set: {e}"))
         };
-        let machine = |name: &str, set: &str| -> Machine {
+        let machine = |name: &str, set: &str, uid: &str| -> Machine {
             serde_json::from_value(serde_json::json!({
                 "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                 "metadata": {"name": name, "namespace": "ns", "ownerReferences": [{
                     "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
-                    "name": set, "uid": "u", "controller": true}]},
+                    "name": set, "uid": uid, "controller": true}]},
                 "spec": {"clusterName": "c",
                          "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
                                                "kind": "MetalStackMachine", "name": name}},
@@ -282,9 +281,11 @@ mod tests {
         );
 
         let machines = store(vec![
-            machine("w1", "workers"),
-            machine("w2", "workers"),
-            machine("o1", "others"),
+            machine("w1", "workers", "u"),
+            machine("w2", "workers", "u"),
+            machine("o1", "others", "o"),
+            // Of a MachineSet of the same name, deleted before this one was made.
+            machine("g1", "workers", "gone"),
         ]);
         let msm = |name: &str, finalizers: &[&str]| -> MetalStackMachine {
             serde_json::from_value(serde_json::json!({
@@ -299,6 +300,7 @@ mod tests {
             msm("w1", &[]),
             msm("w2", &[FINALIZER]),
             msm("o1", &[]),
+            msm("g1", &[]),
         ]);
         assert!(
             waiting_replicas(&set(3, Some(1)), &machines, &msms).is_empty(),

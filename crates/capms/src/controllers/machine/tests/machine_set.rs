@@ -72,10 +72,10 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
     fresh.metadata.finalizers = None;
     fresh.metadata.creation_timestamp = Some(Time(created));
     let secs = Duration::from_secs;
-    let at = |seconds: u64, newest: Option<u64>| Live {
+    let at = |seconds: u64, newest: Option<i64>| Live {
         now: created + secs(seconds),
         machine_set_creating: true,
-        machine_set_newest: newest.map(|n| created + secs(n)),
+        machine_set_newest: newest.map(|n| created + jiff::SignedDuration::from_secs(n)),
         machine_set_wait: secs(60),
         ..live(Found::Nothing)
     };
@@ -85,9 +85,10 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
         ("the replica itself is the newest", at(30, Some(0)), secs(5)),
         (
             "an older sibling does not shorten it",
-            at(58, Some(0)),
-            secs(2),
+            at(30, Some(-100)),
+            secs(5),
         ),
+        ("nor at its end", at(58, Some(-100)), secs(2)),
         ("no sibling seen: its own creation", at(30, None), secs(5)),
         (
             "close to the limit of ten waits",
@@ -115,11 +116,11 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
         Requeue::After(secs(5)),
         "a sibling a little in the future (clock skew) counts as just created"
     );
-    let d = live_run(&fresh, at(90, Some(90 + 3600)));
+    let d = live_run(&fresh, at(30, Some(30 + 3600)));
     assert_eq!(
         d.step,
         Step::AddFinalizer,
-        "one far in the future counts not"
+        "one far in the future is no known time: no wait, as for the replica itself"
     );
     let huge = Live {
         machine_set_wait: Duration::MAX,
@@ -127,4 +128,40 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
     };
     let d = live_run(&fresh, huge);
     assert_eq!(d.step, Step::Nothing, "a wait too long to multiply waits");
+}
+
+#[test]
+fn a_machine_sets_newest_replica_is_read_by_its_uid() {
+    let set: crate::capi::MachineSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+        "metadata": {"name": "workers", "namespace": "ns", "uid": "u"},
+        "spec": {"replicas": 3},
+    }))
+    .unwrap_or_else(|e| panic!("machine set: {e}"));
+    let machine = |kind: &str, uid: &str, created: Option<&str>| -> CapiMachine {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": "m", "namespace": "ns", "creationTimestamp": created,
+                         "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2",
+                                              "kind": kind, "name": "workers", "uid": uid}]},
+            "spec": {"clusterName": "c"},
+        }))
+        .unwrap_or_else(|e| panic!("machine: {e}"))
+    };
+    let at = "2026-11-26T10:00:00Z";
+    assert_eq!(
+        set.replica_created(&machine("MachineSet", "u", Some(at))),
+        at.parse().ok(),
+        "its replica"
+    );
+    for (why, m) in [
+        (
+            "a MachineSet of the same name made before it",
+            machine("MachineSet", "gone", Some(at)),
+        ),
+        ("another kind of owner", machine("MachineDeployment", "u", Some(at))),
+        ("no creation time", machine("MachineSet", "u", None)),
+    ] {
+        assert_eq!(set.replica_created(&m), None, "{why}");
+    }
 }
