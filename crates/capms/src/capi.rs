@@ -135,7 +135,11 @@ impl MachineSet {
         let Some(uid) = self.metadata.uid.as_deref() else {
             return false;
         };
-        let refs = machine.metadata.owner_references.as_deref().unwrap_or_default();
+        let refs = machine
+            .metadata
+            .owner_references
+            .as_deref()
+            .unwrap_or_default();
         refs.iter().any(|o| o.kind == "MachineSet" && o.uid == uid)
     }
 

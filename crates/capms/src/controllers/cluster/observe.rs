@@ -12,8 +12,8 @@ use crate::ownership::{OwnerKind, cluster_id, has_owner_tags, identity_of, owner
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
-use crate::reconciler::{Context, During, Result};
 use crate::reconciler::writes::has_finalizer;
+use crate::reconciler::{Context, During, Result};
 use kube::ResourceExt;
 use kube::api::ListParams;
 use metal_api::types::{IpFindRequest, Network, NetworkFindRequest};
@@ -23,7 +23,6 @@ use std::net::IpAddr;
 fn identity(msc: &MetalStackCluster) -> BTreeMap<String, String> {
     identity_of(OwnerKind::Cluster, msc)
 }
-
 
 pub async fn observe(msc: &MetalStackCluster, ctx: &Context) -> Result<Observed> {
     if is_externally_managed(msc) {

@@ -7,8 +7,8 @@ use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus
 use crate::controllers::allocation::{Found, health_condition, health_requeue};
 use crate::reconciler::conditions::{Conditions, Reason, Type};
 use crate::reconciler::gates::record_pause;
-use crate::reconciler::{Decision, Error, Phase, Requeue};
 use crate::reconciler::writes::has_finalizer;
+use crate::reconciler::{Decision, Error, Phase, Requeue};
 use kube::ResourceExt;
 use metal_api::ProviderId;
 use metal_api::types::{Machine, MachineHealth};

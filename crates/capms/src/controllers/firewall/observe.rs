@@ -9,8 +9,8 @@ use crate::ownership::{OwnerKind, firewall_identity, identity_of};
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
-use crate::reconciler::{Context, Result};
 use crate::reconciler::writes::has_finalizer;
+use crate::reconciler::{Context, Result};
 use kube::ResourceExt;
 use metal_api::types::{NetworkFindRequest, ROLE_FIREWALL};
 

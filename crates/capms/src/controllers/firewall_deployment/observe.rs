@@ -5,8 +5,8 @@ use crate::api::MetalStackFirewall;
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::ownership::FIREWALL_DEPLOYMENT_LABEL;
 use crate::reconciler::gates::is_externally_managed;
-use crate::reconciler::{Context, During, Result};
 use crate::reconciler::writes::has_finalizer;
+use crate::reconciler::{Context, During, Result};
 use kube::ResourceExt;
 use kube::api::ListParams;
 

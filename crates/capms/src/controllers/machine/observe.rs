@@ -9,8 +9,8 @@ use crate::ownership::{OwnerKind, identity_of};
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
-use crate::reconciler::{Context, During, Result};
 use crate::reconciler::writes::has_finalizer;
+use crate::reconciler::{Context, During, Result};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use metal_api::types::ROLE_MACHINE;
@@ -69,7 +69,9 @@ async fn observe_machine_set(ctx: &Context, ns: &str, name: &str, live: &mut Liv
     };
     live.machine_set_creating = set.creating();
     if live.machine_set_creating {
-        let created = ctx.pick(ns, |m: &CapiMachine| set.replica_created(m)).await?;
+        let created = ctx
+            .pick(ns, |m: &CapiMachine| set.replica_created(m))
+            .await?;
         live.machine_set_newest = created.into_iter().max();
     }
     Ok(())

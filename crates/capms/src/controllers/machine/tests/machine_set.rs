@@ -23,7 +23,7 @@ fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
         MetalStackMachineStatus::default(),
         "nothing written"
     );
-    assert_eq!(requeue(&d), Requeue::After(Duration::from_secs(5)));
+    assert_eq!(requeue(&d), Requeue::After(Duration::from_secs(30)));
     let d = live_run(&fresh, at(58, true, 60));
     assert_eq!(
         requeue(&d),
@@ -46,7 +46,7 @@ fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
     let d = live_run(&fresh, skewed(5));
     assert_eq!(
         requeue(&d),
-        Requeue::After(Duration::from_secs(5)),
+        Requeue::After(Duration::from_secs(30)),
         "a clock a little behind the apiserver's waits as if the object were new"
     );
     let d = live_run(&fresh, skewed(3600));
@@ -80,16 +80,21 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
         ..live(Found::Nothing)
     };
     for (why, live, left) in [
-        ("a sibling created 10 s ago", at(90, Some(80)), secs(5)),
+        ("a sibling created 10 s ago", at(90, Some(80)), secs(30)),
+        ("a sibling created 40 s ago", at(100, Some(60)), secs(20)),
         ("a sibling created 58 s ago", at(118, Some(60)), secs(2)),
-        ("the replica itself is the newest", at(30, Some(0)), secs(5)),
+        (
+            "the replica itself is the newest",
+            at(30, Some(0)),
+            secs(30),
+        ),
         (
             "an older sibling does not shorten it",
             at(30, Some(-100)),
-            secs(5),
+            secs(30),
         ),
         ("nor at its end", at(58, Some(-100)), secs(2)),
-        ("no sibling seen: its own creation", at(30, None), secs(5)),
+        ("no sibling seen: its own creation", at(30, None), secs(30)),
         (
             "close to the limit of ten waits",
             at(598, Some(597)),
@@ -113,7 +118,7 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
     let d = live_run(&fresh, at(90, Some(90 + 30)));
     assert_eq!(
         requeue(&d),
-        Requeue::After(secs(5)),
+        Requeue::After(secs(30)),
         "a sibling a little in the future (clock skew) counts as just created"
     );
     let d = live_run(&fresh, at(30, Some(30 + 3600)));
@@ -159,7 +164,10 @@ fn a_machine_sets_newest_replica_is_read_by_its_uid() {
             "a MachineSet of the same name made before it",
             machine("MachineSet", "gone", Some(at)),
         ),
-        ("another kind of owner", machine("MachineDeployment", "u", Some(at))),
+        (
+            "another kind of owner",
+            machine("MachineDeployment", "u", Some(at)),
+        ),
         ("no creation time", machine("MachineSet", "u", None)),
     ] {
         assert_eq!(set.replica_created(&m), None, "{why}");
