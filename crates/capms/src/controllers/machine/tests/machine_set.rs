@@ -2,14 +2,20 @@
 
 use super::*;
 
-#[test]
-fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
+/// A MetalStackMachine capms has not taken up yet, and its creation time.
+fn new_replica() -> (MetalStackMachine, jiff::Timestamp) {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use std::time::Duration;
     let created = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1);
     let mut fresh = msm();
     fresh.metadata.finalizers = None;
     fresh.metadata.creation_timestamp = Some(Time(created));
+    (fresh, created)
+}
+
+#[test]
+fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
+    use std::time::Duration;
+    let (fresh, created) = new_replica();
     let at = |seconds: u64, creating: bool, wait: u64| Live {
         now: created + Duration::from_secs(seconds),
         machine_set_creating: creating,
@@ -65,12 +71,8 @@ fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
 
 #[test]
 fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_stalls() {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use std::time::Duration;
-    let created = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1);
-    let mut fresh = msm();
-    fresh.metadata.finalizers = None;
-    fresh.metadata.creation_timestamp = Some(Time(created));
+    let (fresh, created) = new_replica();
     let secs = Duration::from_secs;
     let at = |seconds: u64, newest: Option<i64>| Live {
         now: created + secs(seconds),
