@@ -16,10 +16,13 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long a written object's older copy is held back at most. The watch normally brings the
-/// write within milliseconds; the limit only matters when a write changed nothing (the
-/// apiserver then keeps the version and sends no event), so such an object waits this long
-/// once.
-pub const HOLD: Duration = Duration::from_secs(2);
+/// write within milliseconds, but on a saturated apiserver it brought capms's writes back 10 to
+/// 20 s late (1,000 replicas released at once): a shorter limit had those machines named again
+/// every few seconds from the same copy. The watch's newer copy ends the hold at once; the limit
+/// only matters when a write changed nothing (the apiserver then keeps the version and sends no
+/// event), which happens when an older copy is written again while the write before it is on
+/// its way back, so a newer copy follows anyway.
+pub const HOLD: Duration = Duration::from_secs(30);
 
 /// The objects written lately, by uid: the resourceVersion each had when capms wrote to it.
 #[derive(Default)]
