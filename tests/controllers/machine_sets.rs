@@ -29,14 +29,18 @@ fn machine_set(replicas: u32) -> Value {
 }
 
 /// Waits until the MachineSet's status.replicas (what it last reported having) is `replicas`;
-/// a timeout shows its status.
-async fn wait_reported(sets: &Api<MachineSet>, replicas: i32) {
+/// a timeout shows its status and Cluster API's log.
+async fn wait_reported(env: &Env, sets: &Api<MachineSet>, replicas: i32) {
     let what = format!("the MachineSet to report {replicas} replicas");
     eventually_seen(&what, support::LOADED_MACHINE_WAIT, || async {
         let set = sets.get(SET).await.map_err(|e| e.to_string())?;
         match set.status.as_ref().and_then(|s| s.replicas) {
             Some(n) if n == replicas => Ok(()),
-            _ => Err(format!("status {:?}", set.status)),
+            _ => Err(format!(
+                "status {:?}; Cluster API's log:\n{}",
+                set.status,
+                env.capi_log()
+            )),
         }
     })
     .await;
@@ -89,7 +93,7 @@ async fn a_replica_waits_until_its_machine_set_has_created_the_rest() {
         owned,
     )
     .await;
-    wait_reported(&sets, 1).await;
+    wait_reported(&env, &sets, 1).await;
     // A machine of no MachineSet, added after the replica was owned: once it is ready, capms
     // has had the owned replica in hand as long.
     env.add_lab_machine(MSC, "standalone", "bootstrap").await;

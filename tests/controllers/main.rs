@@ -129,6 +129,10 @@ impl Env {
             .unwrap_or_default()
     }
 
+    fn capi_log(&self) -> String {
+        self._capi.log_tail()
+    }
+
     fn client(&self) -> kube::Client {
         self.ns.client.clone()
     }

@@ -231,9 +231,10 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
                     if after.note_own_write {
                         ctx.own_writes.wrote(obj.as_ref());
                     }
-                    match after.write_status {
-                        true => (decision.status, decision.next),
-                        false => (current.cloned().unwrap_or_default(), decision.next),
+                    if after.write_status {
+                        (decision.status, decision.next)
+                    } else {
+                        (current.cloned().unwrap_or_default(), decision.next)
                     }
                 }
                 Err(e) => R::failed(&obj, decision.status, e, Some(&decision.step)),

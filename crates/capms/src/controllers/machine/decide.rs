@@ -12,7 +12,7 @@ use crate::api::{
 use crate::capi::{CONTROL_PLANE_LABEL, Machine as CapiMachine};
 use crate::controllers::allocation::{Found, Lost, Target, health_condition, health_requeue};
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
-use crate::reconciler::gates::{age, capi_owner, record_pause};
+use crate::reconciler::gates::{age, capi_owner, elapsed, record_pause};
 use crate::reconciler::writes::has_finalizer;
 use crate::reconciler::{Decision, Error, Phase, Requeue};
 use kube::ResourceExt;
@@ -248,18 +248,6 @@ fn machine_set_hold(msm: &MetalStackMachine, live: &Live) -> Option<Duration> {
         .checked_sub(idle)?
         .min(wait.saturating_mul(HOLD_LIMIT).checked_sub(age)?);
     (!left.is_zero()).then(|| left.min(HOLD_POLL))
-}
-
-/// How long before `now` `then` was. capms's clock may be a little behind the apiserver's, so
-/// that an object seems created in the future: less than `skew` ahead counts as now, more as
-/// no known time.
-fn elapsed(then: jiff::Timestamp, now: jiff::Timestamp, skew: Duration) -> Option<Duration> {
-    let since = now.duration_since(then);
-    match Duration::try_from(since) {
-        Ok(elapsed) => Some(elapsed),
-        Err(_) if since.unsigned_abs() < skew => Some(Duration::ZERO),
-        Err(_) => None,
-    }
 }
 
 /// An allocated machine: its addresses, health and readiness, and the patch that names it in
