@@ -29,6 +29,11 @@ fn metal_api_answers_spoilt_field_by_field_are_read_or_refused_naming_the_field(
             read::<Vec<Machine>>,
         ),
         (
+            "machines as the catalog reads them",
+            serde_json::to_value(&machines).expect("json"),
+            read::<Vec<metal_api::MachineSummary>>,
+        ),
+        (
             "networks",
             serde_json::to_value(&catalog.networks).expect("json"),
             read::<Vec<Network>>,

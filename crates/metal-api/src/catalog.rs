@@ -2,6 +2,7 @@
 //! projects, networks and machines.
 
 use crate::types::{Image, Machine, MachineFindRequest, Network, Partition, Project, Size};
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Default, Clone)]
 pub struct Catalog {
@@ -10,7 +11,7 @@ pub struct Catalog {
     pub images: Vec<Image>,
     pub projects: Vec<Project>,
     pub networks: Vec<Network>,
-    pub machines: Vec<Machine>,
+    pub machines: Vec<MachineSummary>,
 }
 
 impl Catalog {
@@ -23,7 +24,7 @@ impl Catalog {
             client.images(),
             client.projects(),
             client.networks(),
-            client.machine_find(&all_machines),
+            client.machine_summaries(&all_machines),
         )?;
         Ok(Catalog {
             partitions,
@@ -33,5 +34,102 @@ impl Catalog {
             networks,
             machines,
         })
+    }
+}
+
+/// A machine as a catalog keeps it: what a spec naming the machine is checked against (which
+/// machine, where, of what size, allocated to whom, with which tags). It decodes from
+/// metal-api's machine response, whose other fields (hardware, event log, the allocation's
+/// user data and image, …) are skipped unread: the catalog holds every machine metal-api has,
+/// and on real machines those fields are most of each.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(default)]
+pub struct MachineSummary {
+    pub id: String,
+    pub partition: Option<IdOnly>,
+    pub size: Option<IdOnly>,
+    pub allocation: Option<AllocationSummary>,
+    pub tags: Vec<String>,
+}
+
+/// A partition or size as a machine response names it, by its id only.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(default)]
+pub struct IdOnly {
+    pub id: String,
+}
+
+/// Who a machine is allocated to: the allocation's name and project.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(default)]
+pub struct AllocationSummary {
+    pub name: String,
+    pub project: String,
+}
+
+impl From<&Machine> for MachineSummary {
+    fn from(m: &Machine) -> Self {
+        let id_only = |id: &str| IdOnly { id: id.to_owned() };
+        MachineSummary {
+            id: m.id.clone(),
+            partition: m.partition.as_ref().map(|p| id_only(&p.id)),
+            size: m.size.as_ref().map(|s| id_only(&s.id)),
+            allocation: m.allocation.as_ref().map(|a| AllocationSummary {
+                name: a.name.clone(),
+                project: a.project.clone(),
+            }),
+            tags: m.tags.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{MachineAllocation, MachineNic};
+
+    #[test]
+    fn a_summary_decodes_from_a_whole_machine_response_as_it_is_made_from_the_machine() {
+        let mut machine = Machine {
+            id: "m1".into(),
+            partition: Some(Partition {
+                id: "p1".into(),
+                ..Default::default()
+            }),
+            size: Some(Size {
+                id: "s1".into(),
+                ..Default::default()
+            }),
+            allocation: Some(MachineAllocation {
+                name: "worker-0".into(),
+                project: "proj".into(),
+                user_data: "I2Nsb3VkLWNvbmZpZw==".into(),
+                ..Default::default()
+            }),
+            tags: vec!["cluster.metal-stack.io/id=ns.c".into()],
+            ..Default::default()
+        };
+        machine.hardware.nics = vec![MachineNic::default(); 2];
+        let response = serde_json::to_value(&machine).expect("json");
+        let decoded: MachineSummary = serde_json::from_value(response).expect("a summary");
+        assert_eq!(decoded, MachineSummary::from(&machine));
+        assert_eq!(decoded.partition.map(|p| p.id).as_deref(), Some("p1"));
+        assert_eq!(decoded.size.map(|s| s.id).as_deref(), Some("s1"));
+        let a = decoded.allocation.expect("allocated");
+        assert_eq!((a.name.as_str(), a.project.as_str()), ("worker-0", "proj"));
+    }
+
+    #[test]
+    fn a_free_machine_without_partition_or_size_decodes_with_none() {
+        let decoded: MachineSummary =
+            serde_json::from_str(r#"{"id": "m2", "partition": null, "allocation": null}"#)
+                .expect("a summary");
+        assert_eq!(
+            decoded,
+            MachineSummary {
+                id: "m2".into(),
+                ..Default::default()
+            }
+        );
     }
 }

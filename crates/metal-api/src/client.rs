@@ -416,6 +416,14 @@ impl Client {
         self.find("machine_find", "v1/machine/find", req).await
     }
 
+    /// The machines `req` finds, each decoded only as far as a [`crate::MachineSummary`].
+    pub async fn machine_summaries(
+        &self,
+        req: &MachineFindRequest,
+    ) -> Result<Vec<crate::MachineSummary>, Error> {
+        self.find("machine_find", "v1/machine/find", req).await
+    }
+
     pub async fn machine_allocate(&self, req: &MachineAllocateRequest) -> Result<Machine, Error> {
         self.write(
             "machine_allocate",

@@ -15,7 +15,7 @@ pub mod tags;
 mod tls;
 pub mod types;
 
-pub use catalog::Catalog;
+pub use catalog::{Catalog, MachineSummary};
 pub use client::{Auth, CallObserver, Client, Config};
 pub use error::Error;
 pub use provider_id::ProviderId;

@@ -210,14 +210,19 @@ impl Listings {
 }
 
 /// A listed machine as a listing keeps it: without what no reconcile reads, its hardware and
-/// BIOS and every event but the newest (metal-api lists the newest first). On real machines
-/// these are most of the answer (every NIC with its neighbours, every disk, up to a hundred
-/// events), and a listing is kept for every cluster.
+/// BIOS, every event but the newest (metal-api lists the newest first), and its allocation's
+/// user data and SSH keys. On real machines these are most of the answer (every NIC with its
+/// neighbours, every disk, up to a hundred events, the bootstrap data of a kubeadm node), and a
+/// listing is kept for every cluster.
 fn kept(mut m: Machine) -> Arc<Machine> {
     m.hardware = Default::default();
     m.bios = Default::default();
     m.events.log.truncate(1);
     m.events.log.shrink_to_fit();
+    if let Some(a) = m.allocation.as_mut() {
+        a.user_data = String::new();
+        a.ssh_pub_keys = Vec::new();
+    }
     Arc::new(m)
 }
 
@@ -259,13 +264,18 @@ mod tests {
     }
 
     #[test]
-    fn a_listing_keeps_what_reconciles_read_and_drops_hardware_and_old_events() {
+    fn a_listing_keeps_what_reconciles_read_and_drops_hardware_old_events_user_data_and_keys() {
         let mut m = Machine {
             id: "m1".into(),
             rackid: "rack-1".into(),
             liveliness: "Alive".into(),
             tags: vec!["cluster.metal-stack.io/id=ns.c".into()],
-            allocation: Some(MachineAllocation::default()),
+            allocation: Some(MachineAllocation {
+                hostname: "worker-0".into(),
+                user_data: "I2Nsb3VkLWNvbmZpZw==".into(),
+                ssh_pub_keys: vec!["ssh-ed25519 AAAA".into()],
+                ..Default::default()
+            }),
             ..Default::default()
         };
         m.hardware.nics = vec![MachineNic::default(); 4];
@@ -280,7 +290,9 @@ mod tests {
             (&kept.id, &kept.rackid, &kept.liveliness, &kept.tags),
             (&m.id, &m.rackid, &m.liveliness, &m.tags)
         );
-        assert_eq!(kept.allocation, m.allocation);
+        let mut allocation = m.allocation.clone().expect("allocated");
+        (allocation.user_data, allocation.ssh_pub_keys) = (String::new(), Vec::new());
+        assert_eq!(kept.allocation, Some(allocation));
         assert_eq!(stage(&kept), stage(&m));
     }
 }

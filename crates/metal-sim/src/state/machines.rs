@@ -169,7 +169,7 @@ impl State {
             machines: self
                 .machines
                 .values()
-                .map(|m| self.machine_view(m))
+                .map(|m| metal_api::MachineSummary::from(&self.machine_view(m)))
                 .collect(),
         }
     }
