@@ -24,7 +24,7 @@ impl Catalog {
             client.images(),
             client.projects(),
             client.networks(),
-            client.machine_summaries(&all_machines),
+            client.machine_find_as::<MachineSummary>(&all_machines),
         )?;
         Ok(Catalog {
             partitions,

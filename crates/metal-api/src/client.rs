@@ -416,11 +416,12 @@ impl Client {
         self.find("machine_find", "v1/machine/find", req).await
     }
 
-    /// The machines `req` finds, each decoded only as far as a [`crate::MachineSummary`].
-    pub async fn machine_summaries(
+    /// The machines `req` finds, each decoded as `R`: a part of the machine response (such as
+    /// [`crate::MachineSummary`]), whose other fields are skipped unread.
+    pub async fn machine_find_as<R: DeserializeOwned>(
         &self,
         req: &MachineFindRequest,
-    ) -> Result<Vec<crate::MachineSummary>, Error> {
+    ) -> Result<Vec<R>, Error> {
         self.find("machine_find", "v1/machine/find", req).await
     }
 

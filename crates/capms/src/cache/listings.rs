@@ -15,6 +15,7 @@
 //! booting machine reports ready as soon as any reconcile of its cluster lists it, not at its
 //! own next poll.
 
+use super::skipped_fields::{Paths, decode_skipping};
 use crate::ownership::{OwnerKind, owner_of};
 use futures::channel::mpsc;
 use metal_api::types::{Machine, MachineFindRequest, MachineHealth};
@@ -62,6 +63,8 @@ pub struct Listings {
     unknown: AtomicU64,
     /// The controllers following changed machines, each for the objects of one kind.
     followers: Mutex<Vec<(OwnerKind, mpsc::UnboundedSender<Owner>)>>,
+    /// The machines capms freed in the last [`FORGET_AFTER`], and when.
+    freed: Mutex<HashMap<String, Instant>>,
 }
 
 /// An object of capms's, by namespace and name.
@@ -128,8 +131,8 @@ impl Listings {
             tags: vec![cluster_tag.to_owned()],
             ..Default::default()
         };
-        let found = metal.machine_find(&find).await?;
-        let machines: Machines = Arc::new(found.into_iter().map(kept).collect());
+        let found = metal.machine_find_as::<Listed>(&find).await?;
+        let machines: Machines = Arc::new(found.into_iter().map(|Listed(m)| kept(m)).collect());
         if let Some(before) = listing.as_ref() {
             self.wake(changed(&before.machines, &machines));
         }
@@ -166,6 +169,12 @@ impl Listings {
     /// capms freed machine `id` (or metal-api no longer has it): it leaves every listing (a
     /// find in flight holds its listing until its answer is in, which may still show it).
     pub async fn freed(&self, id: &str) {
+        {
+            let mut freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            freed.retain(|_, t| now.duration_since(*t) < FORGET_AFTER);
+            freed.insert(id.to_owned(), now);
+        }
         let slots: Vec<Arc<Slot>> = {
             let clusters = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
             clusters.values().cloned().collect()
@@ -178,6 +187,13 @@ impl Listings {
                 Arc::make_mut(&mut l.machines).retain(|m| m.id != id);
             }
         }
+    }
+
+    /// Did capms free machine `id` (or learn metal-api no longer has it) in the last
+    /// [`FORGET_AFTER`]? Then it is no object's any more, and an object naming it need not ask.
+    pub fn freed_by_capms(&self, id: &str) -> bool {
+        let freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
+        freed.get(id).is_some_and(|t| t.elapsed() < FORGET_AFTER)
     }
 
     /// The objects of `kind` whose machine changed between two listings, as they are found.
@@ -209,7 +225,25 @@ impl Listings {
     }
 }
 
-/// A listed machine as a listing keeps it: without what no reconcile reads, its hardware and
+/// What a listing skips while decoding a listed machine (see [`kept`]).
+const NOT_LISTED: Paths = &[
+    &["hardware"],
+    &["bios"],
+    &["allocation", "user_data"],
+    &["allocation", "ssh_pub_keys"],
+];
+
+/// A machine of metal-api's answer decoded without what a listing drops anyway: a cluster's
+/// machines are listed about once a second while they boot, and those fields are most of each.
+struct Listed(Machine);
+
+impl<'de> serde::Deserialize<'de> for Listed {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        decode_skipping(deserializer, NOT_LISTED).map(Listed)
+    }
+}
+
+/// A listed machine as a listing keeps it (also one capms allocated, from metal-api's answer): without what no reconcile reads, its hardware and
 /// BIOS, every event but the newest (metal-api lists the newest first), and its allocation's
 /// user data and SSH keys. On real machines these are most of the answer (every NIC with its
 /// neighbours, every disk, up to a hundred events, the bootstrap data of a kubeadm node), and a
@@ -294,5 +328,47 @@ mod tests {
         (allocation.user_data, allocation.ssh_pub_keys) = (String::new(), Vec::new());
         assert_eq!(kept.allocation, Some(allocation));
         assert_eq!(stage(&kept), stage(&m));
+    }
+
+    #[test]
+    fn a_listed_machine_decodes_as_the_listing_keeps_the_whole_machine() {
+        let mut m = Machine {
+            id: "m1".into(),
+            tags: vec!["cluster.metal-stack.io/id=ns.c".into()],
+            allocation: Some(MachineAllocation {
+                hostname: "worker-0".into(),
+                user_data: "I2Nsb3VkLWNvbmZpZw==".into(),
+                ssh_pub_keys: vec!["ssh-ed25519 AAAA".into()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        m.hardware.nics = vec![MachineNic::default(); 4];
+        m.bios.vendor = "vendor".into();
+        m.events.log = vec![event("Phoned Home"), event("Booting New Kernel")];
+        let answer = serde_json::to_string(&vec![m.clone()]).expect("json");
+        let listed: Vec<Listed> = serde_json::from_str(&answer).expect("listed");
+        let Some(Listed(decoded)) = listed.into_iter().next() else {
+            panic!("one machine listed");
+        };
+        assert_eq!(
+            (&decoded.hardware, &decoded.bios),
+            (&Default::default(), &Default::default())
+        );
+        let allocation = decoded.allocation.as_ref().expect("allocated");
+        assert_eq!(
+            (allocation.user_data.as_str(), allocation.ssh_pub_keys.len()),
+            ("", 0)
+        );
+        assert_eq!(kept(decoded), kept(m));
+    }
+
+    #[tokio::test]
+    async fn a_machine_capms_freed_is_known_freed_and_no_other() {
+        let listings = Listings::default();
+        assert!(!listings.freed_by_capms("m1"));
+        listings.freed("m1").await;
+        assert!(listings.freed_by_capms("m1"));
+        assert!(!listings.freed_by_capms("m2"));
     }
 }

@@ -5,8 +5,8 @@
 
 pub mod catalog;
 pub mod listings;
+pub mod skipped_fields;
 pub mod watch;
-mod without_managed_fields;
 
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
@@ -19,7 +19,7 @@ use kube::{Resource, ResourceExt};
 use std::fmt::Debug;
 use std::hash::Hash;
 
-pub use without_managed_fields::WithoutManagedFields;
+pub use skipped_fields::WithoutManagedFields;
 
 /// The stores of every kind capms reads, filled by the watches.
 #[derive(Clone)]

@@ -12,7 +12,7 @@
 //! which the MetalStackCluster's teardown waits for. So the fan-out stays here, on top of
 //! kube's reflector and store.
 
-use super::without_managed_fields::WithoutManagedFields;
+use super::skipped_fields::WithoutManagedFields;
 use futures::channel::mpsc;
 use futures::{StreamExt, TryStreamExt};
 use kube::Resource;

@@ -255,7 +255,9 @@ pub fn named_machine(provider_id: Option<&str>, recorded: Option<&str>) -> Optio
 /// allocates carries its cluster's tag, so with the cluster's `listing` known the cluster's
 /// shared find answers (a cluster's objects go together); without it, a find by the marks. The
 /// machine the object names (`named`) is asked for too when the listing lacks it: one the Go
-/// provider allocated carries another cluster tag, and is taken over all the same.
+/// provider allocated carries another cluster tag, and is taken over all the same. One capms
+/// has just freed is not asked for: the free is why the listing lacks it (metal-api would
+/// answer it free, and at 1,000 machines deleted together that was a call per machine).
 pub async fn owned(
     ctx: &Context,
     marks: &BTreeMap<String, String>,
@@ -279,7 +281,8 @@ pub async fn owned(
         .filter(|m| ours(m))
         .map(|m| m.id.clone())
         .collect();
-    if let Some(id) = named.filter(|id| !found.iter().any(|m| m.id == *id)) {
+    let unlisted = |id: &&str| !found.iter().any(|m| m.id == *id);
+    if let Some(id) = named.filter(|id| unlisted(id) && !ctx.listings.freed_by_capms(id)) {
         match ctx.metal.machine(id).await {
             Ok(m) if ours(&m) => ids.push(m.id),
             Ok(_) => {}

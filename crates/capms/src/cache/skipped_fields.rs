@@ -1,10 +1,11 @@
-//! Decoding watched objects without their `metadata.managedFields`: the field managers' records
-//! are often the largest part of an object (a nested JSON tree per manager) and no reconcile
-//! reads them. Skipping them while decoding, instead of decoding and then dropping them, spares
-//! the watches most of their allocations.
+//! Decoding while skipping fields no reader needs, unread: a skipped field's value is stepped
+//! over in the input, never built. What is skipped is a list of paths of JSON keys.
 //!
-//! [`WithoutManagedFields<K>`] decodes as `K` does, except that the map under the top-level `metadata` key loses
-//! its `managedFields` entry unread.
+//! - [`WithoutManagedFields<K>`] decodes a watched object as `K` does, without
+//!   `metadata.managedFields`: the field managers' records are often the largest part of an
+//!   object (a nested JSON tree per manager) and no reconcile reads them.
+//! - [`decode_skipping`] decodes any value without the fields under the paths it is given
+//!   (metal-api's machines in a cluster's listing, say).
 
 use kube::Resource;
 use serde::de::{
@@ -13,8 +14,11 @@ use serde::de::{
 use std::borrow::Cow;
 use std::fmt;
 
-/// The key skipped under `metadata`.
-const SKIPPED: &str = "managedFields";
+/// Paths of JSON keys from the decoded value's top; at most 64.
+pub type Paths = &'static [&'static [&'static str]];
+
+/// The path skipped in a watched object.
+const MANAGED_FIELDS: Paths = &[&["metadata", "managedFields"]];
 
 /// A `K` decoded without `metadata.managedFields`.
 #[derive(Clone, Debug)]
@@ -22,12 +26,21 @@ pub struct WithoutManagedFields<K>(pub K);
 
 impl<'de, K: de::Deserialize<'de>> de::Deserialize<'de> for WithoutManagedFields<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        K::deserialize(Filtered {
-            inner: deserializer,
-            level: Level::Object,
-        })
-        .map(WithoutManagedFields)
+        decode_skipping(deserializer, MANAGED_FIELDS).map(WithoutManagedFields)
     }
+}
+
+/// Decodes a `T` as it decodes from `deserializer`, except that the value under each of `paths`
+/// is skipped unread, as if the key were absent (a path through a list is not followed). More
+/// than 64 paths are a programming error: the ones after the 64th are not skipped.
+pub fn decode_skipping<'de, T: de::Deserialize<'de>, D: Deserializer<'de>>(
+    deserializer: D,
+    paths: Paths,
+) -> Result<T, D::Error> {
+    T::deserialize(Filtered {
+        inner: deserializer,
+        at: At::top(paths),
+    })
 }
 
 impl<K: Resource> Resource for WithoutManagedFields<K> {
@@ -57,17 +70,61 @@ impl<K: Resource> Resource for WithoutManagedFields<K> {
     }
 }
 
-/// Where in the object a map is: the object itself, or its metadata.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Level {
-    Object,
-    Metadata,
+/// Where a map is among the paths: at which depth, and which paths lead through it (bit `i`
+/// for `paths[i]`).
+#[derive(Clone, Copy)]
+struct At {
+    paths: Paths,
+    depth: usize,
+    through: u64,
 }
 
-/// A deserializer that hands maps at `level` to [`FilteredMap`].
+/// What becomes of the value under a key.
+enum Next {
+    Skip,
+    Filter(At),
+    Keep,
+}
+
+impl At {
+    fn top(paths: Paths) -> At {
+        let through = match paths.len() {
+            n if n >= 64 => u64::MAX,
+            n => (1u64 << n) - 1,
+        };
+        At {
+            paths,
+            depth: 0,
+            through,
+        }
+    }
+
+    fn next(&self, key: &str) -> Next {
+        let mut through = 0u64;
+        for (i, path) in self.paths.iter().enumerate().take(64) {
+            if self.through & (1 << i) == 0 || path.get(self.depth) != Some(&key) {
+                continue;
+            }
+            if path.len() == self.depth + 1 {
+                return Next::Skip;
+            }
+            through |= 1 << i;
+        }
+        if through == 0 {
+            return Next::Keep;
+        }
+        Next::Filter(At {
+            through,
+            depth: self.depth + 1,
+            ..*self
+        })
+    }
+}
+
+/// A deserializer that hands its maps to [`FilteredMap`].
 struct Filtered<D> {
     inner: D,
-    level: Level,
+    at: At,
 }
 
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for Filtered<D> {
@@ -76,14 +133,14 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Filtered<D> {
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
         self.inner.deserialize_any(FilteredVisitor {
             inner: visitor,
-            level: self.level,
+            at: self.at,
         })
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
         self.inner.deserialize_map(FilteredVisitor {
             inner: visitor,
-            level: self.level,
+            at: self.at,
         })
     }
 
@@ -98,13 +155,17 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Filtered<D> {
             fields,
             FilteredVisitor {
                 inner: visitor,
-                level: self.level,
+                at: self.at,
             },
         )
     }
 
+    /// An optional map (`Option<Struct>`) is filtered too.
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_option(visitor)
+        self.inner.deserialize_option(FilteredVisitor {
+            inner: visitor,
+            at: self.at,
+        })
     }
 
     serde::forward_to_deserialize_any! {
@@ -113,10 +174,11 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Filtered<D> {
     }
 }
 
-/// Passes everything on to the inner visitor; a map goes through [`FilteredMap`].
+/// Passes everything on to the inner visitor; a map goes through [`FilteredMap`], the value of
+/// an option through [`Filtered`].
 struct FilteredVisitor<V> {
     inner: V,
-    level: Level,
+    at: At,
 }
 
 impl<'de, V: Visitor<'de>> Visitor<'de> for FilteredVisitor<V> {
@@ -129,8 +191,15 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for FilteredVisitor<V> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
         self.inner.visit_map(FilteredMap {
             inner: map,
-            level: self.level,
-            metadata_next: false,
+            at: self.at,
+            next: None,
+        })
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_some(Filtered {
+            inner: deserializer,
+            at: self.at,
         })
     }
 
@@ -144,6 +213,14 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for FilteredVisitor<V> {
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<V::Value, E> {
         self.inner.visit_str(v)
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<V::Value, E> {
+        self.inner.visit_borrowed_str(v)
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<V::Value, E> {
+        self.inner.visit_string(v)
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<V::Value, E> {
@@ -167,13 +244,13 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for FilteredVisitor<V> {
     }
 }
 
-/// A map's entries; at the metadata level without `managedFields`, and at the object level
-/// with the value under `metadata` filtered.
+/// A map's entries without those skipped at this place; the value of a key that leads
+/// further along a path is filtered in turn.
 struct FilteredMap<A> {
     inner: A,
-    level: Level,
-    /// The key just handed out was the object's `metadata`.
-    metadata_next: bool,
+    at: At,
+    /// Where the value of the key just handed out is, when a path leads through it.
+    next: Option<At>,
 }
 
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for FilteredMap<A> {
@@ -187,11 +264,14 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FilteredMap<A> {
             let Some(Key(key)) = self.inner.next_key::<Key<'de>>()? else {
                 return Ok(None);
             };
-            if self.level == Level::Metadata && key == SKIPPED {
-                self.inner.next_value::<IgnoredAny>()?;
-                continue;
-            }
-            self.metadata_next = self.level == Level::Object && key == "metadata";
+            self.next = match self.at.next(&key) {
+                Next::Skip => {
+                    self.inner.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+                Next::Filter(at) => Some(at),
+                Next::Keep => None,
+            };
             return match key {
                 Cow::Borrowed(k) => seed.deserialize(de::value::BorrowedStrDeserializer::new(k)),
                 Cow::Owned(k) => seed.deserialize(k.into_deserializer()),
@@ -201,10 +281,9 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FilteredMap<A> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
-        if std::mem::take(&mut self.metadata_next) {
-            self.inner.next_value_seed(MetadataSeed(seed))
-        } else {
-            self.inner.next_value_seed(seed)
+        match self.next.take() {
+            Some(at) => self.inner.next_value_seed(FilteredSeed { inner: seed, at }),
+            None => self.inner.next_value_seed(seed),
         }
     }
 
@@ -213,16 +292,19 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FilteredMap<A> {
     }
 }
 
-/// Deserializes the object's `metadata` value through the filter.
-struct MetadataSeed<S>(S);
+/// Deserializes a value a path leads through, through the filter.
+struct FilteredSeed<S> {
+    inner: S,
+    at: At,
+}
 
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for MetadataSeed<S> {
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for FilteredSeed<S> {
     type Value = S::Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
-        self.0.deserialize(Filtered {
+        self.inner.deserialize(Filtered {
             inner: deserializer,
-            level: Level::Metadata,
+            at: self.at,
         })
     }
 }
@@ -303,5 +385,54 @@ mod tests {
         let bad = MACHINE.replace("\"clusterName\": \"prod\"", "\"clusterName\": 7");
         let error = serde_json::from_str::<WithoutManagedFields<Machine>>(&bad).expect_err("bad");
         assert!(error.to_string().contains("expected a string"), "{error}");
+    }
+
+    #[derive(serde::Deserialize, Debug, Default, PartialEq)]
+    #[serde(default)]
+    struct Outer {
+        id: String,
+        big: Vec<String>,
+        inner: Option<Inner>,
+        list: Vec<Inner>,
+    }
+
+    #[derive(serde::Deserialize, Debug, Default, PartialEq)]
+    #[serde(default)]
+    struct Inner {
+        name: String,
+        secret: String,
+    }
+
+    const OUTER: &str = r#"{"id": "m1", "big": ["a", "b"],
+        "inner": {"name": "n", "secret": "s"},
+        "list": [{"name": "l", "secret": "t"}]}"#;
+
+    fn skipping(paths: Paths) -> Outer {
+        let mut de = serde_json::Deserializer::from_str(OUTER);
+        decode_skipping(&mut de, paths).expect("decodes")
+    }
+
+    #[test]
+    fn the_values_under_the_paths_are_skipped_as_if_absent_also_inside_an_option() {
+        let lean = skipping(&[&["big"], &["inner", "secret"]]);
+        assert_eq!(lean.id, "m1");
+        assert!(lean.big.is_empty());
+        let inner = lean.inner.expect("inner");
+        assert_eq!((inner.name.as_str(), inner.secret.as_str()), ("n", ""));
+        assert_eq!(
+            lean.list[0].secret, "t",
+            "a path does not lead through a list"
+        );
+    }
+
+    #[test]
+    fn without_paths_or_with_paths_that_match_nothing_everything_decodes() {
+        let full: Outer = serde_json::from_str(OUTER).expect("full");
+        assert_eq!(skipping(&[]), full);
+        assert_eq!(skipping(&[&["id", "deeper"], &["absent"]]), full);
+        let null = r#"{"id": "m2", "inner": null}"#;
+        let mut de = serde_json::Deserializer::from_str(null);
+        let lean: Outer = decode_skipping(&mut de, &[&["inner", "secret"]]).expect("null");
+        assert_eq!(lean.inner, None);
     }
 }
