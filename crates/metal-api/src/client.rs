@@ -416,8 +416,9 @@ impl Client {
         self.find("machine_find", "v1/machine/find", req).await
     }
 
-    /// The machines `req` finds, each decoded as `R`: a part of the machine response (such as
-    /// [`crate::MachineSummary`]), whose other fields are skipped unread.
+    /// The machines `req` finds, each decoded as `R` instead of a whole [`Machine`]: a type
+    /// holding part of the machine response (such as [`crate::MachineSummary`]), or one that
+    /// decodes it leaving out what its reader does not need.
     pub async fn machine_find_as<R: DeserializeOwned>(
         &self,
         req: &MachineFindRequest,

@@ -27,6 +27,10 @@ use std::time::{Duration, Instant};
 /// How long a cluster's listing is kept after its last use.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
 
+/// How long capms remembers a machine it freed: the object it was freed for is reconciled
+/// again within seconds to drop its finalizer, even on a busy management cluster.
+const FREED_KNOWN_FOR: Duration = Duration::from_secs(120);
+
 /// How old a listing a booting machine accepts. Each new listing wakes the objects whose machine
 /// changed stage, so while a cluster's machines boot, their polls list the cluster about once
 /// per this interval and a machine that phoned home is seen within about as long.
@@ -63,7 +67,7 @@ pub struct Listings {
     unknown: AtomicU64,
     /// The controllers following changed machines, each for the objects of one kind.
     followers: Mutex<Vec<(OwnerKind, mpsc::UnboundedSender<Owner>)>>,
-    /// The machines capms freed in the last [`FORGET_AFTER`], and when.
+    /// The machines capms freed in the last [`FREED_KNOWN_FOR`], and when.
     freed: Mutex<HashMap<String, Instant>>,
 }
 
@@ -148,6 +152,10 @@ impl Listings {
     /// on (a find in flight holds the listing until its answer is in, so that answer cannot
     /// drop it again).
     pub async fn record(&self, cluster_tag: &str, machine: &Machine) {
+        self.freed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&machine.id);
         let slot = self.slot(cluster_tag);
         let mut listing = slot.listing.lock().await;
         if let Some(l) = listing.as_mut() {
@@ -172,7 +180,7 @@ impl Listings {
         {
             let mut freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
             let now = Instant::now();
-            freed.retain(|_, t| now.duration_since(*t) < FORGET_AFTER);
+            freed.retain(|_, t| now.duration_since(*t) < FREED_KNOWN_FOR);
             freed.insert(id.to_owned(), now);
         }
         let slots: Vec<Arc<Slot>> = {
@@ -190,10 +198,11 @@ impl Listings {
     }
 
     /// Did capms free machine `id` (or learn metal-api no longer has it) in the last
-    /// [`FORGET_AFTER`]? Then it is no object's any more, and an object naming it need not ask.
+    /// [`FREED_KNOWN_FOR`], and not allocate it again since? Then the object being deleted that
+    /// names it need not ask metal-api whether it is still its own.
     pub fn freed_by_capms(&self, id: &str) -> bool {
         let freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
-        freed.get(id).is_some_and(|t| t.elapsed() < FORGET_AFTER)
+        freed.get(id).is_some_and(|t| t.elapsed() < FREED_KNOWN_FOR)
     }
 
     /// The objects of `kind` whose machine changed between two listings, as they are found.
@@ -232,6 +241,7 @@ const NOT_LISTED: Paths = &[
     &["allocation", "user_data"],
     &["allocation", "ssh_pub_keys"],
 ];
+const _: () = assert!(NOT_LISTED.len() <= 64, "decode_skipping follows at most 64 paths");
 
 /// A machine of metal-api's answer decoded without what a listing drops anyway: a cluster's
 /// machines are listed about once a second while they boot, and those fields are most of each.
@@ -364,11 +374,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_machine_capms_freed_is_known_freed_and_no_other() {
+    async fn a_machine_capms_freed_is_known_freed_until_it_allocates_it_again() {
         let listings = Listings::default();
         assert!(!listings.freed_by_capms("m1"));
         listings.freed("m1").await;
         assert!(listings.freed_by_capms("m1"));
         assert!(!listings.freed_by_capms("m2"));
+        let again = Machine {
+            id: "m1".into(),
+            ..Default::default()
+        };
+        listings.record("cluster.metal-stack.io/id=ns.c", &again).await;
+        assert!(!listings.freed_by_capms("m1"), "allocated again");
     }
 }

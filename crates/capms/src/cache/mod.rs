@@ -5,7 +5,7 @@
 
 pub mod catalog;
 pub mod listings;
-pub mod skipped_fields;
+mod skipped_fields;
 pub mod watch;
 
 use crate::api::v1alpha1::MetalStackFirewallDeployment;

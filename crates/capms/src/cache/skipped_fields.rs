@@ -121,6 +121,16 @@ impl At {
     }
 }
 
+/// Deserializer methods handed to the inner deserializer as they are: only maps (and options,
+/// which may hold one) are filtered; everything else decodes exactly as without the filter.
+macro_rules! unfiltered {
+    ($($method:ident)*) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+            self.inner.$method(visitor)
+        }
+    )*};
+}
+
 /// A deserializer that hands its maps to [`FilteredMap`].
 struct Filtered<D> {
     inner: D,
@@ -168,9 +178,58 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Filtered<D> {
         })
     }
 
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-        unit unit_struct newtype_struct seq tuple tuple_struct enum identifier ignored_any
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_unit_struct(name, visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_newtype_struct(name, visitor)
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_tuple(len, visitor)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_tuple_struct(name, len, visitor)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_enum(name, variants, visitor)
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.inner.is_human_readable()
+    }
+
+    unfiltered! {
+        deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64
+        deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64
+        deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char deserialize_str
+        deserialize_string deserialize_bytes deserialize_byte_buf deserialize_unit
+        deserialize_seq deserialize_identifier deserialize_ignored_any
     }
 }
 
@@ -394,7 +453,18 @@ mod tests {
         big: Vec<String>,
         inner: Option<Inner>,
         list: Vec<Inner>,
+        mode: Option<Mode>,
+        count: Option<Count>,
     }
+
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    #[serde(rename_all = "lowercase")]
+    enum Mode {
+        Fast,
+    }
+
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Count(u32);
 
     #[derive(serde::Deserialize, Debug, Default, PartialEq)]
     #[serde(default)]
@@ -405,7 +475,7 @@ mod tests {
 
     const OUTER: &str = r#"{"id": "m1", "big": ["a", "b"],
         "inner": {"name": "n", "secret": "s"},
-        "list": [{"name": "l", "secret": "t"}]}"#;
+        "list": [{"name": "l", "secret": "t"}], "mode": "fast", "count": 3}"#;
 
     fn skipping(paths: Paths) -> Outer {
         let mut de = serde_json::Deserializer::from_str(OUTER);
@@ -429,7 +499,10 @@ mod tests {
     fn without_paths_or_with_paths_that_match_nothing_everything_decodes() {
         let full: Outer = serde_json::from_str(OUTER).expect("full");
         assert_eq!(skipping(&[]), full);
-        assert_eq!(skipping(&[&["id", "deeper"], &["absent"]]), full);
+        assert_eq!(full.mode, Some(Mode::Fast));
+        // Paths leading through a string, an enum and a newtype decode them unchanged.
+        let through = skipping(&[&["id", "x"], &["mode", "x"], &["count", "x"], &["absent"]]);
+        assert_eq!(through, full);
         let null = r#"{"id": "m2", "inner": null}"#;
         let mut de = serde_json::Deserializer::from_str(null);
         let lean: Outer = decode_skipping(&mut de, &[&["inner", "secret"]]).expect("null");

@@ -256,8 +256,9 @@ pub fn named_machine(provider_id: Option<&str>, recorded: Option<&str>) -> Optio
 /// shared find answers (a cluster's objects go together); without it, a find by the marks. The
 /// machine the object names (`named`) is asked for too when the listing lacks it: one the Go
 /// provider allocated carries another cluster tag, and is taken over all the same. One capms
-/// has just freed is not asked for: the free is why the listing lacks it (metal-api would
-/// answer it free, and at 1,000 machines deleted together that was a call per machine).
+/// freed in the last minutes (and has not allocated again) is not asked for: the free is why
+/// the listing lacks it, metal-api would answer it free, and at 1,000 machines deleted together
+/// that was a call per machine.
 pub async fn owned(
     ctx: &Context,
     marks: &BTreeMap<String, String>,
