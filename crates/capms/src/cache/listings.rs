@@ -307,8 +307,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_listing_keeps_what_reconciles_read_and_drops_hardware_old_events_user_data_and_keys() {
+    /// An allocated machine as metal-api lists it, with everything a listing drops.
+    fn whole_machine() -> Machine {
         let mut m = Machine {
             id: "m1".into(),
             rackid: "rack-1".into(),
@@ -323,8 +323,15 @@ mod tests {
             ..Default::default()
         };
         m.hardware.nics = vec![MachineNic::default(); 4];
+        m.bios.vendor = "vendor".into();
         m.events.log = vec![event("Phoned Home"), event("Booting New Kernel")];
         m.events.crash_loop = true;
+        m
+    }
+
+    #[test]
+    fn a_listing_keeps_what_reconciles_read_and_drops_hardware_old_events_user_data_and_keys() {
+        let m = whole_machine();
         let kept = kept(m.clone());
         assert_eq!(kept.hardware, Default::default());
         assert_eq!(kept.last_event(), Some("Phoned Home"));
@@ -342,20 +349,7 @@ mod tests {
 
     #[test]
     fn a_listed_machine_decodes_as_the_listing_keeps_the_whole_machine() {
-        let mut m = Machine {
-            id: "m1".into(),
-            tags: vec!["cluster.metal-stack.io/id=ns.c".into()],
-            allocation: Some(MachineAllocation {
-                hostname: "worker-0".into(),
-                user_data: "I2Nsb3VkLWNvbmZpZw==".into(),
-                ssh_pub_keys: vec!["ssh-ed25519 AAAA".into()],
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        m.hardware.nics = vec![MachineNic::default(); 4];
-        m.bios.vendor = "vendor".into();
-        m.events.log = vec![event("Phoned Home"), event("Booting New Kernel")];
+        let m = whole_machine();
         let answer = serde_json::to_string(&vec![m.clone()]).expect("json");
         let listed: Vec<Listed> = serde_json::from_str(&answer).expect("listed");
         let Some(Listed(decoded)) = listed.into_iter().next() else {
