@@ -241,7 +241,10 @@ const NOT_LISTED: Paths = &[
     &["allocation", "user_data"],
     &["allocation", "ssh_pub_keys"],
 ];
-const _: () = assert!(NOT_LISTED.len() <= 64, "decode_skipping follows at most 64 paths");
+const _: () = assert!(
+    NOT_LISTED.len() <= 64,
+    "decode_skipping follows at most 64 paths"
+);
 
 /// A machine of metal-api's answer decoded without what a listing drops anyway: a cluster's
 /// machines are listed about once a second while they boot, and those fields are most of each.
@@ -378,7 +381,9 @@ mod tests {
             id: "m1".into(),
             ..Default::default()
         };
-        listings.record("cluster.metal-stack.io/id=ns.c", &again).await;
+        listings
+            .record("cluster.metal-stack.io/id=ns.c", &again)
+            .await;
         assert!(!listings.freed_by_capms("m1"), "allocated again");
     }
 }
