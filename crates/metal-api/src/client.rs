@@ -413,7 +413,7 @@ impl Client {
     }
 
     pub async fn machine_find(&self, req: &MachineFindRequest) -> Result<Vec<Machine>, Error> {
-        self.find("machine_find", "v1/machine/find", req).await
+        self.machine_find_as(req).await
     }
 
     /// The machines `req` finds, each decoded as `R` instead of a whole [`Machine`]: a type

@@ -1,0 +1,107 @@
+use super::*;
+use crate::capi::Machine;
+
+const MACHINE: &str = r#"{
+    "apiVersion": "cluster.x-k8s.io/v1beta2",
+    "kind": "Machine",
+    "metadata": {
+        "name": "w-0",
+        "namespace": "team-a",
+        "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
+        "managedFields": [{"manager": "capi", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:x": {}}}}}],
+        "resourceVersion": "7"
+    },
+    "spec": {"clusterName": "prod", "bootstrap": {"dataSecretName": "w-0-bootstrap"}},
+    "status": {"phase": "Provisioning"}
+}"#;
+
+#[test]
+fn decodes_as_the_kind_does_without_managed_fields() {
+    let full: Machine = serde_json::from_str(MACHINE).expect("full");
+    let WithoutManagedFields(lean): WithoutManagedFields<Machine> =
+        serde_json::from_str(MACHINE).expect("without");
+    assert!(full.metadata.managed_fields.is_some());
+    assert_eq!(lean.metadata.managed_fields, None);
+    let mut expected = full.clone();
+    expected.metadata.managed_fields = None;
+    assert_eq!(
+        serde_json::to_value(&lean).expect("lean json"),
+        serde_json::to_value(&expected).expect("expected json")
+    );
+}
+
+#[test]
+fn escaped_keys_decode_and_bad_values_are_still_errors() {
+    // A key with an escape (decoded, not borrowed) is read too.
+    let json = MACHINE.replace("\"spec\":", "\"sp\\u0065c\":");
+    let WithoutManagedFields(lean): WithoutManagedFields<Machine> =
+        serde_json::from_str(&json).expect("without");
+    assert_eq!(lean.spec.cluster_name, "prod");
+    let bad = MACHINE.replace("\"clusterName\": \"prod\"", "\"clusterName\": 7");
+    let error = serde_json::from_str::<WithoutManagedFields<Machine>>(&bad).expect_err("bad");
+    assert!(error.to_string().contains("expected a string"), "{error}");
+}
+
+#[derive(serde::Deserialize, Debug, Default, PartialEq)]
+#[serde(default)]
+struct Outer {
+    id: String,
+    big: Vec<String>,
+    inner: Option<Inner>,
+    list: Vec<Inner>,
+    mode: Option<Mode>,
+    count: Option<Count>,
+}
+
+#[derive(serde::Deserialize, Debug, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Fast,
+}
+
+#[derive(serde::Deserialize, Debug, PartialEq)]
+struct Count(u32);
+
+#[derive(serde::Deserialize, Debug, Default, PartialEq)]
+#[serde(default)]
+struct Inner {
+    name: String,
+    secret: String,
+}
+
+const OUTER: &str = r#"{"id": "m1", "big": ["a", "b"],
+    "inner": {"name": "n", "secret": "s"},
+    "list": [{"name": "l", "secret": "t"}], "mode": "fast", "count": 3}"#;
+
+fn skipping(paths: Paths) -> Outer {
+    let mut de = serde_json::Deserializer::from_str(OUTER);
+    decode_skipping(&mut de, paths).expect("decodes")
+}
+
+#[test]
+fn the_values_under_the_paths_are_skipped_as_if_absent_also_inside_an_option() {
+    let lean = skipping(&[&["big"], &["inner", "secret"]]);
+    assert_eq!(lean.id, "m1");
+    assert!(lean.big.is_empty());
+    let inner = lean.inner.expect("inner");
+    assert_eq!((inner.name.as_str(), inner.secret.as_str()), ("n", ""));
+    assert_eq!(
+        lean.list[0].secret, "t",
+        "a path does not lead through a list"
+    );
+}
+
+#[test]
+fn without_paths_or_with_paths_that_match_nothing_everything_decodes() {
+    let full: Outer = serde_json::from_str(OUTER).expect("full");
+    assert_eq!(skipping(&[]), full);
+    assert_eq!(full.mode, Some(Mode::Fast));
+    // Paths leading through a string, an enum and a newtype decode them unchanged.
+    let through = skipping(&[&["id", "x"], &["mode", "x"], &["count", "x"], &["absent"]]);
+    assert_eq!(through, full);
+    let null = r#"{"id": "m2", "inner": null}"#;
+    let mut de = serde_json::Deserializer::from_str(null);
+    let lean: Outer = decode_skipping(&mut de, &[&["inner", "secret"]]).expect("null");
+    assert_eq!(lean.inner, None);
+}
