@@ -209,3 +209,66 @@ async fn restored_objects_adopt_what_they_had_and_allocate_nothing() {
         "the same machine"
     );
 }
+
+/// A machine allocated for an object whose cluster's listing never heard of it (the listing is
+/// a cache) is still freed before the object goes: an empty listing is confirmed with metal-api
+/// before capms lets go.
+#[tokio::test]
+async fn a_deleted_object_is_let_go_only_once_metal_api_confirms_it_owns_nothing() {
+    let (rig, msm) = machine_rig().await;
+    walk::<Machines>(&rig, &msm, 2, |m| {
+        m.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty())
+    })
+    .await;
+    let msc = rig.api.get(&metal_stack_cluster(None));
+    let query = capms::controllers::allocation::teardown_query(NS, "prod");
+    let listed = rig
+        .ctx
+        .listings
+        .machines(&rig.ctx.metal, &query)
+        .await
+        .expect("listing");
+    assert!(listed.is_empty(), "nothing allocated yet");
+
+    // Allocated for the object behind the listing's back.
+    let marks = capms::ownership::owner_marks_of(capms::ownership::OwnerKind::Machine, &msm);
+    let mut tags = capms::ownership::owner_tags(&marks);
+    tags.push(query.cluster_tag.clone());
+    let network = msc.status.and_then(|s| s.network_id).expect("network");
+    let machine = rig
+        .sim
+        .editor()
+        .machine_allocate(&metal_api::types::MachineAllocateRequest {
+            name: "worker-0".into(),
+            hostname: "worker-0".into(),
+            projectid: PROJECT.into(),
+            partitionid: "mini-lab".into(),
+            sizeid: "v1-small-x86".into(),
+            imageid: "ubuntu-26.4".into(),
+            networks: Some(vec![metal_api::types::AllocationNetwork {
+                networkid: network,
+                autoacquire: None,
+            }]),
+            tags,
+            ..Default::default()
+        })
+        .await
+        .expect("allocated");
+
+    mark_deleted(&rig, &msm, None);
+    walk::<Machines>(&rig, &msm, 3, |m| {
+        m.metadata.finalizers.as_ref().is_none_or(Vec::is_empty)
+    })
+    .await;
+    let freed = rig
+        .sim
+        .editor()
+        .machine(&machine.id)
+        .await
+        .expect("machine");
+    assert!(freed.allocation.is_none(), "freed before the object went");
+    assert_eq!(allocations(&rig).await.2, 0);
+}

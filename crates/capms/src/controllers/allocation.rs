@@ -259,23 +259,23 @@ pub fn named_machine(provider_id: Option<&str>, recorded: Option<&str>) -> Optio
 /// freed in the last minutes (and has not allocated again) is not asked for: the free is why
 /// the listing lacks it, metal-api would answer it free, and at 1,000 machines deleted together
 /// that was a call per machine.
+///
+/// An empty answer lets the object go, and a machine it leaves behind stays allocated for good.
+/// So when the shared listing shows nothing and the object names no machine capms has just
+/// freed, metal-api is asked directly by the marks before the object is let go. At 1,000
+/// machines, a replica Cluster API deleted (it had made one too many) right after capms
+/// allocated for it went with its machine still allocated. Deletions of provisioned objects,
+/// whose named machine capms has just freed, cost nothing more.
 pub async fn owned(
     ctx: &Context,
     marks: &BTreeMap<String, String>,
     query: Option<&Query>,
     named: Option<&str>,
 ) -> Result<Vec<String>> {
-    let found = match query {
-        Some(q) => ctx.listings.machines(&ctx.metal, q).await?,
-        None => {
-            let find = MachineFindRequest {
-                tags: owner_tags(marks),
-                ..Default::default()
-            };
-            let found = ctx.metal.machine_find(&find).await?;
-            Arc::new(found.into_iter().map(Arc::new).collect())
-        }
+    let Some(query) = query else {
+        return owned_by_marks(ctx, marks).await;
     };
+    let found = ctx.listings.machines(&ctx.metal, query).await?;
     let ours = |m: &Machine| m.allocation.is_some() && has_owner_tags(&m.tags, marks);
     let mut ids: Vec<String> = found
         .iter()
@@ -283,7 +283,8 @@ pub async fn owned(
         .map(|m| m.id.clone())
         .collect();
     let unlisted = |id: &&str| !found.iter().any(|m| m.id == *id);
-    if let Some(id) = named.filter(|id| unlisted(id) && !ctx.listings.freed_by_capms(id)) {
+    let freed_by_capms = named.is_some_and(|id| ctx.listings.freed_by_capms(id));
+    if let Some(id) = named.filter(|id| unlisted(id) && !freed_by_capms) {
         match ctx.metal.machine(id).await {
             Ok(m) if ours(&m) => ids.push(m.id),
             Ok(_) => {}
@@ -291,6 +292,28 @@ pub async fn owned(
             Err(e) => return Err(e.into()),
         }
     }
+    if ids.is_empty() && !freed_by_capms {
+        return owned_by_marks(ctx, marks).await;
+    }
+    ids.sort();
+    Ok(ids)
+}
+
+/// The ids of the allocated machines carrying `marks`, as metal-api answers now.
+async fn owned_by_marks(ctx: &Context, marks: &BTreeMap<String, String>) -> Result<Vec<String>> {
+    let find = MachineFindRequest {
+        tags: owner_tags(marks),
+        ..Default::default()
+    };
+    let found = ctx
+        .metal
+        .machine_find_as::<metal_api::MachineSummary>(&find)
+        .await?;
+    let mut ids: Vec<String> = found
+        .into_iter()
+        .filter(|m| m.allocation.is_some() && has_owner_tags(&m.tags, marks))
+        .map(|m| m.id)
+        .collect();
     ids.sort();
     Ok(ids)
 }
