@@ -359,6 +359,34 @@ fn the_finalizer_comes_before_anything_is_allocated() {
 }
 
 #[test]
+fn nothing_is_taken_up_or_allocated_for_a_machine_being_deleted() {
+    let deleting = |found: Found| {
+        let mut l = live(found);
+        if let Some(m) = l.machine.as_mut() {
+            m.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+            );
+        }
+        l
+    };
+    let mut fresh = msm();
+    fresh.metadata.finalizers = None;
+    for (obj, what) in [
+        (&fresh, "no finalizer yet"),
+        (&msm(), "nothing allocated yet"),
+    ] {
+        let d = live_run(obj, deleting(Found::Nothing));
+        assert_eq!(d.step, Step::Nothing, "{what}");
+        assert_eq!(requeue(&d), Requeue::AwaitChange, "{what}");
+        let allocated =
+            crate::reconciler::conditions::find(&d.status.conditions, Type::MachineAllocated);
+        assert!(allocated.is_none(), "{what}");
+    }
+    let d = live_run(&named(), deleting(ours(event::PHONED_HOME)));
+    assert!(d.status.ready, "an allocated machine is still reported");
+}
+
+#[test]
 fn a_free_slot_is_allocated_with_everything_the_machine_needs() {
     let d = live_run(&msm(), live(Found::Nothing));
     let Step::Allocate(request) = &d.step else {
