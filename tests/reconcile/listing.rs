@@ -38,7 +38,8 @@ async fn listed_within(ctx: &Context, max_age: Duration) -> Machines {
         .expect("listing")
 }
 
-fn request(network: &str, size: &str) -> MachineAllocateRequest {
+/// A machine of the listed cluster, in `network`, of `size`.
+pub(super) fn request(network: &str, size: &str) -> MachineAllocateRequest {
     MachineAllocateRequest {
         name: "listed".into(),
         hostname: "listed".into(),

@@ -238,23 +238,12 @@ async fn a_deleted_object_is_let_go_only_once_metal_api_confirms_it_owns_nothing
     let mut tags = capms::ownership::owner_tags(&marks);
     tags.push(query.cluster_tag.clone());
     let network = msc.status.and_then(|s| s.network_id).expect("network");
+    let mut request = super::listing::request(&network, "v1-small-x86");
+    request.tags = tags;
     let machine = rig
         .sim
         .editor()
-        .machine_allocate(&metal_api::types::MachineAllocateRequest {
-            name: "worker-0".into(),
-            hostname: "worker-0".into(),
-            projectid: PROJECT.into(),
-            partitionid: "mini-lab".into(),
-            sizeid: "v1-small-x86".into(),
-            imageid: "ubuntu-26.4".into(),
-            networks: Some(vec![metal_api::types::AllocationNetwork {
-                networkid: network,
-                autoacquire: None,
-            }]),
-            tags,
-            ..Default::default()
-        })
+        .machine_allocate(&request)
         .await
         .expect("allocated");
 

@@ -293,7 +293,12 @@ pub async fn owned(
         }
     }
     if ids.is_empty() && !freed_by_capms {
-        return owned_by_marks(ctx, marks).await;
+        tracing::debug!(marks = ?marks, named = ?named, "the cluster's listing shows a deleted object no machine; asking metal-api");
+        let confirmed = owned_by_marks(ctx, marks).await?;
+        if !confirmed.is_empty() {
+            tracing::warn!(machines = ?confirmed, marks = ?marks, cluster = %query.cluster_tag, "metal-api holds machines carrying a deleted object's owner tags that its cluster's listing did not show; freeing them");
+        }
+        return Ok(confirmed);
     }
     ids.sort();
     Ok(ids)
