@@ -261,11 +261,12 @@ pub fn named_machine(provider_id: Option<&str>, recorded: Option<&str>) -> Optio
 /// that was a call per machine.
 ///
 /// An empty answer lets the object go, and a machine it leaves behind stays allocated for good.
-/// So when the shared listing shows nothing and the object names no machine capms has just
-/// freed, metal-api is asked directly by the marks before the object is let go. At 1,000
-/// machines, a replica Cluster API deleted (it had made one too many) right after capms
-/// allocated for it went with its machine still allocated. Deletions of provisioned objects,
-/// whose named machine capms has just freed, cost nothing more.
+/// So when the shared listing shows nothing for an object that names no machine, metal-api is
+/// asked directly by the marks before the object is let go (an object that names its machine
+/// has it asked for by id, unless capms has just freed it). At 1,000 machines, a replica
+/// Cluster API deleted (it had made one too many) right after capms allocated for it went, not
+/// yet named, with its machine still allocated. Deletions of provisioned objects cost nothing
+/// more.
 pub async fn owned(
     ctx: &Context,
     marks: &BTreeMap<String, String>,
@@ -283,8 +284,7 @@ pub async fn owned(
         .map(|m| m.id.clone())
         .collect();
     let unlisted = |id: &&str| !found.iter().any(|m| m.id == *id);
-    let freed_by_capms = named.is_some_and(|id| ctx.listings.freed_by_capms(id));
-    if let Some(id) = named.filter(|id| unlisted(id) && !freed_by_capms) {
+    if let Some(id) = named.filter(|id| unlisted(id) && !ctx.listings.freed_by_capms(id)) {
         match ctx.metal.machine(id).await {
             Ok(m) if ours(&m) => ids.push(m.id),
             Ok(_) => {}
@@ -292,8 +292,8 @@ pub async fn owned(
             Err(e) => return Err(e.into()),
         }
     }
-    if ids.is_empty() && !freed_by_capms {
-        tracing::debug!(marks = ?marks, named = ?named, "the cluster's listing shows a deleted object no machine; asking metal-api");
+    if ids.is_empty() && named.is_none() {
+        tracing::debug!(marks = ?marks, "the cluster's listing shows a deleted object no machine; asking metal-api");
         let confirmed = owned_by_marks(ctx, marks).await?;
         if !confirmed.is_empty() {
             tracing::warn!(machines = ?confirmed, marks = ?marks, cluster = %query.cluster_tag, "metal-api holds machines carrying a deleted object's owner tags that its cluster's listing did not show; freeing them");
