@@ -211,10 +211,10 @@ async fn restored_objects_adopt_what_they_had_and_allocate_nothing() {
 }
 
 /// A machine allocated for an object whose cluster's listing never heard of it (the listing is
-/// a cache) is still freed before the object goes: an empty listing is confirmed with metal-api
-/// before capms lets go.
+/// a cache) is still freed before the object goes: for an object that names no machine, an
+/// empty listing is confirmed with metal-api before capms lets go.
 #[tokio::test]
-async fn a_deleted_object_is_let_go_only_once_metal_api_confirms_it_owns_nothing() {
+async fn a_deleted_object_naming_no_machine_is_let_go_once_metal_api_confirms_it_owns_nothing() {
     let (rig, msm) = machine_rig().await;
     walk::<Machines>(&rig, &msm, 2, |m| {
         m.metadata

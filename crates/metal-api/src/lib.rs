@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod client;
+mod config;
 pub mod error;
 pub mod hmac;
 pub mod images;
