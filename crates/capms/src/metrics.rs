@@ -77,6 +77,15 @@ struct QueueName {
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// Registers `metric` under `name` and hands it back (the registry keeps a clone).
+fn register<M>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M
+where
+    M: prometheus_client::registry::Metric + Clone,
+{
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 /// controller-runtime's work-queue buckets: 10 ns to 10^3 s, by factors of ten.
 fn work_histogram() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
@@ -126,75 +135,74 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
-        let reconciles = Family::default();
-        let reconcile_errors = Family::default();
-        let reconcile_time: Histograms<ControllerLabel> =
-            Family::new_with_constructor(reconcile_histogram);
-        let outcomes = Family::default();
-        let metal_calls = Family::default();
-        let admissions = Family::default();
-        let admission_time: Histograms<Admission> =
-            Family::new_with_constructor(admission_histogram);
-        let work_time: Histograms<QueueName> = Family::new_with_constructor(work_histogram);
-        let retries = Family::default();
-        let kube_requests = Family::default();
-        registry.register(
+        let r = &mut registry;
+        let kube_requests = register(
+            r,
             "rest_client_requests",
             "Number of HTTP requests to the Kubernetes API, partitioned by status code, host, method and resource",
-            kube_requests.clone(),
+            Family::default(),
         );
-        registry.register(
+        let reconciles = register(
+            r,
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
-            reconciles.clone(),
+            Family::default(),
         );
-        registry.register(
+        let reconcile_errors = register(
+            r,
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller",
-            reconcile_errors.clone(),
+            Family::default(),
         );
-        registry.register(
+        let reconcile_time: Histograms<ControllerLabel> = register(
+            r,
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
-            reconcile_time.clone(),
+            Family::new_with_constructor(reconcile_histogram),
         );
-        registry.register(
+        let outcomes = register(
+            r,
             "capms_reconcile",
             "Reconciles by kind and outcome (success or the error's category)",
-            outcomes.clone(),
+            Family::default(),
         );
-        registry.register(
+        let metal_calls = register(
+            r,
             "capms_metal_api_requests",
             "metal-api calls by endpoint and HTTP status (0: no answer)",
-            metal_calls.clone(),
+            Family::default(),
         );
-        registry.register(
+        let admissions = register(
+            r,
             "capms_admission_requests",
             "Admission requests by kind, step, operation and result",
-            admissions.clone(),
+            Family::default(),
         );
-        registry.register(
+        let admission_time: Histograms<Admission> = register(
+            r,
             "capms_admission_duration_seconds",
             "Admission latency",
-            admission_time.clone(),
+            Family::new_with_constructor(admission_histogram),
         );
-        registry.register(
+        let work_time: Histograms<QueueName> = register(
+            r,
             "workqueue_work_duration_seconds",
             "How long in seconds processing an item from workqueue takes",
-            work_time.clone(),
+            Family::new_with_constructor(work_histogram),
         );
-        registry.register(
+        let retries = register(
+            r,
             "workqueue_retries",
             "Total number of retries handled by workqueue",
-            retries.clone(),
+            Family::default(),
         );
-        let rollouts = Family::default();
-        registry.register(
+        let rollouts = register(
+            r,
             "capms_firewall_rollouts",
             "Firewall rollouts by outcome: started, replaced, superseded, failed",
-            rollouts.clone(),
+            Family::default(),
         );
-        let queues = WorkQueues::register(&mut registry);
+        let queues = WorkQueues::register(r);
         Metrics {
             queues,
             rollouts,

@@ -218,36 +218,42 @@ async fn templates_are_immutable_except_for_clusterclass_dry_runs() {
     assert_eq!(out["response"]["allowed"], true, "ClusterClass dry run");
 }
 
-#[tokio::test]
-async fn firewall_templates_are_defaulted_checked_and_may_change() {
-    let state = state_with(Some(catalog()), false);
-    let template = |spec: Value| {
-        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackFirewallTemplate",
-            "metadata": {"name": "edge", "namespace": "default"}, "spec": {"template": {"spec": spec}}})
-    };
-    let spec = json!({"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86",
-        "rules": {"egress": [{"ports": [443], "to": ["0.0.0.0/0"]}]}});
-    let route = |step| Route {
+/// A MetalStackFirewallTemplate named edge whose firewalls have `spec`.
+fn firewall_template(spec: &Value) -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackFirewallTemplate",
+        "metadata": {"name": "edge", "namespace": "default"}, "spec": {"template": {"spec": spec}}})
+}
+
+/// The answer of `step` to a review of a firewall template with `spec` (and `old` before it).
+async fn firewall_template_review(
+    state: &WebhookState,
+    step: Step,
+    spec: &Value,
+    old: Option<&Value>,
+) -> Value {
+    let operation = if old.is_some() { "UPDATE" } else { "CREATE" };
+    let review = review(
+        "MetalStackFirewallTemplate",
+        operation,
+        firewall_template(spec),
+        old.map(firewall_template),
+        false,
+    );
+    let route = Route {
         kind: Kind::FirewallTemplate,
         step,
     };
-    let body = |op: &str, object: Value, old: Option<Value>| {
-        serde_json::to_vec(&review(
-            "MetalStackFirewallTemplate",
-            op,
-            object,
-            old,
-            false,
-        ))
-        .expect("json")
-    };
+    let body = serde_json::to_vec(&review).expect("json");
+    call(state.clone(), &route.path(), body).await.1
+}
 
-    let (_, out) = call(
-        state.clone(),
-        &route(Step::Mutate).path(),
-        body("CREATE", template(spec.clone()), None),
-    )
-    .await;
+#[tokio::test]
+async fn firewall_templates_are_defaulted_checked_and_may_change() {
+    let state = state_with(Some(catalog()), false);
+    let spec = json!({"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86",
+        "rules": {"egress": [{"ports": [443], "to": ["0.0.0.0/0"]}]}});
+
+    let out = firewall_template_review(&state, Step::Mutate, &spec, None).await;
     let patch = out["response"]["patch"].as_str().expect("a patch");
     use base64::Engine;
     let patch: Value = serde_json::from_slice(
@@ -261,45 +267,21 @@ async fn firewall_templates_are_defaulted_checked_and_may_change() {
         json!([{"op": "add", "path": "/spec/template/spec/rules/egress/0/protocol", "value": "tcp"}])
     );
 
-    let (_, out) = call(
-        state.clone(),
-        &route(Step::Validate).path(),
-        body("CREATE", template(spec.clone()), None),
-    )
-    .await;
+    let out = firewall_template_review(&state, Step::Validate, &spec, None).await;
     assert_eq!(out["response"]["allowed"], true, "{out}");
 
     let mut pinned = spec.clone();
     pinned["providerID"] = json!("metal://mini-lab/00000000-0000-0000-0000-0000000000f1");
-    let (_, out) = call(
-        state.clone(),
-        &route(Step::Validate).path(),
-        body("CREATE", template(pinned), None),
-    )
-    .await;
+    let out = firewall_template_review(&state, Step::Validate, &pinned, None).await;
     assert_eq!(out["response"]["allowed"], false);
 
     // A change rolls the firewalls made from the template, so it is checked, not refused.
     let mut changed = spec.clone();
     changed["image"] = json!("firewall-ubuntu-3");
-    let (_, out) = call(
-        state.clone(),
-        &route(Step::Validate).path(),
-        body(
-            "UPDATE",
-            template(changed.clone()),
-            Some(template(spec.clone())),
-        ),
-    )
-    .await;
+    let out = firewall_template_review(&state, Step::Validate, &changed, Some(&spec)).await;
     assert_eq!(out["response"]["allowed"], true, "{out}");
     changed["machineType"] = json!("c1-large-x86");
-    let (_, out) = call(
-        state,
-        &route(Step::Validate).path(),
-        body("UPDATE", template(changed), Some(template(spec))),
-    )
-    .await;
+    let out = firewall_template_review(&state, Step::Validate, &changed, Some(&spec)).await;
     let message = out["response"]["status"]["message"]
         .as_str()
         .expect("message");
