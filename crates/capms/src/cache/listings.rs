@@ -15,7 +15,7 @@
 //! booting machine reports ready as soon as any reconcile of its cluster lists it, not at its
 //! own next poll.
 
-use super::skipped_fields::{Paths, decode_skipping};
+use super::skipped_fields::{FIRST, Paths, decode_skipping};
 use crate::ownership::{OwnerKind, owner_of};
 use futures::channel::mpsc;
 use metal_api::types::{Machine, MachineFindRequest, MachineHealth};
@@ -238,8 +238,13 @@ impl Listings {
 const NOT_LISTED: Paths = &[
     &["hardware"],
     &["bios"],
+    &["partition"],
+    &["size"],
+    &["events", "log", FIRST],
+    &["allocation", "image"],
     &["allocation", "user_data"],
     &["allocation", "ssh_pub_keys"],
+    &["allocation", "firewall_rules"],
 ];
 const _: () = assert!(
     NOT_LISTED.len() <= 64,
@@ -256,19 +261,24 @@ impl<'de> serde::Deserialize<'de> for Listed {
     }
 }
 
-/// A listed machine as a listing keeps it (also one capms allocated, from metal-api's answer): without what no reconcile reads, its hardware and
-/// BIOS, every event but the newest (metal-api lists the newest first), and its allocation's
-/// user data and SSH keys. On real machines these are most of the answer (every NIC with its
-/// neighbours, every disk, up to a hundred events, the bootstrap data of a kubeadm node), and a
-/// listing is kept for every cluster.
+/// A listed machine as a listing keeps it (also one capms allocated, from metal-api's answer),
+/// without what no reconcile reads: its hardware and BIOS, the partition, size and image it
+/// names in full, every event but the newest (metal-api lists the newest first), and its
+/// allocation's user data, SSH keys and firewall rules. On real machines these are most of the
+/// answer (every NIC with its neighbours, every disk, up to a hundred events, the bootstrap
+/// data of a kubeadm node), and a listing is kept for every cluster.
 fn kept(mut m: Machine) -> Arc<Machine> {
     m.hardware = Default::default();
     m.bios = Default::default();
+    m.partition = None;
+    m.size = None;
     m.events.log.truncate(1);
     m.events.log.shrink_to_fit();
     if let Some(a) = m.allocation.as_mut() {
+        a.image = None;
         a.user_data = String::new();
         a.ssh_pub_keys = Vec::new();
+        a.firewall_rules = None;
     }
     Arc::new(m)
 }
@@ -301,7 +311,9 @@ fn changed(before: &[Arc<Machine>], after: &[Arc<Machine>]) -> Vec<(OwnerKind, O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use metal_api::types::{MachineAllocation, MachineEvent, MachineNic};
+    use metal_api::types::{
+        FirewallRules, Image, MachineAllocation, MachineEvent, MachineNic, Partition, Size,
+    };
 
     fn event(name: &str) -> MachineEvent {
         MachineEvent {
@@ -317,17 +329,34 @@ mod tests {
             rackid: "rack-1".into(),
             liveliness: "Alive".into(),
             tags: vec!["cluster.metal-stack.io/id=ns.c".into()],
+            partition: Some(Partition {
+                id: "fra-equ01".into(),
+                ..Default::default()
+            }),
+            size: Some(Size {
+                id: "c1-xlarge-x86".into(),
+                ..Default::default()
+            }),
             allocation: Some(MachineAllocation {
                 hostname: "worker-0".into(),
+                image: Some(Image {
+                    id: "ubuntu-24.4".into(),
+                    ..Default::default()
+                }),
                 user_data: "I2Nsb3VkLWNvbmZpZw==".into(),
                 ssh_pub_keys: vec!["ssh-ed25519 AAAA".into()],
+                firewall_rules: Some(FirewallRules::default()),
                 ..Default::default()
             }),
             ..Default::default()
         };
         m.hardware.nics = vec![MachineNic::default(); 4];
         m.bios.vendor = "vendor".into();
-        m.events.log = vec![event("Phoned Home"), event("Booting New Kernel")];
+        m.events.log = vec![
+            event("Phoned Home"),
+            event("Booting New Kernel"),
+            event("Installing"),
+        ];
         m.events.crash_loop = true;
         m
     }
@@ -337,6 +366,7 @@ mod tests {
         let m = whole_machine();
         let kept = kept(m.clone());
         assert_eq!(kept.hardware, Default::default());
+        assert_eq!((&kept.partition, &kept.size), (&None, &None));
         assert_eq!(kept.last_event(), Some("Phoned Home"));
         assert_eq!(kept.events.log.len(), 1);
         assert!(kept.events.crash_loop);
@@ -346,6 +376,7 @@ mod tests {
         );
         let mut allocation = m.allocation.clone().expect("allocated");
         (allocation.user_data, allocation.ssh_pub_keys) = (String::new(), Vec::new());
+        (allocation.image, allocation.firewall_rules) = (None, None);
         assert_eq!(kept.allocation, Some(allocation));
         assert_eq!(stage(&kept), stage(&m));
     }
@@ -367,6 +398,12 @@ mod tests {
             (allocation.user_data.as_str(), allocation.ssh_pub_keys.len()),
             ("", 0)
         );
+        assert_eq!(
+            (&allocation.image, &allocation.firewall_rules),
+            (&None, &None)
+        );
+        assert_eq!((&decoded.partition, &decoded.size), (&None, &None));
+        assert_eq!(decoded.events.log, m.events.log[..1]);
         assert_eq!(kept(decoded), kept(m));
     }
 

@@ -5,7 +5,8 @@
 //!   `metadata.managedFields`: the field managers' records are often the largest part of an
 //!   object (a nested JSON tree per manager) and no reconcile reads them.
 //! - [`decode_skipping`] decodes any value without the fields under the paths it is given
-//!   (metal-api's machines in a cluster's listing, say).
+//!   (metal-api's machines in a cluster's listing, say); a path ending in [`FIRST`] keeps the
+//!   first element of the list under it and skips the rest (a machine's newest event).
 
 use kube::Resource;
 use serde::de::{
@@ -16,6 +17,9 @@ use std::fmt;
 
 /// Paths of JSON keys from the decoded value's top; at most 64.
 pub type Paths = &'static [&'static [&'static str]];
+
+/// The last step of a path to a list of which only the first element is decoded.
+pub const FIRST: &str = "[0]";
 
 /// The path skipped in a watched object.
 const MANAGED_FIELDS: Paths = &[&["metadata", "managedFields"]];
@@ -71,12 +75,13 @@ impl<K: Resource> Resource for WithoutManagedFields<K> {
 }
 
 /// Where a map is among the paths: at which depth, and which paths lead through it (bit `i`
-/// for `paths[i]`).
+/// for `paths[i]`); or a list of which only the first element is decoded.
 #[derive(Clone, Copy)]
 struct At {
     paths: Paths,
     depth: usize,
     through: u64,
+    first_only: bool,
 }
 
 /// What becomes of the value under a key.
@@ -96,6 +101,7 @@ impl At {
             paths,
             depth: 0,
             through,
+            first_only: false,
         }
     }
 
@@ -105,8 +111,17 @@ impl At {
             if self.through & (1 << i) == 0 || path.get(self.depth) != Some(&key) {
                 continue;
             }
-            if path.len() == self.depth + 1 {
-                return Next::Skip;
+            match &path[self.depth + 1..] {
+                [] => return Next::Skip,
+                [last] if *last == FIRST => {
+                    return Next::Filter(At {
+                        through: 0,
+                        depth: self.depth + 1,
+                        first_only: true,
+                        ..*self
+                    });
+                }
+                _ => {}
             }
             through |= 1 << i;
         }
@@ -116,6 +131,7 @@ impl At {
         Next::Filter(At {
             through,
             depth: self.depth + 1,
+            first_only: false,
             ..*self
         })
     }
@@ -178,6 +194,14 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Filtered<D> {
         })
     }
 
+    /// A list is trimmed when a path ends in it with [`FIRST`].
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_seq(FilteredVisitor {
+            inner: visitor,
+            at: self.at,
+        })
+    }
+
     fn deserialize_unit_struct<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -229,7 +253,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Filtered<D> {
         deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64
         deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char deserialize_str
         deserialize_string deserialize_bytes deserialize_byte_buf deserialize_unit
-        deserialize_seq deserialize_identifier deserialize_ignored_any
+        deserialize_identifier deserialize_ignored_any
     }
 }
 
@@ -299,7 +323,39 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for FilteredVisitor<V> {
     }
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
-        self.inner.visit_seq(seq)
+        match self.at.first_only {
+            true => self.inner.visit_seq(FirstOnly {
+                inner: seq,
+                taken: false,
+            }),
+            false => self.inner.visit_seq(seq),
+        }
+    }
+}
+
+/// A list's first element; the others are stepped over unread.
+struct FirstOnly<A> {
+    inner: A,
+    taken: bool,
+}
+
+impl<'de, A: de::SeqAccess<'de>> de::SeqAccess<'de> for FirstOnly<A> {
+    type Error = A::Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, A::Error> {
+        if !self.taken {
+            self.taken = true;
+            return self.inner.next_element_seed(seed);
+        }
+        while self.inner.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(usize::from(!self.taken))
     }
 }
 

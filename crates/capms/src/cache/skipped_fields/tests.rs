@@ -105,3 +105,33 @@ fn without_paths_or_with_paths_that_match_nothing_everything_decodes() {
     let lean: Outer = decode_skipping(&mut de, &[&["inner", "secret"]]).expect("null");
     assert_eq!(lean.inner, None);
 }
+
+#[test]
+fn a_path_ending_in_first_keeps_the_lists_first_element_and_steps_over_the_rest() {
+    let json = r#"{"id": "m1", "big": ["a", "b", "c"], "list": [{"name": "l"}, {"name": "x",
+        "secret": {"not": ["a", "string"]}}], "mode": "fast", "count": 3}"#;
+    let decode = |json: &str, paths: Paths| -> Outer {
+        let mut de = serde_json::Deserializer::from_str(json);
+        decode_skipping(&mut de, paths).expect("decodes")
+    };
+    let lean = decode(json, &[&["big", FIRST], &["list", FIRST]]);
+    assert_eq!(lean.big, ["a"]);
+    assert_eq!(lean.list.len(), 1);
+    assert_eq!(lean.list[0].name, "l");
+    assert_eq!(
+        (lean.id.as_str(), lean.mode, lean.count),
+        ("m1", Some(Mode::Fast), Some(Count(3))),
+        "what follows the list decodes"
+    );
+    assert!(decode(r#"{"big": []}"#, &[&["big", FIRST]]).big.is_empty());
+    let full = decode(
+        json.replace(r#"{"not": ["a", "string"]}"#, "\"s\"")
+            .as_str(),
+        &[],
+    );
+    assert_eq!(full.big.len(), 3, "only the paths' lists are trimmed");
+    let bad = r#"{"big": ["a", "b"], "list": [{"name": 7}]}"#;
+    let mut de = serde_json::Deserializer::from_str(bad);
+    let error = decode_skipping::<Outer, _>(&mut de, &[&["list", FIRST]]).expect_err("bad");
+    assert!(error.to_string().contains("expected a string"), "{error}");
+}
