@@ -118,8 +118,6 @@ pub struct Metrics {
     metal_calls: Family<MetalCall, Counter>,
     admissions: Family<Admission, Counter>,
     admission_time: Histograms<Admission>,
-    work_time: Histograms<QueueName>,
-    retries: Family<QueueName, Counter>,
     kube_requests: Family<KubeRequest, Counter>,
     rollouts: Family<RolloutOutcome, Counter>,
     /// The controllers' work queues as controller-runtime reports them.
@@ -184,18 +182,6 @@ impl Metrics {
             "Admission latency",
             Family::new_with_constructor(admission_histogram),
         );
-        let work_time: Histograms<QueueName> = register(
-            r,
-            "workqueue_work_duration_seconds",
-            "How long in seconds processing an item from workqueue takes",
-            Family::new_with_constructor(work_histogram),
-        );
-        let retries = register(
-            r,
-            "workqueue_retries",
-            "Total number of retries handled by workqueue",
-            Family::default(),
-        );
         let rollouts = register(
             r,
             "capms_firewall_rollouts",
@@ -207,8 +193,6 @@ impl Metrics {
             queues,
             rollouts,
             kube_requests,
-            work_time,
-            retries,
             registry,
             reconciles,
             reconcile_errors,
@@ -238,11 +222,7 @@ impl Metrics {
         self.reconcile_time
             .get_or_create(&controller)
             .observe(elapsed.as_secs_f64());
-        self.work_time
-            .get_or_create(&QueueName {
-                name: controller.controller.clone(),
-            })
-            .observe(elapsed.as_secs_f64());
+        self.queues.worked(&controller.controller, elapsed);
         self.outcomes
             .get_or_create(&ReconcileOutcome {
                 kind: kind.into(),
@@ -262,11 +242,7 @@ impl Metrics {
 
     /// A failed reconcile of `kind` that is tried again.
     pub fn retry(&self, kind: &str) {
-        self.retries
-            .get_or_create(&QueueName {
-                name: kind.to_lowercase(),
-            })
-            .inc();
+        self.queues.retried(kind);
     }
 
     /// One request to the Kubernetes API (`code` None: no answer).

@@ -14,9 +14,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::{Histograms, QueueName, work_histogram};
+use super::{Histograms, QueueName, register, work_histogram};
 
 /// The waiting and running objects of every controller's queue, by `namespace/name`.
 #[derive(Debug, Default)]
@@ -31,25 +31,39 @@ pub struct WorkQueues {
     queues: Arc<Mutex<BTreeMap<String, Queue>>>,
     adds: Family<QueueName, Counter>,
     queue_time: Histograms<QueueName>,
+    work_time: Histograms<QueueName>,
+    retries: Family<QueueName, Counter>,
 }
 
 impl WorkQueues {
     pub(super) fn register(registry: &mut prometheus_client::registry::Registry) -> WorkQueues {
         let queues = WorkQueues {
             queues: Arc::default(),
-            adds: Family::default(),
-            queue_time: Family::new_with_constructor(work_histogram),
+            adds: register(
+                registry,
+                "workqueue_adds",
+                "Total number of adds handled by workqueue",
+                Family::default(),
+            ),
+            queue_time: register(
+                registry,
+                "workqueue_queue_duration_seconds",
+                "How long in seconds an item stays in workqueue before being requested",
+                Family::new_with_constructor(work_histogram),
+            ),
+            work_time: register(
+                registry,
+                "workqueue_work_duration_seconds",
+                "How long in seconds processing an item from workqueue takes",
+                Family::new_with_constructor(work_histogram),
+            ),
+            retries: register(
+                registry,
+                "workqueue_retries",
+                "Total number of retries handled by workqueue",
+                Family::default(),
+            ),
         };
-        registry.register(
-            "workqueue_adds",
-            "Total number of adds handled by workqueue",
-            queues.adds.clone(),
-        );
-        registry.register(
-            "workqueue_queue_duration_seconds",
-            "How long in seconds an item stays in workqueue before being requested",
-            queues.queue_time.clone(),
-        );
         registry.register_collector(Box::new(Gauges(queues.queues.clone())));
         queues
     }
@@ -90,6 +104,18 @@ impl WorkQueues {
                 .get_or_create(&name(controller))
                 .observe(since.elapsed().as_secs_f64());
         }
+    }
+
+    /// A reconcile of `controller` took `elapsed`.
+    pub(super) fn worked(&self, controller: &str, elapsed: Duration) {
+        self.work_time
+            .get_or_create(&name(controller))
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// A failed reconcile of `controller` is tried again.
+    pub(super) fn retried(&self, controller: &str) {
+        self.retries.get_or_create(&name(controller)).inc();
     }
 
     /// `key`'s reconcile ended.
