@@ -78,7 +78,11 @@ async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate
     assert!(machines.is_empty());
     assert_eq!(finds(&rig), 1);
 
-    let ok = request(&network.id, "v1-small-x86");
+    // Allocated for a MetalStackMachine: freeing it for that object takes it out of the listing.
+    let msm = metal_stack_machine();
+    let marks = capms::ownership::identity_of(capms::ownership::OwnerKind::Machine, &msm);
+    let mut ok = request(&network.id, "v1-small-x86");
+    ok.tags.extend(capms::ownership::owner_tags(&marks));
     let result = ctx.metal.machine_allocate(&ok).await;
     let machine = result.as_ref().expect("allocated").id.clone();
     allocation::allocated(ctx, &ok.tags, &result).await;
@@ -101,7 +105,7 @@ async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate
     );
     assert!(machines.iter().any(|m| m.id == machine));
 
-    allocation::free(ctx, &metal_stack_machine(), &machine, "Machine")
+    allocation::free(ctx, &msm, &marks, &machine, "Machine")
         .await
         .expect("freed");
     let machines = listed(ctx).await;

@@ -261,3 +261,39 @@ async fn a_deleted_object_naming_no_machine_is_let_go_once_metal_api_confirms_it
     assert!(freed.allocation.is_none(), "freed before the object went");
     assert_eq!(allocations(&rig).await.2, 0);
 }
+
+/// The interleaving behind the machine a 10 × 100 run leaked. capms frees a machine for one
+/// object; metal-api reclaims it and capms allocates it again, for another object, before the
+/// first free's removal from the listings has reached that object's cluster (the removal waits
+/// for each cluster's listing in turn, behind the finds in flight). That late removal must not
+/// take the new allocation out of the listing, nor make capms believe it freed the machine for
+/// the new object: deleted next, the new object would be let go with its machine allocated.
+#[tokio::test]
+async fn a_free_completing_late_never_lets_a_later_owner_of_the_machine_go_without_freeing_it() {
+    let rig = rig().await;
+    let msc = metal_stack_cluster(None);
+    let machine_id = provisioned_machine(&rig, &msc).await;
+    let msm = metal_stack_machine();
+    let mut earlier = metal_stack_machine();
+    earlier.metadata.name = Some("worker-replaced".into());
+    let earlier = capms::ownership::identity_of(capms::ownership::OwnerKind::Machine, &earlier);
+    // The first owner's free, reaching the listings only now.
+    rig.ctx.listings.freed(&machine_id, &earlier).await;
+
+    mark_deleted(&rig, &msm, None);
+    walk::<Machines>(&rig, &msm, 3, |m| {
+        m.metadata.finalizers.as_ref().is_none_or(Vec::is_empty)
+    })
+    .await;
+    let machine = rig
+        .sim
+        .editor()
+        .machine(&machine_id)
+        .await
+        .expect("machine");
+    assert!(
+        machine.allocation.is_none(),
+        "machine {machine_id} left allocated for a deleted object: {:?}",
+        machine.tags
+    );
+}

@@ -16,10 +16,10 @@
 //! own next poll.
 
 use super::skipped_fields::{FIRST, Paths, decode_skipping};
-use crate::ownership::{OwnerKind, owner_of};
+use crate::ownership::{OwnerKind, has_owner_tags, owner_of};
 use futures::channel::mpsc;
 use metal_api::types::{Machine, MachineFindRequest, MachineHealth};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -67,8 +67,14 @@ pub struct Listings {
     unknown: AtomicU64,
     /// The controllers following changed machines, each for the objects of one kind.
     followers: Mutex<Vec<(OwnerKind, mpsc::UnboundedSender<Owner>)>>,
-    /// The machines capms freed in the last [`FREED_KNOWN_FOR`], and when.
-    freed: Mutex<HashMap<String, Instant>>,
+    /// The machines capms freed in the last [`FREED_KNOWN_FOR`]: when, and for whom.
+    freed: Mutex<HashMap<String, Freed>>,
+}
+
+/// A machine capms freed: when, and the owner marks of the object it was freed for.
+struct Freed {
+    at: Instant,
+    owner: BTreeMap<String, String>,
 }
 
 /// An object of capms's, by namespace and name.
@@ -174,35 +180,49 @@ impl Listings {
             .fetch_add(1, Ordering::SeqCst);
     }
 
-    /// capms freed machine `id` (or metal-api no longer has it): it leaves every listing (a
-    /// find in flight holds its listing until its answer is in, which may still show it).
-    pub async fn freed(&self, id: &str) {
+    /// capms freed machine `id` for the object with `owner` marks (or metal-api no longer has
+    /// it): it leaves every listing that still shows it allocated for that object (a find in
+    /// flight holds its listing until its answer is in, which may still show it).
+    ///
+    /// Only that allocation leaves. The removal waits for each cluster's listing in turn, and a
+    /// listing is held while its find is in flight: on a busy management cluster the removal
+    /// reached a cluster's listing seconds after metal-api had freed the machine, by which time
+    /// it had been reclaimed and allocated again, for another object. Removing it by id alone
+    /// dropped that newer allocation from its cluster's listing, and the object it was allocated
+    /// for, deleted next, was let go with the machine still allocated (a 10 × 100 run leaked one
+    /// machine so).
+    pub async fn freed(&self, id: &str, owner: &BTreeMap<String, String>) {
         {
             let mut freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
             let now = Instant::now();
-            freed.retain(|_, t| now.duration_since(*t) < FREED_KNOWN_FOR);
-            freed.insert(id.to_owned(), now);
+            freed.retain(|_, f| now.duration_since(f.at) < FREED_KNOWN_FOR);
+            let owner = owner.clone();
+            freed.insert(id.to_owned(), Freed { at: now, owner });
         }
         let slots: Vec<Arc<Slot>> = {
             let clusters = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
             clusters.values().cloned().collect()
         };
+        let this = |m: &Arc<Machine>| m.id == id && has_owner_tags(&m.tags, owner);
         for slot in slots {
             let mut listing = slot.listing.lock().await;
             if let Some(l) = listing.as_mut()
-                && l.machines.iter().any(|m| m.id == id)
+                && l.machines.iter().any(this)
             {
-                Arc::make_mut(&mut l.machines).retain(|m| m.id != id);
+                Arc::make_mut(&mut l.machines).retain(|m| !this(m));
             }
         }
     }
 
-    /// Did capms free machine `id` (or learn metal-api no longer has it) in the last
-    /// [`FREED_KNOWN_FOR`], and not allocate it again since? Then the object being deleted that
-    /// names it need not ask metal-api whether it is still its own.
-    pub fn freed_by_capms(&self, id: &str) -> bool {
+    /// Did capms free machine `id` for the object with `owner` marks (or learn metal-api no
+    /// longer has it) in the last [`FREED_KNOWN_FOR`], and not allocate it again since? Then
+    /// that object, being deleted and naming it, need not ask metal-api whether it is still its
+    /// own.
+    pub fn freed_by_capms(&self, id: &str, owner: &BTreeMap<String, String>) -> bool {
         let freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
-        freed.get(id).is_some_and(|t| t.elapsed() < FREED_KNOWN_FOR)
+        freed
+            .get(id)
+            .is_some_and(|f| f.at.elapsed() < FREED_KNOWN_FOR && f.owner == *owner)
     }
 
     /// The objects of `kind` whose machine changed between two listings, as they are found.
@@ -407,20 +427,95 @@ mod tests {
         assert_eq!(kept(decoded), kept(m));
     }
 
+    fn owner(name: &str) -> BTreeMap<String, String> {
+        [("machine-resource".to_owned(), format!("ns.{name}"))].into()
+    }
+
+    /// Machine `id` allocated for `owner`, as a listing holds it.
+    fn allocated_for(id: &str, owner: &BTreeMap<String, String>) -> Machine {
+        let mut tags = crate::ownership::owner_tags(owner);
+        tags.push(CLUSTER_TAG.to_owned());
+        Machine {
+            id: id.into(),
+            tags,
+            allocation: Some(MachineAllocation::default()),
+            ..Default::default()
+        }
+    }
+
+    const CLUSTER_TAG: &str = "cluster.metal-stack.io/id=ns.c";
+
+    /// A listing whose find answered `machines`, fresh.
+    async fn listed(listings: &Listings, machines: Vec<Machine>) {
+        let slot = listings.slot(CLUSTER_TAG);
+        *slot.listing.lock().await = Some(Snapshot {
+            requested: Instant::now(),
+            epoch: listings.epoch(&slot),
+            machines: Arc::new(machines.into_iter().map(kept).collect()),
+        });
+    }
+
+    async fn shown(listings: &Listings) -> Vec<(String, Vec<String>)> {
+        let slot = listings.slot(CLUSTER_TAG);
+        let listing = slot.listing.lock().await;
+        let machines = listing.as_ref().map(|l| l.machines.clone());
+        machines
+            .into_iter()
+            .flat_map(|ms| {
+                ms.iter()
+                    .map(|m| (m.id.clone(), m.tags.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     #[tokio::test]
     async fn a_machine_capms_freed_is_known_freed_until_it_allocates_it_again() {
+        let (a, b) = (owner("a"), owner("b"));
         let listings = Listings::default();
-        assert!(!listings.freed_by_capms("m1"));
-        listings.freed("m1").await;
-        assert!(listings.freed_by_capms("m1"));
-        assert!(!listings.freed_by_capms("m2"));
-        let again = Machine {
-            id: "m1".into(),
-            ..Default::default()
-        };
-        listings
-            .record("cluster.metal-stack.io/id=ns.c", &again)
-            .await;
-        assert!(!listings.freed_by_capms("m1"), "allocated again");
+        assert!(!listings.freed_by_capms("m1", &a));
+        listings.freed("m1", &a).await;
+        assert!(listings.freed_by_capms("m1", &a));
+        assert!(!listings.freed_by_capms("m2", &a));
+        assert!(!listings.freed_by_capms("m1", &b), "freed for a, not for b");
+        listings.record(CLUSTER_TAG, &allocated_for("m1", &b)).await;
+        assert!(!listings.freed_by_capms("m1", &a), "allocated again");
+    }
+
+    /// The interleaving behind a machine leaked in a 10 × 100 run. capms frees machine m1 of
+    /// object a; its removal from the listings waits for each cluster's listing in turn, behind
+    /// finds in flight. Meanwhile metal-api reclaims m1 and capms allocates it for object b of
+    /// cluster c, recording it in c's listing. Then a's removal reaches c's listing. It must take
+    /// only a's allocation away: with b's gone from the listing, b (deleted next, its listing
+    /// fresh) was let go with m1 still allocated, and b alive would have allocated a second
+    /// machine.
+    #[tokio::test]
+    async fn a_free_reaching_a_listing_late_leaves_a_later_allocation_of_the_machine() {
+        let (a, b) = (owner("a"), owner("b"));
+        let listings = Listings::default();
+        listed(&listings, vec![allocated_for("m1", &a)]).await;
+        let other_cluster = listings.slot("cluster.metal-stack.io/id=ns.other");
+        *other_cluster.listing.lock().await = Some(Snapshot {
+            requested: Instant::now(),
+            epoch: listings.epoch(&other_cluster),
+            machines: Arc::default(),
+        });
+        // A find of the other cluster is in flight: its listing is held.
+        let in_flight = other_cluster.listing.lock().await;
+        let mut removal = std::pin::pin!(listings.freed("m1", &a));
+        // a's removal runs until it waits for the held listing (which it may meet before or
+        // after c's; either way c's listing must end up with b's allocation).
+        assert!(futures::poll!(removal.as_mut()).is_pending());
+        listings.record(CLUSTER_TAG, &allocated_for("m1", &b)).await;
+        drop(in_flight);
+        removal.await;
+        let b_tags = allocated_for("m1", &b).tags;
+        assert_eq!(shown(&listings).await, [("m1".to_owned(), b_tags)]);
+        assert!(!listings.freed_by_capms("m1", &b), "b must ask metal-api");
+        // And the same once the removal is simply late, after b's allocation is in.
+        listings.freed("m1", &a).await;
+        assert_eq!(shown(&listings).await.len(), 1, "still b's");
+        listings.freed("m1", &b).await;
+        assert!(shown(&listings).await.is_empty(), "b's own free takes it");
     }
 }

@@ -284,7 +284,8 @@ pub async fn owned(
         .map(|m| m.id.clone())
         .collect();
     let unlisted = |id: &&str| !found.iter().any(|m| m.id == *id);
-    if let Some(id) = named.filter(|id| unlisted(id) && !ctx.listings.freed_by_capms(id)) {
+    let just_freed = |id: &&str| ctx.listings.freed_by_capms(id, marks);
+    if let Some(id) = named.filter(|id| unlisted(id) && !just_freed(id)) {
         match ctx.metal.machine(id).await {
             Ok(m) if ours(&m) => ids.push(m.id),
             Ok(_) => {}
@@ -323,17 +324,19 @@ async fn owned_by_marks(ctx: &Context, marks: &BTreeMap<String, String>) -> Resu
     Ok(ids)
 }
 
-/// Frees machine `id` and says so in an event on `obj` (`what`: "Machine" or "Firewall").
+/// Frees machine `id`, allocated for `obj` (which `marks` find), and says so in an event on
+/// `obj` (`what`: "Machine" or "Firewall").
 pub async fn free<K: kube::Resource<DynamicType = ()>>(
     ctx: &Context,
     obj: &K,
+    marks: &BTreeMap<String, String>,
     id: &str,
     what: &str,
 ) -> Result<()> {
     match ctx.metal.machine_free(id).await {
-        Ok(_) => ctx.listings.freed(id).await,
+        Ok(_) => ctx.listings.freed(id, marks).await,
         Err(e) if e.is_not_found() => {
-            ctx.listings.freed(id).await;
+            ctx.listings.freed(id, marks).await;
             return Ok(());
         }
         Err(e) => {

@@ -4,6 +4,7 @@ use super::FINALIZER;
 use super::model::Step;
 use crate::api::MetalStackFirewall;
 use crate::controllers::allocation;
+use crate::ownership::firewall_identity;
 use crate::reconciler::writes::{describe, ensure_finalizer, remove_finalizer};
 use crate::reconciler::{Context, During, Result};
 use kube::ResourceExt;
@@ -30,7 +31,7 @@ pub async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &Step) -> Result<
             .during(|| format!("naming its machine in {}", describe(fw)))?;
             Ok(())
         }
-        Step::Free(id) => allocation::free(ctx, fw, id, "Firewall").await,
+        Step::Free(id) => allocation::free(ctx, fw, &firewall_identity(fw), id, "Firewall").await,
         Step::RemoveFinalizer => remove_finalizer(&api, fw, FINALIZER).await,
     }
 }

@@ -1,7 +1,7 @@
 //! The one step `decide` chose for a MetalStackMachine, taken.
 
 use super::FINALIZER;
-use super::model::Step;
+use super::model::{Step, identity};
 use crate::api::MetalStackMachine;
 use crate::controllers::allocation;
 use crate::reconciler::writes::{describe, ensure_finalizer, remove_finalizer};
@@ -31,7 +31,7 @@ pub async fn act(msm: &MetalStackMachine, ctx: &Context, step: &Step) -> Result<
             .during(|| format!("naming its machine in {}", describe(msm)))?;
             Ok(())
         }
-        Step::Free(id) => allocation::free(ctx, msm, id, "Machine").await,
+        Step::Free(id) => allocation::free(ctx, msm, &identity(msm), id, "Machine").await,
         Step::RemoveFinalizer => remove_finalizer(&api, msm, FINALIZER).await,
     }
 }

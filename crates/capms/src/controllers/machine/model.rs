@@ -48,6 +48,11 @@ pub enum Step {
 
 pub type MachineDecision = Decision<Step, MetalStackMachineStatus>;
 
+/// The owner marks that find what capms allocated for a MetalStackMachine.
+pub fn identity(msm: &MetalStackMachine) -> std::collections::BTreeMap<String, String> {
+    crate::ownership::identity_of(crate::ownership::OwnerKind::Machine, msm)
+}
+
 /// The partition a machine is allocated in: its own, else its cluster's.
 pub fn partition(msm: &MetalStackMachine, msc: &MetalStackCluster) -> String {
     msm.spec

@@ -1,11 +1,10 @@
 //! What a MetalStackMachine reconcile reads, in the order `decide` looks at it.
 
 use super::FINALIZER;
-use super::model::{Live, Observed, cluster_name, partition, provisioned_network};
+use super::model::{Live, Observed, cluster_name, identity, partition, provisioned_network};
 use crate::api::{MetalStackCluster, MetalStackMachine};
 use crate::capi::{Cluster, Machine as CapiMachine, MachineSet};
 use crate::controllers::allocation::{self, Found, Target};
-use crate::ownership::{OwnerKind, identity_of};
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
@@ -14,10 +13,6 @@ use crate::reconciler::{Context, During, Result};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use metal_api::types::ROLE_MACHINE;
-
-fn identity(msm: &MetalStackMachine) -> std::collections::BTreeMap<String, String> {
-    identity_of(OwnerKind::Machine, msm)
-}
 
 /// The Cluster a MetalStackMachine belongs to: its cluster-name label (Cluster API sets it), else
 /// its Machine's, while the Machine is still there.
