@@ -150,6 +150,7 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     go_provider_objects_are_checked_in_their_own_field_names(&admission);
     good_objects_are_admitted_and_defaulted(&admission);
     firewall_templates::templates_change_only_into_what_their_clusters_can_use(&admission);
+    firewall_templates::templates_of_both_schemas_list_together_as_v1alpha1(&admission);
     metadata_only_updates_never_reach_the_webhooks(&admission, &manager).await;
     the_managers_own_updates_never_reach_the_webhooks(&admission, &manager, &manager_kubeconfig)
         .await;

@@ -94,6 +94,7 @@ fn across(
     for field in kind.fields() {
         map_field(object, &mut out, field, from, to, name)?;
     }
+    let mut restored = Vec::new();
     for entry in restore {
         let field = kind.fields().find(|f| f.path(to) == Some(&entry.at));
         let current = field
@@ -101,6 +102,16 @@ fn across(
             .and_then(|p| object.pointer(p));
         if current == entry.shown.as_ref() {
             put(&mut out, &entry.at, entry.was, name)?;
+            restored.push(entry.at);
+        }
+    }
+    for field in kind.fields() {
+        if let (Some(at), Some(unset)) = (field.path(to), field.unset_in_go)
+            && to == Schema::GoProvider
+            && out.pointer(at).is_none()
+            && !restored.iter().any(|r| r == at)
+        {
+            put(&mut out, at, Some(Value::from(unset)), name)?;
         }
     }
     let lost: Vec<Kept> = kind
@@ -152,6 +163,26 @@ fn passed_on<'a>(
 fn lost_at(object: &Value, out: &Value, field: &Field, from: Schema, to: Schema) -> Option<Kept> {
     let source = field.path(from)?;
     let value = object.pointer(source).cloned();
+    // What `v1alpha1` shows for a value capms's versions never had is nothing lost; a
+    // `v1alpha1` object without it is kept as such, or it would come back showing it.
+    if let Some(unset) = field.unset_in_go.map(Value::from)
+        && from == Schema::GoProvider
+        && field.path(to).is_none()
+    {
+        return match value {
+            Some(v) if v == unset => None,
+            None => Some(Kept {
+                at: source.to_owned(),
+                was: None,
+                shown: None,
+            }),
+            Some(_) => Some(Kept {
+                at: source.to_owned(),
+                was: value,
+                shown: None,
+            }),
+        };
+    }
     let shown = field.path(to).and_then(|t| out.pointer(t)).cloned();
     let back = match field.path(to) {
         Some(target) => field.transform(to, from, passed_on(out, field, to, target).cloned()),

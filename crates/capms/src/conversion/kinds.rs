@@ -21,6 +21,9 @@ pub struct Field {
     pub up: Option<Transform>,
     /// capms value → `v1alpha1` value.
     pub down: Option<Transform>,
+    /// What `v1alpha1` shows for a field only it has, and requires, when the object has no
+    /// value for it (it was made in capms's versions); converted back, it is no loss.
+    pub unset_in_go: Option<&'static str>,
 }
 
 impl Field {
@@ -94,6 +97,7 @@ const fn at(go: Option<&'static str>, capms: Option<&'static str>) -> Field {
         fallback: None,
         up: None,
         down: None,
+        unset_in_go: None,
     }
 }
 
@@ -119,6 +123,27 @@ const fn provider_id(go: &'static str, capms: &'static str) -> Field {
 
 fn empty_is_absent(value: Option<Value>) -> Option<Value> {
     value.filter(|v| v.as_str() != Some(""))
+}
+
+/// `v1alpha1` requires a firewall template's networks, which capms's may leave out: shown as
+/// none.
+fn absent_is_no_list(value: Option<Value>) -> Option<Value> {
+    value.or_else(|| Some(Value::Array(Vec::new())))
+}
+
+/// No networks in `v1alpha1` is no field in capms's versions.
+fn no_list_is_absent(value: Option<Value>) -> Option<Value> {
+    value.filter(|v| v.as_array().is_none_or(|a| !a.is_empty()))
+}
+
+/// A `v1alpha1` field of the firewall template that capms's versions have no place for and
+/// `v1alpha1` requires (capms allocates in the cluster's partition and project): a template
+/// made in capms's versions shows it empty.
+const fn required_go_only(go: &'static str) -> Field {
+    Field {
+        unset_in_go: Some(""),
+        ..go_only(go)
+    }
 }
 
 /// `v1alpha1` requires an endpoint's host; capms's endpoint may name only the port of the IP it
@@ -233,7 +258,11 @@ pub static FIREWALL_TEMPLATE: Kind = Kind {
     fields: &[&[
         moved("/spec/image", "/spec/template/spec/image"),
         moved("/spec/size", "/spec/template/spec/machineType"),
-        moved("/spec/networks", "/spec/template/spec/networks"),
+        Field {
+            up: Some(no_list_is_absent),
+            down: Some(absent_is_no_list),
+            ..moved("/spec/networks", "/spec/template/spec/networks")
+        },
         moved("/spec/sshPublicKeys", "/spec/template/spec/sshKeys"),
         Field {
             up: Some(rules_protocol_lowercase),
@@ -242,8 +271,8 @@ pub static FIREWALL_TEMPLATE: Kind = Kind {
         },
         capms_only("/spec/template/metadata"),
         capms_only("/spec/template/spec/providerID"),
-        go_only("/spec/partition"),
-        go_only("/spec/project"),
+        required_go_only("/spec/partition"),
+        required_go_only("/spec/project"),
         go_only("/spec/allowedNetworks"),
         go_only("/spec/controllerURL"),
         go_only("/spec/controllerVersion"),
