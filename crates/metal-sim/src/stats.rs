@@ -1,6 +1,7 @@
 //! Requests the simulator answered, counted by route template, method and status: what a
 //! benchmark reads from `GET /sim/stats` to count metal-api calls at the server, whoever the
-//! client is. Not part of metal-api.
+//! client is; and how often each fault of `/sim/faults` struck, against how often it could, so
+//! that a fault test can tell its faults happened. Not part of metal-api.
 
 use jiff::Timestamp;
 use serde::Serialize;
@@ -13,6 +14,7 @@ pub const UNMATCHED: &str = "(unmatched)";
 pub struct RequestStats {
     since: Timestamp,
     counts: BTreeMap<(String, String, u16), u64>,
+    pub faults: FaultCounts,
 }
 
 impl Default for RequestStats {
@@ -20,8 +22,31 @@ impl Default for RequestStats {
         RequestStats {
             since: Timestamp::now(),
             counts: BTreeMap::new(),
+            faults: FaultCounts::default(),
         }
     }
+}
+
+/// How often each fault struck, beside how often it could have.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct FaultCounts {
+    /// metal-api requests the faults met; an error or a spike may strike each.
+    pub requests: u64,
+    /// Answered with an injected error instead of being carried out.
+    pub errors: u64,
+    /// Delayed by a spike.
+    pub spikes: u64,
+    /// Requests carried out; a lost answer or a timeout may strike each.
+    pub carried_out: u64,
+    /// Carried out and answered 502.
+    pub lost_answers: u64,
+    /// Carried out and held past the client's timeout.
+    pub timeouts: u64,
+    /// New connections; a drop may strike each.
+    pub connections: u64,
+    /// Closed before a request was read.
+    pub dropped: u64,
 }
 
 /// One row of the report.
@@ -41,6 +66,67 @@ pub struct StatsReport {
     pub since: Timestamp,
     pub total: u64,
     pub requests: Vec<RouteCount>,
+    #[serde(default)]
+    pub faults: FaultCounts,
+}
+
+/// A fault set to strike `rate` of its `chances` and struck `struck` times: a line saying so,
+/// and whether that is about as often as set. Within four standard deviations of the binomial
+/// (plus 2, for small counts) it is; a fault left off or striking every time falls outside
+/// (chance alone does so about once in 15,000 runs). Where 10 or more strikes were expected, a
+/// fault that never struck is off.
+fn judged(what: &str, struck: u64, chances: u64, rate: f64) -> (bool, String) {
+    let n = chances as f64;
+    let expected = rate * n;
+    let tolerance = 4.0 * (n * rate * (1.0 - rate)).sqrt() + 2.0;
+    let line = format!(
+        "{what}: {struck} of {chances} (set to {rate}, expected {expected:.1} ± {tolerance:.1})"
+    );
+    let off = expected >= 10.0 && struck == 0;
+    ((struck as f64 - expected).abs() <= tolerance && !off, line)
+}
+
+impl FaultCounts {
+    /// Did each fault of `faults` strike about as often as it was set to? A line per fault,
+    /// joined by "; ", as Ok when every one did, else as Err.
+    pub fn judge(&self, faults: &crate::state::Faults) -> Result<String, String> {
+        let checks = [
+            judged("errors", self.errors, self.requests, faults.error_rate),
+            judged("spikes", self.spikes, self.requests, faults.spike_rate),
+            judged(
+                "lost answers",
+                self.lost_answers,
+                self.carried_out,
+                faults.lost_answer_rate,
+            ),
+            judged(
+                "timeouts",
+                self.timeouts,
+                self.carried_out,
+                faults.timeout_rate,
+            ),
+            judged(
+                "dropped connections",
+                self.dropped,
+                self.connections,
+                faults.drop_rate,
+            ),
+        ];
+        let text = checks
+            .iter()
+            .map(|(_, l)| l.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        match checks.iter().all(|(ok, _)| *ok) {
+            true => Ok(text),
+            false => Err(text),
+        }
+    }
+
+    /// Strikes of every kind together.
+    pub fn struck(&self) -> u64 {
+        self.errors + self.spikes + self.lost_answers + self.timeouts + self.dropped
+    }
 }
 
 impl RequestStats {
@@ -71,6 +157,7 @@ impl RequestStats {
             since: self.since,
             total: requests.iter().map(|r| r.count).sum(),
             requests,
+            faults: self.faults.clone(),
         }
     }
 }
@@ -99,5 +186,27 @@ mod tests {
         );
         stats.reset();
         assert_eq!(stats.report().total, 0);
+    }
+
+    #[test]
+    fn a_fault_is_judged_against_the_rate_it_was_set_to() {
+        let faults = crate::state::Faults {
+            error_rate: 0.2,
+            ..Default::default()
+        };
+        let counts = |errors| FaultCounts {
+            requests: 100,
+            errors,
+            ..Default::default()
+        };
+        assert!(counts(20).judge(&faults).is_ok());
+        assert!(counts(4).judge(&faults).is_ok(), "within four deviations");
+        let off = counts(0).judge(&faults).expect_err("left off");
+        assert!(
+            off.starts_with("errors: 0 of 100 (set to 0.2, expected 20.0"),
+            "{off}"
+        );
+        assert!(counts(60).judge(&faults).is_err(), "far too often");
+        assert!(FaultCounts::default().judge(&Default::default()).is_ok());
     }
 }

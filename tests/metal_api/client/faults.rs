@@ -142,3 +142,86 @@ async fn stuck_and_crash_looping_machines_recover_once_cleared() {
         "a dead, allocated machine's liveliness is Unknown"
     );
 }
+
+/// A misspelt fault, or one out of its range, is refused naming the field: a fault test whose
+/// fault were silently off would pass without a fault. Nothing is switched on then.
+#[tokio::test]
+async fn a_misspelt_or_out_of_range_fault_is_refused_naming_the_field() {
+    let sim = RunningSim::start(Inventory::default_lab(), "/").await;
+    let faults = Faults::of(&sim);
+    let cases = [
+        (
+            serde_json::json!({"eror_rate": 0.2}),
+            "unknown field `eror_rate`",
+        ),
+        (
+            serde_json::json!({"error_rate": 2.0}),
+            "error_rate: 2 is not a fraction",
+        ),
+        (
+            serde_json::json!({"dead": ["no-such-machine"]}),
+            "dead: the simulator has no machine",
+        ),
+    ];
+    for (body, expected) in cases {
+        let response = faults
+            .http
+            .put(&faults.url)
+            .json(&body)
+            .send()
+            .await
+            .expect("faults endpoint");
+        assert_eq!(response.status(), 400, "{body}");
+        let text = response.text().await.unwrap_or_default();
+        assert!(text.contains(expected), "{body}: {text}");
+    }
+    let now: serde_json::Value = faults
+        .http
+        .get(&faults.url)
+        .send()
+        .await
+        .expect("faults endpoint")
+        .json()
+        .await
+        .expect("faults");
+    assert_eq!(now["error_rate"], 0.0, "nothing switched on: {now}");
+}
+
+/// Each fault strikes about as often as it is set to, by the simulator's own count, on a sample
+/// large enough that a fault left off fails: a thousand requests, each on a new connection.
+#[tokio::test]
+async fn every_fault_strikes_about_as_often_as_it_is_set_to() {
+    let sim = RunningSim::start(Inventory::default_lab(), "/").await;
+    let faults = metal_sim::state::Faults {
+        error_rate: 0.2,
+        lost_answer_rate: 0.03,
+        timeout_rate: 0.05,
+        timeout_ms: Some(50),
+        spike_rate: 0.05,
+        spike_ms: Some(50),
+        drop_rate: 0.05,
+        ..Default::default()
+    };
+    Faults::of(&sim).set(serde_json::json!(faults)).await;
+    sim.sim.stats().reset();
+    // A new connection for every request, so that each may be dropped.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("client");
+    let url = format!("{}/v1/version", sim.url.trim_end_matches('/'));
+    let requests = (0..4).map(|_| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            for _ in 0..250 {
+                // Every outcome is a fault or not; the simulator counts which.
+                let _ = http.get(&url).send().await;
+            }
+        }
+    });
+    futures::future::join_all(requests).await;
+    let counts = sim.sim.stats().report().faults;
+    let judged = counts.judge(&faults);
+    assert!(judged.is_ok(), "{judged:?}");
+    assert!(counts.requests >= 900, "{counts:?}");
+}

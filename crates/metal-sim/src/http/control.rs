@@ -9,28 +9,18 @@ pub(super) async fn faults_get(State(sim): State<Sim>) -> Response {
 }
 
 pub(super) async fn faults_put(State(sim): State<Sim>, body: Bytes) -> Response {
-    match parse::<Faults>(&body) {
-        Ok(faults)
-            if [
-                faults.error_rate,
-                faults.drop_rate,
-                faults.lost_answer_rate,
-                faults.timeout_rate,
-                faults.spike_rate,
-            ]
-            .iter()
-            .all(|r| (0.0..=1.0).contains(r)) =>
-        {
-            sim.state().faults = faults.clone();
-            tracing::info!(?faults, "simulator faults changed");
-            ok(StatusCode::OK, &faults)
-        }
-        Ok(_) => SimError::bad_request(
-            "error_rate, drop_rate, lost_answer_rate, timeout_rate and spike_rate are fractions between 0 and 1",
-        )
-            .into_response(),
-        Err(e) => e.into_response(),
+    let faults = match parse::<Faults>(&body) {
+        Ok(faults) => faults,
+        Err(e) => return e.into_response(),
+    };
+    let mut state = sim.state();
+    if let Err(message) = faults.check(|id| state.machines.contains_key(id)) {
+        return SimError::bad_request(message).into_response();
     }
+    state.faults = faults.clone();
+    drop(state);
+    tracing::info!(?faults, "simulator faults changed");
+    ok(StatusCode::OK, &faults)
 }
 
 pub(super) async fn stats_get(State(sim): State<Sim>) -> Response {

@@ -129,11 +129,18 @@ async fn filters(State(sim): State<Sim>, mut request: Request, next: Next) -> Re
     if faults.latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(faults.latency_ms)).await;
     }
-    if happens(faults.spike_rate) {
+    let (spike, error) = (happens(faults.spike_rate), happens(faults.error_rate));
+    {
+        let counts = &mut sim.stats().faults;
+        counts.requests += 1;
+        counts.spikes += u64::from(spike);
+        counts.errors += u64::from(error);
+    }
+    if spike {
         let spike = faults.spike_ms.unwrap_or(2_000);
         tokio::time::sleep(Duration::from_millis(spike)).await;
     }
-    if happens(faults.error_rate) {
+    if error {
         let codes = &faults.error_codes;
         let code = match codes.is_empty() {
             true => 503,
@@ -180,6 +187,12 @@ async fn filters(State(sim): State<Sim>, mut request: Request, next: Next) -> Re
         happens(faults.lost_answer_rate),
         happens(faults.timeout_rate),
     );
+    {
+        let counts = &mut sim.stats().faults;
+        counts.carried_out += 1;
+        counts.lost_answers += u64::from(lost);
+        counts.timeouts += u64::from(held);
+    }
     let response = next.run(request).await;
     if held {
         let hold = faults.timeout_ms.unwrap_or(12_000);
@@ -450,7 +463,13 @@ impl axum::serve::Listener for FaultyListener {
             match self.inner.accept().await {
                 Ok((io, addr)) => {
                     let drop_rate = self.sim.state().faults.drop_rate;
-                    if drop_rate > 0.0 && rand::rng().random_bool(drop_rate.clamp(0.0, 1.0)) {
+                    let dropped = happens(drop_rate);
+                    {
+                        let counts = &mut self.sim.stats().faults;
+                        counts.connections += 1;
+                        counts.dropped += u64::from(dropped);
+                    }
+                    if dropped {
                         drop(io);
                         continue;
                     }

@@ -2,6 +2,8 @@
 //! functions over state. The HTTP layer (`http.rs`) only translates; the lifecycle driver
 //! (`lifecycle.rs`) feeds events in on timers.
 
+pub use faults::Faults;
+
 use super::inventory::Inventory;
 use super::ipam::{Ipam, IpamError};
 use ipnet::IpNet;
@@ -73,40 +75,6 @@ pub struct MachineRecord {
     pub changed: Timestamp,
 }
 
-/// Switchable misbehaviour, for reliability tests. Not part of metal-api.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct Faults {
-    /// Added to every metal-api request.
-    pub latency_ms: u64,
-    /// Fraction (0..1) of metal-api requests answered with an error instead of being carried
-    /// out.
-    pub error_rate: f64,
-    /// The statuses of `error_rate`'s answers, one picked at random each time (default 503).
-    pub error_codes: Vec<u16>,
-    /// Fraction (0..1) of metal-api requests carried out whose answer is lost: a 502, as a proxy
-    /// gives when metal-api's answer does not reach it.
-    pub lost_answer_rate: f64,
-    /// Fraction (0..1) of metal-api requests carried out and then answered only after
-    /// `timeout_ms`, when the client has long given up.
-    pub timeout_rate: f64,
-    /// How long a request of `timeout_rate` is held (default 12 s, past metal-go's and capms's
-    /// 10 s).
-    pub timeout_ms: Option<u64>,
-    /// Fraction (0..1) of metal-api requests delayed by `spike_ms` before being carried out.
-    pub spike_rate: f64,
-    /// The delay of a latency spike (default 2 s).
-    pub spike_ms: Option<u64>,
-    /// Fraction (0..1) of new connections closed before a request is read.
-    pub drop_rate: f64,
-    /// Machines that stop after `Booting New Kernel`.
-    pub never_phone_home: BTreeSet<String>,
-    /// Machines that PXE-boot again instead of phoning home.
-    pub crash_loop: BTreeSet<String>,
-    /// Machines whose heartbeats stopped.
-    pub dead: BTreeSet<String>,
-}
-
 #[derive(Debug)]
 pub struct State {
     pub tenant: String,
@@ -173,6 +141,7 @@ fn merge_tags(user: &[String], system: &[String]) -> Vec<String> {
 }
 
 mod allocate;
+mod faults;
 mod ips;
 mod issues;
 mod lifecycle;
