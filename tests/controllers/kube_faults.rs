@@ -240,6 +240,7 @@ async fn restart_and_hand_over(run: &mut Run<'_>, cp: &ControlPlane) {
             "no watch of capms met 410 Gone after the restart; the replicas' logs:\n{}",
             run.replicas.tails()
         );
+        // sleep-ok: the interval of this deadline-bounded poll of the replicas' logs.
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
     let seen = started.elapsed();

@@ -30,6 +30,8 @@ struct Env {
     sim: RunningSim,
     _capi: ChildProcess,
     capms: Option<ChildProcess>,
+    /// The metrics port of the capms `capms` holds.
+    metrics_port: Option<u16>,
     work: tempfile::TempDir,
 }
 
@@ -66,6 +68,7 @@ impl Env {
             sim,
             _capi: capi,
             capms: None,
+            metrics_port: None,
             work,
         }
     }
@@ -119,7 +122,9 @@ impl Env {
     }
 
     fn start_capms(&mut self, extra: &[&str]) {
-        self.capms = Some(self.spawn_capms("capms", extra, free_port()));
+        let port = free_port();
+        self.capms = Some(self.spawn_capms("capms", extra, port));
+        self.metrics_port = Some(port);
     }
 
     fn capms_log(&self) -> String {
@@ -363,6 +368,7 @@ mod conditions;
 mod crash_points;
 mod go_provider;
 mod kube_faults;
+mod looks;
 mod machine_sets;
 mod metal_faults;
 mod moving;

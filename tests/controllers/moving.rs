@@ -2,6 +2,7 @@
 //! objects with its delete-for-move annotation and strips their finalizers. capms keeps its
 //! hands off: nothing in metal-api is freed, no finalizer is touched.
 
+use super::looks::version_of;
 use super::*;
 
 /// Allocated machine ids, IPs and private networks, for comparing before and after.
@@ -65,12 +66,37 @@ async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
 
     // clusterctl move: pause the Cluster, then delete what it moved, annotated.
     pause(&env, true).await;
+    env.paused_seen(true).await;
+    let actions = env.actions().await;
     let annotate = Patch::Merge(
         json!({"metadata": {"annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}}}),
     );
     for_each_object(&env, "worker-m", &annotate, true).await;
-    // Give capms every chance to (wrongly) act.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // capms looked at each deleted object and kept its hands off.
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    let firewall = format!("{MSC}-firewall");
+    let deleted = [
+        (
+            "MetalStackMachine",
+            "worker-m",
+            version_of(&machines.get("worker-m").await.expect("msm")),
+        ),
+        (
+            "MetalStackFirewall",
+            firewall.as_str(),
+            version_of(&firewalls.get(&firewall).await.expect("firewall")),
+        ),
+        (
+            "MetalStackCluster",
+            MSC,
+            version_of(&clusters.get(MSC).await.expect("msc")),
+        ),
+    ];
+    for (kind, name, version) in deleted {
+        let looks = env.looked(kind, name, version, 1).await;
+        assert_eq!(looks[0].step, "Nothing", "{looks:?}");
+    }
+    env.did_nothing_since(&actions, "deleting for a move").await;
     assert_eq!(
         allocations(&env).await,
         before,
@@ -85,8 +111,20 @@ async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
     // clusterctl strips the finalizers; the objects go and the allocations stay.
     let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
     for_each_object(&env, "worker-m", &strip, false).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(machines.get_opt("worker-m").await.expect("get").is_none());
+    eventually(
+        "the moved objects gone",
+        Duration::from_secs(120),
+        || async {
+            let left = machines.get_opt("worker-m").await.ok()?.is_some()
+                || firewalls.get_opt(&firewall).await.ok()?.is_some()
+                || clusters.get_opt(MSC).await.ok()?.is_some();
+            (!left).then_some(())
+        },
+    )
+    .await;
+    env.idle().await;
+    env.did_nothing_since(&actions, "the moved objects going")
+        .await;
     assert_eq!(
         allocations(&env).await,
         before,

@@ -1,6 +1,7 @@
 //! Crashes, leader hand-over and refused status writes never allocate anything twice.
 
 use super::crash_points::nothing_twice_nothing_unowned;
+use super::looks::version_of;
 use super::*;
 
 async fn reconcile_count(metrics_port: u16) -> Option<u64> {
@@ -119,11 +120,11 @@ async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffice
     env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
     wait_allocated(&env, 1, "the firewall allocated without any status write").await;
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
-    assert!(
-        clusters.get(MSC).await.expect("msc").status.is_none(),
-        "status writes were dropped"
-    );
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    let msc = clusters.get(MSC).await.expect("msc");
+    assert!(msc.status.is_none(), "status writes were dropped");
+    // capms looks at the cluster again and again (each failed status write is retried).
+    env.looked("MetalStackCluster", MSC, version_of(&msc), 3)
+        .await;
     let (networks, ips, machines) = env.metal_state().await;
     assert_eq!(networks.len(), 1, "{networks:?}");
     assert_eq!(
@@ -154,14 +155,16 @@ async fn dropped_status_writes_never_allocate_twice_and_the_shipped_rbac_suffice
     env.start_capms(&[]);
     env.add_lab_machine(MSC, "worker-z", "bootstrap").await;
     wait_allocated(&env, 2, "worker-z allocated without any status write").await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    let workers: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let worker = workers.get("worker-z").await.expect("worker-z");
+    env.looked("MetalStackMachine", "worker-z", version_of(&worker), 3)
+        .await;
     let state = env.metal_state().await;
     assert_eq!(allocated(&state.2), 2, "one firewall, one worker");
     nothing_twice_nothing_unowned(&state, "refused status writes");
     drop(env.capms.take());
     env.kubeconfig = Some(full_kubeconfig);
     env.start_capms(&[]);
-    let workers: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
     wait_ready(&env, &workers, "worker-z", |m| {
         m.status.as_ref().is_some_and(|s| s.ready)
     })
@@ -199,9 +202,15 @@ async fn a_machine_freed_behind_capms_back_is_reported_not_replaced() {
         msm_condition(m, "Ready", "False", "MachineLost")
     })
     .await;
+    let reported = version_of(&lost);
     let status = lost.status.expect("status");
     assert_eq!(status.failure_reason.as_deref(), Some("UpdateError"));
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // capms looks at it again and again (every 2 s, its sync period) and allocates nothing.
+    let actions = env.actions().await;
+    env.looked("MetalStackMachine", "worker-l", reported, 3)
+        .await;
+    env.did_nothing_since(&actions, "after a machine was freed behind its back")
+        .await;
     assert_eq!(
         allocated(&env.metal_state().await.2),
         before - 1,

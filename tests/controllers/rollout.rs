@@ -1,59 +1,87 @@
 //! Rolling the firewall against the real apiserver and the simulator. Throughout each rollout a
-//! watcher asks metal-api every 50 ms (at least every 200 ms, as asked) whether an allocated
-//! firewall that has phoned home and is alive sits in the cluster's private network; once
-//! provisioned, the cluster is never without one.
+//! watcher looks at metal-api's state every 50 ms (on average at least every 200 ms, as asked,
+//! and never more than a second apart) for an allocated firewall that has phoned home and is
+//! alive in the cluster's private network; once provisioned, the cluster is never without one.
 
 use super::*;
 use capms::api::RolloutPhase;
 use metal_api::types::MachineHealth;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 mod changes;
 mod interrupted;
 
-/// The watcher: the moments metal-api showed no ready firewall in the network, and how often
-/// it looked.
+/// The watcher: a thread of its own reading the simulator's state directly, so that neither the
+/// test's blocking calls (kubectl, starting and killing processes) nor a busy runtime pause it
+/// unnoticed.
 struct FirewallWatch {
     stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<(Vec<String>, usize)>,
+    thread: std::thread::JoinHandle<Looks>,
+}
+
+/// What the watcher saw.
+#[derive(Debug, Default)]
+struct Looks {
+    /// The moments metal-api showed no ready firewall in the network.
+    gaps: Vec<String>,
+    count: u32,
+    /// The longest time between two looks, and the time from the first to the last.
+    longest: Duration,
+    span: Duration,
 }
 
 impl FirewallWatch {
     fn start(env: &Env, network: String) -> FirewallWatch {
         let stop = Arc::new(AtomicBool::new(false));
-        let client = env.sim.editor();
+        let sim = env.sim.sim.clone();
         let stopped = stop.clone();
-        let task = tokio::spawn(async move {
-            let (mut gaps, mut looks) = (Vec::new(), 0);
+        let thread = std::thread::spawn(move || {
+            let mut looks = Looks::default();
+            let (first, mut last) = (Instant::now(), Instant::now());
             while !stopped.load(Ordering::SeqCst) {
-                let machines = client.machine_find(&Default::default()).await;
-                looks += 1;
-                let serving = machines.iter().flatten().any(|m| {
+                let machines = sim.state().machine_find(&Default::default());
+                let serving = machines.iter().any(|m| {
                     m.allocation.as_ref().is_some_and(|a| {
                         a.role == "firewall" && a.networks.iter().any(|n| n.networkid == network)
                     }) && m.health() == MachineHealth::Ready
                 });
+                let now = Instant::now();
                 if !serving {
-                    gaps.push(format!("{:?}", machines.map(|m| m.len())));
+                    looks.gaps.push(format!(
+                        "after {:?}: {} machines",
+                        now - first,
+                        machines.len()
+                    ));
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                (looks.longest, looks.span) = (looks.longest.max(now - last), now - first);
+                last = now;
+                looks.count += 1;
+                std::thread::sleep(Duration::from_millis(50));
             }
-            (gaps, looks)
+            looks
         });
-        FirewallWatch { stop, task }
+        FirewallWatch { stop, thread }
     }
 
     async fn never_without_a_firewall(self) {
         self.stop.store(true, Ordering::SeqCst);
-        let (gaps, looks) = self.task.await.expect("watcher");
+        let looks = self.thread.join().expect("watcher");
         // A whole rollout spans a few dozen looks (the simulator installs a firewall in about a
         // second); a rollout interrupted once a firewall rolls in, a few.
-        assert!(looks >= 3, "the watcher looked {looks} times");
+        assert!(looks.count >= 3, "the watcher looked too little: {looks:?}");
         assert!(
-            gaps.is_empty(),
-            "no ready firewall in the network at {} of {looks} looks: {gaps:?}",
-            gaps.len()
+            looks.span / looks.count <= Duration::from_millis(200)
+                && looks.longest <= Duration::from_secs(1),
+            "the watcher did not look often enough: {looks:?}"
+        );
+        assert!(
+            looks.gaps.is_empty(),
+            "no ready firewall in the network at {} of {} looks: {:?}",
+            looks.gaps.len(),
+            looks.count,
+            looks.gaps
         );
     }
 }
@@ -140,13 +168,15 @@ impl Env {
         self.set_faults(json!({})).await;
     }
 
-    async fn patch_firewall_spec(&self, patch: Value) {
+    /// Patches the cluster's firewall spec; its resourceVersion after.
+    async fn patch_firewall_spec(&self, patch: Value) -> u64 {
         let clusters: Api<MetalStackCluster> = Api::namespaced(self.client(), &self.ns.name);
         let patch = json!({"spec": {"firewallSpec": patch}});
-        clusters
+        let patched = clusters
             .patch(MSC, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .expect("patch the firewall spec");
+        crate::looks::version_of(&patched)
     }
 
     /// The MetalStackFirewalls left, and the firewall machines allocated in metal-api.
@@ -210,7 +240,7 @@ fn egress(port: u16) -> Value {
         {"protocol": "tcp", "ports": [port], "to": ["0.0.0.0/0"], "comment": "one more"}]}})
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rule_change_and_then_an_image_change_roll_the_firewall_without_a_gap() {
     let (env, watch) = provisioned("rollout", &[DEADLINE]).await;
     let first = format!("{MSC}-firewall");
@@ -219,7 +249,7 @@ async fn a_rule_change_and_then_an_image_change_roll_the_firewall_without_a_gap(
     watch.never_without_a_firewall().await;
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_firewall_that_never_becomes_ready_is_freed_and_the_old_one_serves_on() {
     let (env, watch) = provisioned("rollout-fails", &["--firewall-rollout-deadline=15s"]).await;
     // Every free machine boots in a loop from now on.
@@ -268,7 +298,7 @@ async fn rolling_in(env: &Env) -> String {
     .await
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_further_change_supersedes_the_firewall_rolling_in() {
     let (env, watch) = provisioned("rollout-supersede", &[DEADLINE]).await;
     env.patch_firewall_spec(egress(8443)).await;
@@ -285,7 +315,7 @@ async fn a_further_change_supersedes_the_firewall_rolling_in() {
     watch.never_without_a_firewall().await;
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capms_killed_mid_rollout_resumes_it_without_a_second_firewall() {
     let (mut env, watch) = provisioned("rollout-killed", &[DEADLINE]).await;
     env.patch_firewall_spec(egress(8443)).await;

@@ -22,9 +22,13 @@ async fn a_cluster_waits_for_its_firewall_template_then_clones_it() {
 
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
     waits_for_the_template_naming_it(&clusters).await;
-    // Let the reconciles that Cluster API's own updates cause die down, so that only the
-    // template watch can wake the cluster in time.
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Woken once more, capms looks at the cluster and still waits; then its queues are empty:
+    // the reconciles Cluster API's own updates cause are over, so that only the template watch
+    // can wake the cluster in time.
+    let nudged = super::looks::nudge(&clusters, MSC).await;
+    let looks = env.looked("MetalStackCluster", MSC, nudged, 1).await;
+    assert_eq!(looks[0].step, "Nothing", "{looks:?}");
+    env.idle().await;
     let (_, _, machines) = env.metal_state().await;
     assert!(
         machines.iter().all(|m| m.allocation.is_none()),

@@ -7,6 +7,7 @@
 #![allow(clippy::expect_used)]
 
 use capms_test_support as support;
+use support::activity::{Actions, looked, version_of};
 
 use capms::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
 use kube::ResourceExt;
@@ -309,7 +310,31 @@ async fn machines_freed_behind_capms_back_are_reported_then_replaced_once_delete
         "the cluster says its firewall is gone: {:?}",
         reported.1
     );
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // capms looks at both again and again (every 2 s, its sync period) and allocates nothing.
+    let actions = Actions::now(demo.capms.metrics_port, &demo.sim.sim).await;
+    let log = || demo.capms.process.log_text();
+    let ns = &demo.ns.name;
+    let worker = version_of(&msms.get(&workers[0]).await.expect("worker"));
+    looked(
+        log,
+        &format!("MetalStackMachine {ns}/{}", workers[0]),
+        worker,
+        3,
+    )
+    .await;
+    let firewall_version = version_of(&firewalls.get("demo-firewall").await.expect("firewall"));
+    looked(
+        log,
+        &format!("MetalStackFirewall {ns}/demo-firewall"),
+        firewall_version,
+        3,
+    )
+    .await;
+    assert_eq!(
+        Actions::now(demo.capms.metrics_port, &demo.sim.sim).await,
+        actions,
+        "capms acted after its machines were lost"
+    );
     assert_eq!(
         demo.allocated().await,
         1,

@@ -153,7 +153,15 @@ async fn a_new_listing_wakes_the_objects_whose_machine_changed_stage_or_went() {
         "capms's own allocation, still provisioning, wakes nobody"
     );
 
-    tokio::time::sleep(Duration::from_millis(3500)).await;
+    support::eventually(
+        "the machine to phone home",
+        Duration::from_secs(60),
+        || async {
+            let machine = rig.sim.sim.state().machine(&id).ok()?;
+            (machine.health() == metal_api::types::MachineHealth::Ready).then_some(())
+        },
+    )
+    .await;
     listed_within(ctx, Duration::ZERO).await;
     let woken = machines.try_recv().expect("a wake");
     assert_eq!(woken, (NS.to_owned(), "worker-0".to_owned()), "phoned home");

@@ -119,6 +119,7 @@ async fn a_machine_freed_behind_capms_back_is_reported_not_replaced() {
         .machine_free(&machine_id)
         .await
         .expect("freed outside capms");
+    // sleep-ok: the ready machine's listing ages past its limit (half the 2 s sync period).
     tokio::time::sleep(Duration::from_millis(2100)).await;
     for _ in 0..3 {
         reconcile::<Machines>(Arc::new(rig.api.get(&msm)), rig.ctx.clone())

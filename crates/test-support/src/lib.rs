@@ -472,6 +472,7 @@ where
     }
 }
 
+pub mod activity;
 pub mod clusterctl;
 pub mod contract;
 mod conversion;

@@ -24,7 +24,7 @@ async fn size_of(env: &Env, name: &str) -> String {
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_template_and_a_template_of_another_size_roll_the_firewall_without_a_gap() {
     let mut env = Env::with_inventory("rollout-template", rollout_lab()).await;
     env.start_capms(&[DEADLINE]);

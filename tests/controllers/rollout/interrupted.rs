@@ -2,6 +2,7 @@
 //! firewall rolls in. The firewall rolling in is held before it phones home meanwhile.
 
 use super::*;
+use crate::looks::{nudge, version_of};
 use kube::ResourceExt;
 
 /// A provisioned lab cluster with a firewall rolling in for a new egress rule, held before it
@@ -28,7 +29,7 @@ fn names(firewalls: &[MetalStackFirewall]) -> Vec<String> {
     names
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_serving_firewall_lost_mid_rollout_is_replaced_by_the_one_rolling_in_alone() {
     // A ready firewall's loss changes nothing about it: the periodic look finds it.
     let (env, watch) = provisioned("rollout-lost", &[DEADLINE, "--sync-period=2s"]).await;
@@ -46,15 +47,27 @@ async fn the_serving_firewall_lost_mid_rollout_is_replaced_by_the_one_rolling_in
         .await
         .expect("freed outside capms");
     let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
-    wait_condition(&firewalls, &first, "MachineLost", |f| {
+    let reported = wait_condition(&firewalls, &first, "MachineLost", |f| {
         let status = f.status.as_ref();
         status
             .and_then(|s| condition(&s.conditions, "Ready"))
             .is_some_and(|c| c.reason == "MachineLost")
     })
     .await;
-    // Give capms every chance to (wrongly) make a third firewall.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // The cluster has seen the loss (its reconcile after the report), then capms looks at both
+    // again and again (every 2 s, its sync period) and makes no third firewall.
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let cluster = version_of(&clusters.get(MSC).await.expect("cluster"));
+    env.looked("MetalStackCluster", MSC, cluster, 1).await;
+    let before = env.actions().await;
+    let seen = env.looked("MetalStackCluster", MSC, cluster, 3).await;
+    env.looked("MetalStackFirewall", &first, version_of(&reported), 3)
+        .await;
+    env.did_nothing_since(
+        &before,
+        &format!("after its serving firewall was lost: {seen:?}"),
+    )
+    .await;
     let (names, machines) = env.firewalls_left().await;
     assert_eq!(names.len(), 2, "{names:?}");
     assert_eq!(
@@ -69,14 +82,19 @@ async fn the_serving_firewall_lost_mid_rollout_is_replaced_by_the_one_rolling_in
     assert_eq!(machine_of(&env, &serving).await, new_machine);
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_cluster_takes_no_rollout_step_until_it_is_resumed() {
     let (env, watch) = provisioned("rollout-paused", &[DEADLINE]).await;
     let first = format!("{MSC}-firewall");
     pause(&env, true).await;
-    env.patch_firewall_spec(egress(8443)).await;
-    // Give capms every chance to (wrongly) act.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    env.paused_seen(true).await;
+    let before = env.actions().await;
+    let changed = env.patch_firewall_spec(egress(8443)).await;
+    // capms looked at the changed spec and, paused, took no step.
+    let looks = env.looked("MetalStackCluster", MSC, changed, 1).await;
+    assert_eq!(looks[0].step, "Nothing", "{looks:?}");
+    env.did_nothing_since(&before, "a paused cluster's firewall spec changed")
+        .await;
     assert_eq!(
         env.firewalls_left().await.0,
         std::slice::from_ref(&first),
@@ -89,8 +107,37 @@ async fn a_paused_cluster_takes_no_rollout_step_until_it_is_resumed() {
     pause(&env, false).await;
     let rolling = rolling_in(&env).await;
     pause(&env, true).await;
+    env.paused_seen(true).await;
+    let rolling_machine = machine_of(&env, &rolling).await;
+    let before = env.actions().await;
     env.release_phone_home().await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    env.phoned_home(&rolling_machine).await;
+    // Once the new firewall has phoned home, capms looks at the cluster and both firewalls
+    // again and takes no step.
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    for (kind, name, version) in [
+        (
+            "MetalStackCluster",
+            MSC.to_owned(),
+            nudge(&clusters, MSC).await,
+        ),
+        (
+            "MetalStackFirewall",
+            first.clone(),
+            nudge(&firewalls, &first).await,
+        ),
+        (
+            "MetalStackFirewall",
+            rolling.clone(),
+            nudge(&firewalls, &rolling).await,
+        ),
+    ] {
+        let looks = env.looked(kind, &name, version, 1).await;
+        assert_eq!(looks[0].step, "Nothing", "{looks:?}");
+    }
+    env.did_nothing_since(&before, "a paused cluster's firewall phoned home")
+        .await;
     let (left, machines) = env.firewalls_left().await;
     assert_eq!(left.len(), 2, "both firewalls kept while paused: {left:?}");
     assert_eq!(machines.len(), 2, "{machines:?}");
@@ -110,7 +157,7 @@ async fn a_paused_cluster_takes_no_rollout_step_until_it_is_resumed() {
     watch.never_without_a_firewall().await;
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_cluster_mid_rollout_frees_both_firewalls() {
     let (env, watch) = provisioned("rollout-deleted", &[DEADLINE]).await;
     held_mid_rollout(&env).await;
@@ -133,7 +180,7 @@ async fn deleting_the_cluster_mid_rollout_frees_both_firewalls() {
     .await;
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_moved_mid_rollout_resumes_it_on_the_target() {
     let (env, watch) = provisioned("rollout-moved", &[DEADLINE]).await;
     let first = format!("{MSC}-firewall");

@@ -134,6 +134,9 @@ pub trait Reconciler {
     /// Pure: what taking `step` writes.
     fn effect(step: &Self::Step) -> Effect;
 
+    /// The step's name (its variant), for the log and the crash points.
+    fn step_name(step: &Self::Step) -> &'static str;
+
     /// Pure: the status after `error`, met while observing (`step` None) or taking `step`, and
     /// how the reconcile ends. Most kinds end with [`failure`].
     fn failed(
@@ -207,6 +210,11 @@ pub const HANDS_OFF_RECHECK: Duration = Duration::from_secs(30);
 
 /// observe → decide → act → one status write; a copy from before capms's own latest write
 /// waits for the watch's newer one instead.
+///
+/// Each reconcile that looked ends with a debug line `reconciled` naming the object, the
+/// resourceVersion it read, the step it took and when it looks again: what an operator reads to
+/// follow an object, and what the tests read to know capms has looked at a change (and what it
+/// did about it) instead of sleeping.
 pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) -> Result<Action> {
     if let Some(wait) = ctx.own_writes.hold_back(obj.as_ref()) {
         tracing::debug!(object = %obj.name_any(), "copy older than capms's own write; waiting for the watch");
@@ -214,10 +222,12 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
     }
     let api = ctx.api::<R::Object>(&obj.namespace().unwrap_or_default());
     let current = R::status(&obj);
+    let mut step = "none";
     let (status, next) = match R::observe(&obj, &ctx).await {
         Err(e) => R::failed(&obj, current.cloned().unwrap_or_default(), e, None),
         Ok(observed) => {
             let decision = R::decide(&obj, &observed);
+            step = R::step_name(&decision.step);
             let effect = R::effect(&decision.step);
             let acted = R::act(&obj, &ctx, &decision.step).await;
             if acted.is_ok() && effect != Effect::Nothing {
@@ -241,7 +251,16 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
             }
         }
     };
-    conclude(&ctx, &api, obj.as_ref(), current, &status, next).await
+    let next_text = format!("{next:?}");
+    let concluded = conclude(&ctx, &api, obj.as_ref(), current, &status, next).await;
+    tracing::debug!(
+        object = %writes::describe(obj.as_ref()),
+        resource_version = %obj.resource_version().unwrap_or_default(),
+        step = %step,
+        next = %next_text,
+        "reconciled"
+    );
+    concluded
 }
 
 /// What follows a successful step.

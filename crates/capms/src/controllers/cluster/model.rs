@@ -87,7 +87,7 @@ pub struct Left {
     pub networks: Vec<String>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, strum::IntoStaticStr)]
 pub enum Step {
     Nothing,
     AddFinalizer,

@@ -43,6 +43,10 @@ impl Reconciler for Firewalls {
         act::act(obj, ctx, step).await
     }
 
+    fn step_name(step: &Step) -> &'static str {
+        step.into()
+    }
+
     fn effect(step: &Step) -> Effect {
         match step {
             Step::Nothing => Effect::Nothing,

@@ -22,7 +22,7 @@ pub struct Live {
     pub found: Option<Found>,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, strum::IntoStaticStr)]
 pub enum Step {
     Nothing,
     AddFinalizer,

@@ -31,7 +31,7 @@ pub struct Seen {
     pub firewall: Option<crate::api::MetalStackFirewall>,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, strum::IntoStaticStr)]
 pub enum Step {
     Nothing,
     RemoveFinalizer,
@@ -66,6 +66,10 @@ impl Reconciler for FirewallDeployments {
             remove_finalizer(&api, obj, FINALIZER).await?;
         }
         Ok(())
+    }
+
+    fn step_name(step: &Step) -> &'static str {
+        step.into()
     }
 
     fn effect(step: &Step) -> Effect {

@@ -51,6 +51,10 @@ impl Reconciler for Machines {
         act::act(obj, ctx, step).await
     }
 
+    fn step_name(step: &Step) -> &'static str {
+        step.into()
+    }
+
     fn effect(step: &Step) -> Effect {
         match step {
             Step::Nothing => Effect::Nothing,

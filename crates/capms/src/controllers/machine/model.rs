@@ -35,7 +35,7 @@ pub struct Live {
     pub machine_set_wait: std::time::Duration,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, strum::IntoStaticStr)]
 pub enum Step {
     Nothing,
     AddFinalizer,
