@@ -36,9 +36,10 @@ bench: binaries
 	$(CARGO) run --locked --release -p capms-bench -- $(BENCH_ARGS)
 
 ## Fault tolerance at full size, reported in target/chaos/report.txt (each part also in its own
-## file there): capms killed (SIGKILL) right after each of its writes, in a run of 40 workers
-## through provisioning, a firewall rollout, a scale-down, a clusterctl move and the deletion (at
-## least 200 distinct kill points); 200 workers provisioned and freed while metal-api fails a
+## file there): capms killed (SIGKILL) before and after each of its metal-api calls and
+## Kubernetes writes, in a run of 40 workers through provisioning, a firewall rollout, a
+## scale-down, a clusterctl move, a Go provider's cluster and the deletion, failing unless every
+## write site of tests/controllers/write-sites.txt was killed at before and after; 200 workers provisioned and freed while metal-api fails a
 ## fifth of the calls, loses answers, times out, drops connections and spikes; 40 workers through
 ## a kube-apiserver kill with etcd compacted (410 Gone), a leader kill and 30 s of 409 Conflict
 ## on every write. `make test` runs each at 2 or 3 workers.
@@ -48,7 +49,7 @@ CHAOS_KUBE_FAULT_WORKERS ?= 40
 chaos: binaries
 	mkdir -p target/chaos
 	rm -f target/chaos/*.txt
-	CAPMS_CRASH_WORKERS=$(CHAOS_WORKERS) CAPMS_CRASH_MIN_POINTS=200 \
+	CAPMS_CRASH_WORKERS=$(CHAOS_WORKERS) CAPMS_CRASH_READS=1 \
 	CAPMS_CRASH_REPORT=$(CURDIR)/target/chaos/crash-points.txt \
 	$(CARGO) test --locked -p capms-tests --test controllers crash_points -- --nocapture
 	CAPMS_FAULT_WORKERS=$(CHAOS_FAULT_WORKERS) CAPMS_FAULT_REPORT=$(CURDIR)/target/chaos/metal-faults.txt \

@@ -1,20 +1,40 @@
-//! Crash points, chosen, not timed. capms lives one after another, each killed with SIGKILL
-//! right after its first external write (a debug build's crash point), across provisioning, a
-//! firewall rollout, a scale-down, a clusterctl move and the deletion. So every write of the run
-//! is a kill point, each followed by recovery in the next life. After every kill metal-api holds
-//! at most one allocation per owner and nothing without an owner; the deletion frees everything.
-//! `CAPMS_CRASH_WORKERS` sets the size: 2 workers in `make test`, 40 in `make chaos`.
+//! Crash points, chosen, not timed. capms lives one after another, each killed with SIGKILL at
+//! a crash point (a debug build's, just before or just after one of its external calls, also
+//! inside a step) that no life of the same phase died at, across provisioning, a firewall
+//! rollout, a scale-down, a clusterctl move and the deletion. So in each phase every point
+//! capms passes on its way is a kill, each followed by recovery in the next life. After every
+//! kill metal-api holds at most one allocation per owner and nothing without an owner; the
+//! deletion frees everything. Points are told apart by code location and what they are around
+//! (`MetalStackMachine Allocate: metal-api machine_allocate after`), never by object.
+//!
+//! Every run fails unless every write site of `write-sites.txt` (every step of every kind and
+//! its status write) was killed at before and after its write. `CAPMS_CRASH_WORKERS` sets the
+//! size: 2 workers in `make test`, which kills around writes only and needs at least
+//! [`MIN_POINTS`] distinct points; `make chaos` runs 40 with `CAPMS_CRASH_READS=1`, which kills
+//! around observe's metal-api reads too.
 
 use super::*;
-use capms::reconciler::crash_points::CRASH_AFTER_WRITES;
+use capms::reconciler::crash_points::{CRASH_OBSERVE, CRASH_POINTS};
 use std::future::Future;
 use std::time::Instant;
+
+mod go_cluster;
+mod report;
+
+use go_cluster::{GO, GO_CLUSTER, GO_FIREWALL_WAITING_SIZE, go_provider_cluster};
+
+/// The distinct kill points `make test`'s run must reach (around writes only, 2 workers).
+const MIN_POINTS: usize = 90;
 
 /// What the lives of one run went through.
 #[derive(Default)]
 struct Lives {
-    /// Each kill: the phase and the write it followed.
-    points: Vec<String>,
+    /// Each kill: the phase and its point.
+    kills: Vec<(String, String)>,
+    /// The file a life reads the points it must pass from: its phase's kills so far.
+    file: std::path::PathBuf,
+    /// Kill around observe's reads too (`make chaos`), not only around writes.
+    reads: bool,
     /// What capms holds and must never log: metal-api's HMAC key, the kubeconfig's credentials,
     /// the bootstrap data.
     secrets: Vec<String>,
@@ -51,7 +71,7 @@ fn secrets() -> Vec<String> {
 }
 
 impl Lives {
-    /// capms lives, each killed after its first write, until `goal` holds.
+    /// capms lives, each killed at a point no life of `phase` died at, until `goal` holds.
     async fn until<F, Fut>(&mut self, env: &Env, phase: &str, goal: F)
     where
         F: Fn() -> Fut,
@@ -60,11 +80,23 @@ impl Lives {
         // Generous: a loaded machine makes every life slower, and a phase takes dozens.
         let deadline = Instant::now() + Duration::from_secs(1200);
         loop {
+            let passed: Vec<&str> = self
+                .kills
+                .iter()
+                .filter(|(p, _)| p == phase)
+                .map(|(_, point)| point.as_str())
+                .collect();
+            std::fs::write(&self.file, passed.join("\n")).expect("the points file");
+            let file = self.file.display().to_string();
             // At debug level, where a leak is likeliest.
-            let crash = [(CRASH_AFTER_WRITES, "1"), ("RUST_LOG", "debug")];
-            // One reconcile at a time per controller: a life's writes in flight when it is
-            // killed are few, so nearly every write of the run is a kill point of its own.
-            let args = ["--concurrency=1"];
+            let reads = if self.reads { "1" } else { "0" };
+            let crash = [
+                (CRASH_POINTS, file.as_str()),
+                (CRASH_OBSERVE, reads),
+                ("RUST_LOG", "debug"),
+            ];
+            // Armed, capms reconciles one object at a time (see its crash_points).
+            let args: [&str; 0] = [];
             let mut capms = env.spawn_capms_with_env("capms-life", &args, free_port(), &crash);
             while capms.is_running() {
                 if goal().await {
@@ -75,19 +107,24 @@ impl Lives {
                 assert!(
                     Instant::now() < deadline,
                     "phase {phase} did not end after {} kills; the last life's log:\n{}",
-                    self.points.len(),
+                    self.kills.len(),
                     capms.log_tail()
                 );
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            self.scan(&capms.log_text());
-            let log = capms.log_tail();
+            let log = capms.log_text();
+            self.scan(&log);
             let point = log
                 .lines()
                 .find_map(|l| l.split_once("crash point: ").map(|(_, p)| p.to_owned()))
-                .unwrap_or_else(|| panic!("capms died without reaching a crash point:\n{log}"));
-            self.points.push(format!("{phase}: {point}"));
+                .unwrap_or_else(|| {
+                    panic!(
+                        "capms died without reaching a crash point:\n{}",
+                        capms.log_tail()
+                    )
+                });
             nothing_twice_nothing_unowned(&env.metal_state().await, &point);
+            self.kills.push((phase.to_owned(), point));
         }
     }
 }
@@ -130,9 +167,29 @@ pub(super) fn nothing_twice_nothing_unowned(
             );
         }
     }
-    assert!(networks.len() <= 1, "after {after}: networks {networks:?}");
-    let cp_ips = ips.iter().filter(|ip| ip.name.ends_with("-control-plane"));
-    assert!(cp_ips.count() <= 1, "after {after}: IPs {ips:?}");
+    let cluster_of = |marks: &[String]| {
+        marks
+            .iter()
+            .find(|m| m.contains("/cluster-resource="))
+            .cloned()
+    };
+    let mut networks_of = std::collections::BTreeMap::<_, usize>::new();
+    for n in networks {
+        let marks: Vec<String> = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        *networks_of.entry(cluster_of(&marks)).or_default() += 1;
+    }
+    assert!(
+        networks_of.values().all(|n| *n <= 1),
+        "after {after}: networks {networks:?}"
+    );
+    let mut ips_of = std::collections::BTreeMap::<_, usize>::new();
+    for ip in ips.iter().filter(|ip| ip.name.ends_with("-control-plane")) {
+        *ips_of.entry(cluster_of(&ip.tags)).or_default() += 1;
+    }
+    assert!(
+        ips_of.values().all(|n| *n <= 1),
+        "after {after}: IPs {ips:?}"
+    );
 }
 
 fn workers() -> usize {
@@ -188,7 +245,14 @@ pub(super) fn watch_for_duplicates(
 pub(super) fn inventory(workers: usize) -> Inventory {
     let mut lab = Inventory::default_lab();
     let template = lab.machines[0].clone();
-    for n in lab.machines.len()..workers + 2 {
+    // A size no machine has: a firewall of it waits, and is updated in place when its template
+    // changes.
+    let mut medium = lab.sizes[0].clone();
+    medium.id = GO_FIREWALL_WAITING_SIZE.into();
+    medium.name = GO_FIREWALL_WAITING_SIZE.into();
+    lab.sizes.push(medium);
+    // Workers, two firewalls and the one rolled in, the Go provider cluster's firewall.
+    for n in lab.machines.len()..workers + 4 {
         let mut machine = template.clone();
         machine.id = format!("00000000-0000-0000-0001-{n:012}");
         machine.rack = format!("rack-{}", n % 3 + 1);
@@ -225,7 +289,7 @@ impl Env {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn capms_killed_after_each_of_its_writes_never_allocates_twice_nor_leaks() {
+async fn capms_killed_around_each_of_its_calls_never_allocates_twice_nor_leaks() {
     if !cfg!(debug_assertions) {
         eprintln!("skipped: a release build of capms has no crash points");
         return;
@@ -233,8 +297,11 @@ async fn capms_killed_after_each_of_its_writes_never_allocates_twice_nor_leaks()
     let size = workers();
     let env = Env::with_inventory("crash-points", inventory(size)).await;
     let initial = env.metal_state().await;
+    let reads = std::env::var("CAPMS_CRASH_READS").as_deref() == Ok("1");
     let mut lives = Lives {
         secrets: secrets(),
+        file: env.work.path().join("crash-points.txt"),
+        reads,
         ..Default::default()
     };
     env.apply_seed_cluster(MSC, lab_cluster()).await;
@@ -288,72 +355,38 @@ async fn capms_killed_after_each_of_its_writes_never_allocates_twice_nor_leaks()
         "the move allocated nothing"
     );
 
-    env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
-        .delete(MSC, &DeleteParams::foreground())
-        .await
-        .expect("delete the Cluster");
+    go_provider_cluster(&env, &mut lives).await;
+
+    // Deleted as Cluster API deletes a cluster: the infrastructure cluster tears its firewall
+    // down itself (no foreground deletion does it first).
+    let capi_clusters = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    for cluster in [MSC, GO_CLUSTER] {
+        capi_clusters
+            .delete(cluster, &DeleteParams::default())
+            .await
+            .expect("delete the Cluster");
+    }
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let deployments = env.dynamic(
+        GO,
+        "MetalStackFirewallDeployment",
+        "metalstackfirewalldeployments",
+    );
     let freed = || async {
         let now = env.metal_state().await;
-        now.0.is_empty() && now.1 == initial.1 && now.2.iter().all(|m| m.allocation.is_none())
+        let all_freed =
+            now.0.is_empty() && now.1 == initial.1 && now.2.iter().all(|m| m.allocation.is_none());
+        let gone = clusters
+            .list(&Default::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+            && deployments
+                .list(&Default::default())
+                .await
+                .is_ok_and(|l| l.items.is_empty());
+        all_freed && gone
     };
     lives.until(&env, "deletion", freed).await;
 
     lives.report(size);
-}
-
-impl Lives {
-    /// Every phase had kills, after every kind of write; at full size (`make chaos`) at least
-    /// `CAPMS_CRASH_MIN_POINTS` distinct ones. The report goes to stderr, and to
-    /// `CAPMS_CRASH_REPORT` when set.
-    fn report(&self, workers: usize) {
-        let mut distinct = self.points.clone();
-        distinct.sort();
-        distinct.dedup();
-        let report = format!(
-            "crash points with {workers} workers: {} kills at {} distinct points, each followed by recovery; duplicates 0, leaks 0; {} log lines at debug level without a secret\n{}\n",
-            self.points.len(),
-            distinct.len(),
-            self.lines,
-            self.points.join("\n")
-        );
-        eprintln!("{report}");
-        if let Ok(path) = std::env::var("CAPMS_CRASH_REPORT") {
-            std::fs::write(&path, &report).expect("write the report");
-        }
-        for phase in [
-            "provisioning",
-            "firewall rollout",
-            "scale-down",
-            "after a move",
-            "deletion",
-        ] {
-            assert!(
-                self.points
-                    .iter()
-                    .any(|p| p.starts_with(&format!("{phase}: "))),
-                "no kill in {phase}"
-            );
-        }
-        for write in [
-            "MetalApi step",
-            "OwnObject step",
-            "Elsewhere step",
-            "LetsGo step",
-            "status of",
-        ] {
-            assert!(
-                self.points.iter().any(|p| p.contains(write)),
-                "no kill after a write of kind {write}"
-            );
-        }
-        let min: usize = std::env::var("CAPMS_CRASH_MIN_POINTS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        assert!(
-            distinct.len() >= min,
-            "{} distinct kill points",
-            distinct.len()
-        );
-    }
 }

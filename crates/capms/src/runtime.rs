@@ -120,7 +120,8 @@ fn identity() -> String {
 pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<(), RuntimeError> {
     let metrics = Arc::new(crate::metrics::Metrics::new());
     let client = crate::kube_client::connect(config.kubeconfig.as_ref(), metrics.clone()).await?;
-    let metal = metal_api::Client::new(config.metal.clone())?.with_observer(metrics.clone());
+    let observer = crate::reconciler::crash_points::observing(metrics.clone());
+    let metal = metal_api::Client::new(config.metal.clone())?.with_observer(observer);
     let catalog = CatalogCache::new(metal.clone());
     catalog.spawn_refresher(config.catalog_refresh);
     let identity = identity();

@@ -12,6 +12,9 @@ use url::Url;
 
 /// Told of every call a [`Client`] makes: a program's metrics, without this crate knowing them.
 pub trait CallObserver: Send + Sync {
+    /// A call to `endpoint` is about to be sent.
+    fn before(&self, _endpoint: &'static str) {}
+
     /// `endpoint` is the route as metal-api's spec writes it (`POST /v1/machine/find`); `status`
     /// the HTTP status, 0 when no answer came.
     fn observe(&self, endpoint: &str, status: u16);
@@ -132,6 +135,9 @@ impl Client {
         }
         if let Some(body) = body {
             request = request.json(body);
+        }
+        if let Some(o) = &self.observer {
+            o.before(endpoint);
         }
         let started = std::time::Instant::now();
         let response = request

@@ -59,3 +59,47 @@ pub async fn run(
     );
     let _ = watching.await;
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::reconciler::Reconciler;
+    use kube::Resource;
+    use strum::VariantNames;
+
+    /// The code locations where `R` writes to metal-api or Kubernetes: every step but `Nothing`,
+    /// and its status write.
+    fn write_sites<R: Reconciler>() -> Vec<String>
+    where
+        R::Step: VariantNames,
+    {
+        let kind = R::Object::kind(&());
+        let steps = R::Step::VARIANTS.iter().filter(|s| **s != "Nothing");
+        let mut sites: Vec<String> = steps.map(|s| format!("{kind} {s}")).collect();
+        sites.push(format!("{kind} status"));
+        sites
+    }
+
+    /// `make chaos` kills capms before and after every write of every site that
+    /// `tests/controllers/write-sites.txt` lists, and fails for one never killed at; this keeps
+    /// that list every write site there is.
+    #[test]
+    fn the_listed_write_sites_are_every_step_and_status_write_of_every_kind() {
+        let mut sites = write_sites::<super::cluster::Clusters>();
+        sites.extend(write_sites::<super::firewall::Firewalls>());
+        sites.extend(write_sites::<super::machine::Machines>());
+        sites.extend(write_sites::<super::firewall_deployment::FirewallDeployments>());
+        sites.sort();
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/controllers/write-sites.txt"
+        );
+        let listed = std::fs::read_to_string(file).unwrap_or_default();
+        let listed: Vec<&str> = listed.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            listed,
+            sites,
+            "{file} is out of date; it should read:\n{}",
+            sites.join("\n")
+        );
+    }
+}

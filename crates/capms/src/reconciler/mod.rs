@@ -220,21 +220,20 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
         tracing::debug!(object = %obj.name_any(), "copy older than capms's own write; waiting for the watch");
         return Ok(Action::requeue(wait));
     }
+    let _turn = crash_points::one_at_a_time().await;
     let api = ctx.api::<R::Object>(&obj.namespace().unwrap_or_default());
     let current = R::status(&obj);
+    let kind = R::Object::kind(&());
     let mut step = "none";
-    let (status, next) = match R::observe(&obj, &ctx).await {
+    let observed = crash_points::within(|| format!("{kind} observe"), R::observe(&obj, &ctx));
+    let (status, next) = match observed.await {
         Err(e) => R::failed(&obj, current.cloned().unwrap_or_default(), e, None),
         Ok(observed) => {
             let decision = R::decide(&obj, &observed);
             step = R::step_name(&decision.step);
             let effect = R::effect(&decision.step);
-            let acted = R::act(&obj, &ctx, &decision.step).await;
-            if acted.is_ok() && effect != Effect::Nothing {
-                crash_points::after_write(|| {
-                    format!("{effect:?} step of {}", writes::describe(obj.as_ref()))
-                });
-            }
+            let act = act::<R>(&obj, &ctx, &decision.step, effect);
+            let acted = crash_points::within(|| format!("{kind} {step}"), act).await;
             match acted {
                 Ok(()) => {
                     let after = AfterStep::of(effect, &decision.next);
@@ -261,6 +260,29 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
         "reconciled"
     );
     concluded
+}
+
+/// Takes `step`; a step that writes to Kubernetes has a crash point before and after its write
+/// (metal-api's calls have theirs in the client).
+async fn act<R: Reconciler>(
+    obj: &R::Object,
+    ctx: &Context,
+    step: &R::Step,
+    effect: Effect,
+) -> Result<()> {
+    let kube = matches!(
+        effect,
+        Effect::OwnObject | Effect::Elsewhere | Effect::LetsGo
+    );
+    let write = || "Kubernetes write".to_owned();
+    if kube {
+        crash_points::passed(write, crash_points::Moment::Before);
+    }
+    let acted = R::act(obj, ctx, step).await;
+    if kube {
+        crash_points::passed(write, crash_points::Moment::After);
+    }
+    acted
 }
 
 /// What follows a successful step.
@@ -310,11 +332,16 @@ where
     // untouched).
     let unchanged = current.map_or(*status == S::default(), |c| c == status);
     if !unchanged {
-        match writes::apply_status(api, obj, status).await {
-            Ok(()) => {
-                ctx.own_writes.wrote(obj);
-                crash_points::after_write(|| format!("status of {}", writes::describe(obj)));
-            }
+        let write = async {
+            let report = || "Kubernetes status".to_owned();
+            crash_points::passed(report, crash_points::Moment::Before);
+            let written = writes::apply_status(api, obj, status).await;
+            crash_points::passed(report, crash_points::Moment::After);
+            written
+        };
+        let site = || format!("{} status", K::kind(&()));
+        match crash_points::within(site, write).await {
+            Ok(()) => ctx.own_writes.wrote(obj),
             // A step that wrote to metal-api was taken: the next reconcile observes it (and
             // tries the status again) at once, so a refused status write never holds up
             // provisioning; nothing is lost, as everything is found again by its owner tags.

@@ -87,7 +87,7 @@ pub struct Left {
     pub networks: Vec<String>,
 }
 
-#[derive(Debug, strum::IntoStaticStr)]
+#[derive(Debug, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Step {
     Nothing,
     AddFinalizer,

@@ -22,7 +22,7 @@ pub struct Live {
     pub found: Option<Found>,
 }
 
-#[derive(Debug, PartialEq, strum::IntoStaticStr)]
+#[derive(Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Step {
     Nothing,
     AddFinalizer,

@@ -31,7 +31,7 @@ pub struct Seen {
     pub firewall: Option<crate::api::MetalStackFirewall>,
 }
 
-#[derive(Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[derive(Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Step {
     Nothing,
     RemoveFinalizer,

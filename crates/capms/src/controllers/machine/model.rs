@@ -35,7 +35,7 @@ pub struct Live {
     pub machine_set_wait: std::time::Duration,
 }
 
-#[derive(Debug, PartialEq, strum::IntoStaticStr)]
+#[derive(Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Step {
     Nothing,
     AddFinalizer,

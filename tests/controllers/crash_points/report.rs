@@ -1,0 +1,100 @@
+//! What a crash-point run went through, judged: every phase had kills, around every kind of
+//! write, and every write site of `write-sites.txt` was killed at before and after its write.
+
+use super::*;
+
+impl Lives {
+    /// Every phase had kills, around every kind of write, and a kill before and after the write
+    /// of every write site there is; at least [`MIN_POINTS`] distinct points. The report goes to
+    /// stderr, and to `CAPMS_CRASH_REPORT` when set.
+    pub(super) fn report(&self, workers: usize) {
+        let points: Vec<String> = self
+            .kills
+            .iter()
+            .map(|(p, k)| format!("{p}: {k}"))
+            .collect();
+        let mut distinct = points.clone();
+        distinct.sort();
+        distinct.dedup();
+        let sites = write_sites();
+        let missed: Vec<String> = sites
+            .iter()
+            .flat_map(|site| ["before", "after"].map(|when| (site, when)))
+            .filter(|(site, when)| !self.killed_around_write(site, when))
+            .map(|(site, when)| format!("{site} ({when} its write)"))
+            .collect();
+        let report = format!(
+            "crash points with {workers} workers: {} kills at {} distinct points (by phase and code location), each followed by recovery; write sites killed at before and after their write: {} of {}; duplicates 0, leaks 0; {} log lines at debug level without a secret\nnever killed at: {missed:?}\n{}\n",
+            self.kills.len(),
+            distinct.len(),
+            sites.len()
+                - missed
+                    .iter()
+                    .map(|m| m.split(" (").next())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len(),
+            sites.len(),
+            self.lines,
+            points.join("\n")
+        );
+        eprintln!("{report}");
+        if let Ok(path) = std::env::var("CAPMS_CRASH_REPORT") {
+            std::fs::write(&path, &report).expect("write the report");
+        }
+        for phase in [
+            "provisioning",
+            "firewall rollout",
+            "scale-down",
+            "after a move",
+            "a Go provider's cluster",
+            "its firewall template changed",
+            "deletion",
+        ] {
+            assert!(
+                self.kills.iter().any(|(p, _)| p == phase),
+                "no kill in {phase}"
+            );
+        }
+        for write in ["metal-api", "Kubernetes write", "Kubernetes status"] {
+            for when in ["before", "after"] {
+                assert!(
+                    self.kills
+                        .iter()
+                        .any(|(_, k)| k.contains(write) && k.ends_with(when)),
+                    "no kill {when} a {write} call"
+                );
+            }
+        }
+        assert!(
+            missed.is_empty(),
+            "write sites never killed at: {missed:#?}"
+        );
+        assert!(
+            distinct.len() >= MIN_POINTS,
+            "{} distinct kill points, fewer than {MIN_POINTS}",
+            distinct.len()
+        );
+    }
+
+    /// Was capms killed `when` ("before" or "after") the write of `site`
+    /// (`MetalStackMachine Allocate`): its Kubernetes write, status write or metal-api call?
+    fn killed_around_write(&self, site: &str, when: &str) -> bool {
+        self.kills.iter().any(|(_, point)| {
+            point
+                .strip_prefix(site)
+                .and_then(|rest| rest.strip_prefix(": "))
+                .is_some_and(|call| call.ends_with(&format!(" {when}")))
+        })
+    }
+}
+
+/// Every code location where capms writes to metal-api or Kubernetes (capms's unit test keeps
+/// the list complete).
+fn write_sites() -> Vec<String> {
+    let file = repo_root().join("tests/controllers/write-sites.txt");
+    let text = std::fs::read_to_string(file).expect("write-sites.txt");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
