@@ -1,21 +1,64 @@
-//! The admission handlers: generated AdmissionReviews for every webhook.
+//! The admission handlers: generated AdmissionReviews for every webhook, answered with the
+//! objects the rules read (the Cluster and MetalStackCluster a machine's partition comes from,
+//! the firewall template a cluster names, the clusters and the Go provider's firewall
+//! deployment using a changed template) held by a mock apiserver. Objects of the Go provider's
+//! `v1alpha1` are written and spoilt in `v1alpha1`, then converted as the apiserver converts
+//! them for the webhooks. Every denial begins with the path of a field of the object's schema,
+//! in the version it was asked for.
 
 use super::*;
 use axum::body::Body;
 use axum::http::Request;
+use base64::Engine;
 use capms::cache::catalog::CatalogCache;
 use capms::webhooks::{Kind, Route, WebhookState, router, routes};
+use capms_test_support::mock_apiserver::MockApiserver;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-fn state() -> WebhookState {
+const V1ALPHA1: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+
+/// A typed object from its JSON.
+fn typed<K: serde::de::DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).expect("a valid object")
+}
+
+/// The objects admission reads, as a management cluster holds them: Cluster `fuzz` and its
+/// MetalStackCluster, MetalStackCluster `templated` naming firewall template `edge`, that
+/// template, and the Go provider's firewall deployment `fwd` naming it too.
+fn management_cluster() -> MockApiserver {
+    let api = MockApiserver::default();
+    let meta =
+        |name: &str| json!({"name": name, "namespace": "default", "uid": format!("uid-{name}")});
+    api.put::<capms::capi::Cluster>(&typed(json!({"metadata": meta("fuzz"),
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": "fuzz"}}})));
+    api.put::<capms::api::MetalStackCluster>(&typed(
+        json!({"metadata": meta("fuzz"), "spec": spec(Kind::Cluster)}),
+    ));
+    let mut templated = spec(Kind::Cluster);
+    templated["firewallSpec"] = Value::Null;
+    templated["firewallTemplateRef"] = json!({"name": "edge"});
+    api.put::<capms::api::MetalStackCluster>(&typed(
+        json!({"metadata": meta("templated"), "spec": templated}),
+    ));
+    api.put::<capms::api::MetalStackFirewallTemplate>(&typed(
+        json!({"metadata": meta("edge"), "spec": spec(Kind::FirewallTemplate)}),
+    ));
+    api.put::<capms::api::v1alpha1::MetalStackFirewallDeployment>(&typed(
+        json!({"metadata": meta("fwd"),
+        "spec": {"firewallTemplateRef": {"name": "edge"}}}),
+    ));
+    api
+}
+
+fn state(api: &MockApiserver) -> WebhookState {
     let metal = metal_api::Client::new(metal_api::Config::new(
         url::Url::parse("http://127.0.0.1:9/").expect("url"),
         metal_api::Auth::None,
     ))
     .expect("client");
     WebhookState {
-        client: None,
+        client: Some(api.client()),
         caches: Default::default(),
         catalog: CatalogCache::with_catalog(metal, lab().catalog()),
         deny_when_metal_unreachable: false,
@@ -53,16 +96,84 @@ pub(super) fn object(kind: Kind, spec: Value) -> Value {
            "spec": spec})
 }
 
+/// A valid object of `kind` that makes admission read the management cluster: a machine
+/// without a partition (its cluster's is taken), a cluster naming firewall template `edge` or
+/// one there is not, template `edge` itself (which clusters and a deployment use).
+fn reading(kind: Kind, rng: &mut StdRng) -> Value {
+    let mut valid = object(kind, spec(kind));
+    match kind {
+        Kind::Machine | Kind::MachineTemplate => {
+            valid["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "fuzz"});
+            if rng.random_bool(0.5) {
+                let at = if kind == Kind::Machine {
+                    "/spec"
+                } else {
+                    "/spec/template/spec"
+                };
+                if let Some(spec) = valid.pointer_mut(at).and_then(Value::as_object_mut) {
+                    spec.remove("partition");
+                }
+            }
+        }
+        Kind::Cluster if rng.random_bool(0.5) => {
+            // A template there is, or one there is not (yet).
+            let template = ["edge", "edge-to-come"][rng.random_range(0..2)];
+            valid["spec"]["firewallSpec"] = Value::Null;
+            valid["spec"]["firewallTemplateRef"] = json!({"name": template});
+            if let Some(spec) = valid["spec"].as_object_mut() {
+                spec.retain(|_, v| !v.is_null());
+            }
+        }
+        Kind::FirewallTemplate => {
+            valid["metadata"]["name"] = json!("edge");
+            // A change the clusters and the deployment using it must be able to take.
+            if rng.random_bool(0.3) {
+                let networks = json!(["internet-mini-lab", "underlay-mini-lab"]);
+                valid["spec"]["template"]["spec"]["networks"] = networks;
+            }
+        }
+        _ => {}
+    }
+    valid
+}
+
+/// A valid object of `kind` as the Go provider's users write it (`v1alpha1`), for the kinds
+/// served in it.
+fn go_provider_object(kind: Kind) -> Option<Value> {
+    let spec = match kind {
+        Kind::Cluster => json!({"partition": "mini-lab", "projectID": PROJECT,
+            "controlPlaneEndpoint": {"host": "127.100.0.9", "port": 443}}),
+        Kind::Machine => json!({"image": "ubuntu-26.4", "size": "v1-small-x86"}),
+        Kind::MachineTemplate => {
+            json!({"template": {"spec": {"image": "ubuntu-26.4", "size": "v1-small-x86"}}})
+        }
+        Kind::FirewallTemplate => json!({"image": "firewall-ubuntu-3.0", "size": "v1-small-x86",
+            "networks": ["internet-mini-lab"], "partition": "mini-lab", "project": PROJECT,
+            "initialRuleSet": {"egress": [{"protocol": "TCP", "ports": [443], "to": ["0.0.0.0/0"]}]}}),
+        Kind::ClusterTemplate | Kind::Firewall => return None,
+    };
+    let name = if kind == Kind::FirewallTemplate {
+        "edge"
+    } else {
+        "fuzz"
+    };
+    Some(json!({"apiVersion": V1ALPHA1, "kind": kind.name(),
+        "metadata": {"name": name, "namespace": "default", "uid": "0d9c1b7e-0000-4000-8000-000000000002",
+                     "labels": {"cluster.x-k8s.io/cluster-name": "fuzz"}},
+        "spec": spec}))
+}
+
 /// The review the apiserver sends for `object`, asked for as `version`.
 fn review(kind: Kind, version: &str, op: &str, object: Value, old: Option<Value>) -> Value {
     let group = "infrastructure.cluster.x-k8s.io";
+    let name = object["metadata"]["name"].clone();
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
             "uid": "3c5d7c1e-0000-4000-8000-000000000001",
             "kind": {"group": group, "version": "v1alpha4", "kind": kind.name()},
             "resource": {"group": group, "version": "v1alpha4", "resource": kind.plural()},
             "requestKind": {"group": group, "version": version, "kind": kind.name()},
-            "name": "fuzz", "namespace": "default", "operation": op,
+            "name": name, "namespace": "default", "operation": op,
             "userInfo": {"username": "fuzz"}, "object": object, "oldObject": old, "dryRun": false}})
 }
 
@@ -86,33 +197,93 @@ async fn call(state: &WebhookState, route: Route, body: Vec<u8>) -> (u16, Value)
     )
 }
 
-/// Does `message` begin with a field path (`spec.rules.egress[0].ports[1]: …`)?
-fn names_a_field(message: &str) -> bool {
-    let Some((path, _)) = message.split_once(": ") else {
-        return false;
-    };
-    let field = |c: char| c.is_ascii_alphanumeric() || "._[]-/".contains(c);
-    !path.is_empty() && path.chars().all(field)
+/// The field path a denial begins with (`spec.rules.egress[0].ports[1]` of
+/// `spec.rules.egress[0].ports[1]: …`), when it is a field of `schema`: each name a property
+/// or a key of a map (or `metadata`'s, which the apiserver's own schema has), each `[…]` an
+/// element of a list or a map.
+fn field_of_schema<'a>(message: &'a str, schema: &Value) -> Option<&'a str> {
+    let (path, _) = message.split_once(": ")?;
+    let mut at = schema;
+    let mut segments = path.split('.');
+    if path.starts_with("metadata.") || path == "metadata" {
+        return Some(path);
+    }
+    for segment in segments.by_ref() {
+        let (name, indices) = segment
+            .split_once('[')
+            .map_or((segment, ""), |(n, i)| (n, i));
+        at = match at.get("properties").and_then(|p| p.get(name)) {
+            Some(property) => property,
+            None => at.get("additionalProperties")?,
+        };
+        for _ in indices.matches(']') {
+            at = at.get("items").or_else(|| at.get("additionalProperties"))?;
+        }
+    }
+    Some(path)
 }
 
 #[tokio::test]
-async fn spoilt_objects_of_every_kind_are_answered_and_every_denial_names_a_field() {
+async fn spoilt_objects_of_every_kind_are_answered_and_every_denial_names_a_field_of_its_schema() {
     capms::tls::install_default_provider();
-    let state = state();
+    let api = management_cluster();
+    let state = state(&api);
     let routes = routes();
     let mut rng = rng(0xAD_0155);
-    let (mut allowed, mut denied) = (0, 0);
+    let (mut allowed, mut denied, mut not_converted) = (0, 0, 0);
+    let (mut as_v1alpha1, mut read_templates, mut read_partitions) = (0, 0, 0);
+    let mut read_users = 0;
     for _ in 0..cases() {
         let route = routes[rng.random_range(0..routes.len())];
-        let valid = object(route.kind, spec(route.kind));
-        let bad = spoilt(&mut rng, &valid, &[Step::Key("spec".into())]);
-        let version = ["v1alpha4", "v1alpha1"][rng.random_range(0..2)];
+        let go = go_provider_object(route.kind).filter(|_| rng.random_bool(0.5));
+        let (version, valid, bad) = match go {
+            // Written and spoilt in v1alpha1, converted for the webhook as the apiserver does.
+            Some(go) => {
+                let bad = spoilt(&mut rng, &go, &[Step::Key("spec".into())]);
+                let hub = |o: &Value| {
+                    capms::conversion::convert(o, "infrastructure.cluster.x-k8s.io/v1alpha4")
+                };
+                match (hub(&go), hub(&bad)) {
+                    (Ok(valid), Ok(bad)) => ("v1alpha1", valid, bad),
+                    _ => {
+                        not_converted += 1;
+                        continue;
+                    }
+                }
+            }
+            None => {
+                let valid = reading(route.kind, &mut rng);
+                let bad = spoilt(&mut rng, &valid, &[Step::Key("spec".into())]);
+                // An update starts from the template as the management cluster holds it.
+                let old = match route.kind {
+                    Kind::FirewallTemplate => {
+                        let mut held = object(route.kind, spec(route.kind));
+                        held["metadata"]["name"] = json!("edge");
+                        held
+                    }
+                    _ => valid,
+                };
+                ("v1alpha4", old, bad)
+            }
+        };
+        as_v1alpha1 += usize::from(version == "v1alpha1");
         let body = match rng.random_bool(0.5) {
             true => review(route.kind, version, "CREATE", bad, None),
             false => review(route.kind, version, "UPDATE", bad, Some(valid)),
         };
         let (status, out) = call(&state, route, serde_json::to_vec(&body).expect("json")).await;
         assert_eq!(status, 200, "{} answered {status} to {body}", route.path());
+        let patch = out["response"]["patch"].as_str().unwrap_or_default();
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(patch)
+            .unwrap_or_default();
+        // The partition of the machine's cluster, read through the apiserver.
+        read_partitions += usize::from(String::from_utf8_lossy(&patch).contains("/spec/partition"));
+        // The namespace's templates, read through the apiserver, named in a warning.
+        let warnings = out["response"]["warnings"].to_string();
+        read_templates += usize::from(warnings.contains("MetalStackFirewallTemplate"));
+        let message = out["response"]["status"]["message"].to_string();
+        read_users += usize::from(message.contains("uses this template"));
         match out["response"]["allowed"].as_bool() {
             Some(true) => allowed += 1,
             Some(false) => {
@@ -120,23 +291,31 @@ async fn spoilt_objects_of_every_kind_are_answered_and_every_denial_names_a_fiel
                 let message = out["response"]["status"]["message"]
                     .as_str()
                     .unwrap_or_default();
+                let schema = super::conversion::schema(route.kind.name(), version);
                 assert!(
-                    names_a_field(message),
-                    "{}: a denial naming no field: {message:?}\nfor {body}",
+                    field_of_schema(message, schema).is_some(),
+                    "{}: a denial naming no field of the {version} schema: {message:?}\nfor {body}",
                     route.path()
                 );
             }
             None => panic!("{} gave no verdict: {out}", route.path()),
         }
     }
-    eprintln!("spoilt objects: {allowed} admitted, {denied} denied naming a field");
-    assert!(allowed > 0 && denied > 0);
+    eprintln!(
+        "spoilt objects: {allowed} admitted, {denied} denied naming a field; {as_v1alpha1} written in v1alpha1 ({not_converted} more the apiserver could not convert); {read_partitions} machines given their cluster's partition, {read_templates} warnings naming the namespace's templates, {read_users} template changes denied for a cluster using it"
+    );
+    assert!(allowed > 0 && denied > 0 && as_v1alpha1 > cases() / 10);
+    // The rules that read the management cluster were fuzzed too.
+    assert!(read_partitions > 0 && read_templates > 0 && read_users > 0);
+    let writes = api.take_writes();
+    assert!(writes.is_empty(), "admission wrote: {writes:?}");
 }
 
 #[tokio::test]
 async fn random_bytes_and_json_are_answered_without_a_panic_or_a_5xx() {
     capms::tls::install_default_provider();
-    let state = state();
+    let api = management_cluster();
+    let state = state(&api);
     let routes = routes();
     let mut rng = rng(0xCA9_5EED);
     for i in 0..cases() {
@@ -166,4 +345,44 @@ async fn random_bytes_and_json_are_answered_without_a_panic_or_a_5xx() {
             route.path()
         );
     }
+}
+
+#[test]
+fn a_denial_names_a_field_only_when_its_schema_has_it() {
+    let schema = json!({"properties": {"spec": {"properties": {
+        "rules": {"properties": {"egress": {"items": {"properties": {"ports": {"items": {}}}}}}},
+        "tags": {"additionalProperties": {}}}}}});
+    let named = |m: &'static str| field_of_schema(m, &schema);
+    assert_eq!(
+        named("spec.rules.egress[0].ports[1]: bad"),
+        Some("spec.rules.egress[0].ports[1]")
+    );
+    assert_eq!(named("spec.tags[team]: bad"), Some("spec.tags[team]"));
+    assert_eq!(named("spec.tags.team: bad"), Some("spec.tags.team"));
+    assert_eq!(named("metadata.name: bad"), Some("metadata.name"));
+    assert_eq!(named("error: something"), None);
+    assert_eq!(named("spec.size: v1alpha4 has no such field"), None);
+    assert_eq!(named("no path at all"), None);
+}
+
+/// The rules that read the management cluster answer from it: a cluster naming a template there
+/// is not is warned, naming the templates there are.
+#[tokio::test]
+async fn a_cluster_naming_a_missing_template_is_warned_with_the_templates_there_are() {
+    capms::tls::install_default_provider();
+    let api = management_cluster();
+    let state = state(&api);
+    let route = routes()
+        .into_iter()
+        .find(|r| r.kind == Kind::Cluster && r.path().starts_with("/validate"))
+        .expect("the cluster's validating webhook");
+    let mut cluster = object(Kind::Cluster, spec(Kind::Cluster));
+    cluster["spec"]
+        .as_object_mut()
+        .map(|s| s.remove("firewallSpec"));
+    cluster["spec"]["firewallTemplateRef"] = json!({"name": "nope"});
+    let body = review(Kind::Cluster, "v1alpha4", "CREATE", cluster, None);
+    let (_, out) = call(&state, route, serde_json::to_vec(&body).expect("json")).await;
+    let warnings = out["response"]["warnings"].to_string();
+    assert!(warnings.contains("edge"), "{out}");
 }

@@ -87,6 +87,13 @@ fn stored(mut object: Value) -> Value {
     object
 }
 
+/// The schema of `kind` in `version` (`v1alpha4`), as capms's CRDs serve it.
+pub(super) fn schema(kind: &str, version: &str) -> &'static Value {
+    schemas()
+        .get(&(kind.to_owned(), version.to_owned()))
+        .unwrap_or_else(|| panic!("no schema of {kind} {version}"))
+}
+
 /// The schema of every kind and version capms serves, by kind and version.
 fn schemas() -> &'static std::collections::HashMap<(String, String), Value> {
     static SCHEMAS: std::sync::OnceLock<std::collections::HashMap<(String, String), Value>> =

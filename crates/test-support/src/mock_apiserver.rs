@@ -180,6 +180,7 @@ impl MockApiserver {
         match *method {
             Method::GET => match objects.get(&target) {
                 Some(object) => Ok((StatusCode::OK, object.clone())),
+                None if !is_collection(&target) => Err(StatusCode::NOT_FOUND),
                 // A collection: the objects stored right below it.
                 None => {
                     let prefix = format!("{target}/");
@@ -237,6 +238,17 @@ impl MockApiserver {
             _ => Err(StatusCode::METHOD_NOT_ALLOWED),
         }
     }
+}
+
+/// Does `path` name a collection (`…/namespaces/ns/plural`, `/apis/g/v/plural`) rather than an
+/// object in one?
+fn is_collection(path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segments.as_slice() {
+        ["api", _version, rest @ ..] | ["apis", _, _version, rest @ ..] => rest,
+        _ => return false,
+    };
+    matches!(rest, [_plural] | ["namespaces", _, _plural])
 }
 
 fn reply(status: StatusCode, value: &Value) -> Response<Body> {

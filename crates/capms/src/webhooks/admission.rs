@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub(super) fn typed<T: DeserializeOwned>(
+pub(super) fn typed<T: DeserializeOwned + kube::CustomResourceExt>(
     object: &DynamicObject,
     what: &str,
 ) -> Result<(Value, T), String> {
@@ -30,7 +30,7 @@ pub(super) fn typed<T: DeserializeOwned>(
 
 /// The fields of `raw` that do not fit `kind`'s type, if any.
 fn misfit_of(kind: Kind, raw: &Value) -> Option<decode::Misfit> {
-    fn of<T: DeserializeOwned>(raw: &Value) -> Option<decode::Misfit> {
+    fn of<T: DeserializeOwned + kube::CustomResourceExt>(raw: &Value) -> Option<decode::Misfit> {
         decode::decode::<T>(raw).err()
     }
     match kind {
@@ -184,7 +184,7 @@ fn finish(report: Report) -> Result<Decision, String> {
     }
 }
 
-fn old_typed<T: DeserializeOwned>(
+fn old_typed<T: DeserializeOwned + kube::CustomResourceExt>(
     request: &AdmissionRequest<DynamicObject>,
 ) -> Result<Option<(Value, T)>, String> {
     request
@@ -341,7 +341,7 @@ async fn validate_machine(
 
 /// A template: immutable except in Cluster API's ClusterClass dry runs, and its
 /// `spec.template.spec` checked by `check` like the objects made from it.
-async fn validate_template<T: DeserializeOwned>(
+async fn validate_template<T: DeserializeOwned + kube::CustomResourceExt>(
     state: &WebhookState,
     request: &AdmissionRequest<DynamicObject>,
     object: &DynamicObject,

@@ -4,9 +4,12 @@
 //! can still judge what is left.
 
 use super::rules::FieldError;
+use kube::CustomResourceExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_path_to_error::Segment;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// More misfits than this in one object are not worth listing.
 const MAX_MISFITS: usize = 16;
@@ -28,7 +31,14 @@ impl Misfit {
 }
 
 /// `raw` as a `T`, or every field of it that does not fit.
-pub fn decode<T: DeserializeOwned>(raw: &Value) -> Result<T, Misfit> {
+pub fn decode<T: DeserializeOwned + CustomResourceExt>(raw: &Value) -> Result<T, Misfit> {
+    let misshapen = lists_for_objects(raw, &schema_of::<T>());
+    if !misshapen.is_empty() {
+        return Err(Misfit {
+            errors: misshapen,
+            rest: None,
+        });
+    }
     let first = match serde_path_to_error::deserialize::<_, T>(raw) {
         Ok(t) => return Ok(t),
         Err(e) => e,
@@ -76,6 +86,65 @@ pub fn decode<T: DeserializeOwned>(raw: &Value) -> Result<T, Misfit> {
         }
     }
     Err(Misfit { errors, rest: None })
+}
+
+/// `T`'s schema as its CRD serves it, made once per kind.
+fn schema_of<T: CustomResourceExt>() -> Arc<Value> {
+    static SCHEMAS: OnceLock<Mutex<HashMap<String, Arc<Value>>>> = OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(Mutex::default);
+    let mut schemas = schemas.lock().unwrap_or_else(|p| p.into_inner());
+    schemas
+        .entry(T::crd_name().to_owned())
+        .or_insert_with(|| {
+            let crd = T::crd();
+            let schema = crd.spec.versions.first().and_then(|v| v.schema.as_ref());
+            let schema = schema.and_then(|s| s.open_api_v3_schema.as_ref());
+            Arc::new(serde_json::to_value(schema).unwrap_or_default())
+        })
+        .clone()
+}
+
+/// The fields of `value` holding a list where `schema` has an object. serde reads such a list as
+/// the object's fields in their order and names each by its index (`spec.firewallSpec[0]`), a
+/// field the object has not; these are named as the object's field instead.
+fn lists_for_objects(value: &Value, schema: &Value) -> Vec<FieldError> {
+    let mut found = Vec::new();
+    shapes(value, schema, String::new(), &mut found);
+    found
+}
+
+fn shapes(value: &Value, schema: &Value, path: String, found: &mut Vec<FieldError>) {
+    match value {
+        Value::Array(_) if schema.get("properties").is_some() => found.push(FieldError {
+            path,
+            message: "invalid type: sequence, expected an object".to_owned(),
+        }),
+        Value::Array(items) => {
+            let Some(each) = schema.get("items") else {
+                return;
+            };
+            for (i, item) in items.iter().enumerate() {
+                shapes(item, each, format!("{path}[{i}]"), found);
+            }
+        }
+        Value::Object(fields) => {
+            let properties = schema.get("properties");
+            for (name, field) in fields {
+                let below = properties
+                    .and_then(|p| p.get(name))
+                    .or_else(|| schema.get("additionalProperties"));
+                if let Some(below) = below {
+                    let path = if path.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{path}.{name}")
+                    };
+                    shapes(field, below, path, found);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 fn same(a: &Segment, b: &Segment) -> bool {
@@ -217,6 +286,19 @@ mod tests {
         };
         assert_eq!(misfit.errors.len(), 1, "{misfit:?}");
         assert_eq!(misfit.errors[0].path, "spec.partition");
+    }
+
+    #[test]
+    fn a_list_where_an_object_belongs_is_named_as_that_field() {
+        let mut raw = cluster(json!(null), "p");
+        raw["spec"]["firewallSpec"] = json!([30643, 28944, null]);
+        let Err(misfit) = decode::<MetalStackCluster>(&raw) else {
+            panic!("decoded")
+        };
+        assert_eq!(
+            misfit.message(),
+            "spec.firewallSpec: invalid type: sequence, expected an object"
+        );
     }
 
     #[test]
