@@ -257,8 +257,11 @@ impl ControlPlane {
             .create(&PostParams::default(), &ns)
             .await
             .expect("namespace created");
+        let name = created.metadata.name.expect("generated name");
+        // Every Secret of the test is something capms must never log.
+        secrets::watch_namespace(client.clone(), &name);
         TestNamespace {
-            name: created.metadata.name.expect("generated name"),
+            name,
             kubeconfig: self.kubeconfig.clone(),
             client,
         }
@@ -344,6 +347,8 @@ pub struct ChildProcess {
     pub name: String,
     child: Child,
     pub log: PathBuf,
+    /// A capms: its log is scanned for secrets when it ends ([`secrets`]).
+    scanned: bool,
 }
 
 impl ChildProcess {
@@ -356,6 +361,10 @@ impl ChildProcess {
     ) -> Self {
         let log = log_dir.join(format!("{name}.log"));
         let log_file = std::fs::File::create(&log).expect("log file");
+        let scanned = program.file_name().is_some_and(|f| f == "capms");
+        if scanned {
+            secrets::given(args, env);
+        }
         let mut cmd = Command::new("setpriv");
         cmd.args(["--pdeathsig", "KILL", "--"])
             .arg(program)
@@ -373,6 +382,7 @@ impl ChildProcess {
             name: name.to_owned(),
             child,
             log,
+            scanned,
         }
     }
 
@@ -400,6 +410,13 @@ impl Drop for ChildProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A test already failing says why itself.
+        if self.scanned
+            && !std::thread::panicking()
+            && let Some(line) = secrets::leak(&self.log_text())
+        {
+            panic!("a secret in the log of {}: {line}", self.name);
+        }
     }
 }
 
@@ -482,6 +499,7 @@ mod kube_faults;
 mod manager;
 pub mod mock_apiserver;
 mod registration;
+pub mod secrets;
 mod sim;
 pub use kube_faults::ConflictingWrites;
 pub use manager::{
