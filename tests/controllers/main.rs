@@ -364,6 +364,7 @@ async fn bind_user(env: &Env, user: &str, role: Value) {
 }
 
 mod clusterctl_upgrade;
+mod concurrent_writers;
 mod conditions;
 mod crash_points;
 mod go_provider;
