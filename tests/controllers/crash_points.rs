@@ -4,7 +4,8 @@
 //! rollout, a scale-down, a clusterctl move and the deletion. So in each phase every point
 //! capms passes on its way is a kill, each followed by recovery in the next life. After every
 //! kill metal-api holds at most one allocation per owner and nothing without an owner; the
-//! deletion frees everything. Points are told apart by code location and what they are around
+//! deletion frees everything; a phase gives the orphan sweep a leaked machine, IP and network to
+//! free. Points are told apart by code location and what they are around
 //! (`MetalStackMachine Allocate: metal-api machine_allocate after`), never by object.
 //!
 //! Every run fails unless every write site of `write-sites.txt` (every step of every kind and
@@ -19,6 +20,7 @@ use std::future::Future;
 use std::time::Instant;
 
 mod go_cluster;
+mod orphans;
 mod report;
 
 use go_cluster::{GO, GO_CLUSTER, GO_FIREWALL_WAITING_SIZE, go_provider_cluster};
@@ -68,7 +70,7 @@ impl Lives {
                 ("RUST_LOG", "debug"),
             ];
             // Armed, capms reconciles one object at a time (see its crash_points).
-            let args: [&str; 0] = [];
+            let args = orphans::SWEEPING;
             let mut capms = env.spawn_capms_with_env("capms-life", &args, free_port(), &crash);
             while capms.is_running() {
                 if goal().await {
@@ -322,11 +324,12 @@ async fn capms_killed_around_each_of_its_calls_never_allocates_twice_nor_leaks()
     );
 
     go_provider_cluster(&env, &mut lives).await;
+    orphans::orphans_freed(&env, &mut lives).await;
 
     // Deleted as Cluster API deletes a cluster: the infrastructure cluster tears its firewall
     // down itself (no foreground deletion does it first).
     let capi_clusters = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
-    for cluster in [MSC, GO_CLUSTER] {
+    for cluster in [MSC, GO_CLUSTER, "orphans"] {
         capi_clusters
             .delete(cluster, &DeleteParams::default())
             .await

@@ -373,6 +373,7 @@ mod looks;
 mod machine_sets;
 mod metal_faults;
 mod moving;
+mod orphans;
 mod resilience;
 mod rollout;
 mod seed;

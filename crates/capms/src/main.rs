@@ -114,6 +114,16 @@ struct ManagerArgs {
     /// than ten times this from the replica's creation (0s: no wait).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     machine_set_wait: Duration,
+    /// How often capms looks in metal-api for what it allocated for a MetalStackMachine,
+    /// MetalStackFirewall or MetalStackCluster that is gone without it being freed, in the
+    /// clusters it manages (neither paused nor being moved), and frees it once the owner has been
+    /// gone for --orphan-grace (0s: never).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    orphan_sweep_interval: Duration,
+    /// How long an allocation's owner must have been gone, look after look, before the orphan
+    /// sweep frees it: longer than a restore from backup takes to bring a cluster's objects back.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    orphan_grace: Duration,
     /// Address of /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:9440")]
     health_addr: std::net::SocketAddr,
@@ -260,6 +270,8 @@ impl ManagerArgs {
             sync_period: self.sync_period,
             firewall_rollout_deadline: self.firewall_rollout_deadline,
             machine_set_wait: self.machine_set_wait,
+            orphan_sweep_interval: self.orphan_sweep_interval,
+            orphan_grace: self.orphan_grace,
             health_addr: self.health_addr,
             metrics_addr: self.metrics_addr,
             metrics_secure: self.metrics_secure,

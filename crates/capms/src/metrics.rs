@@ -42,6 +42,12 @@ struct RolloutOutcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OrphanFreed {
+    /// `machine`, `firewall`, `ip` or `network`.
+    what: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MetalCall {
     endpoint: String,
     /// The HTTP status; 0 when no answer came.
@@ -120,6 +126,8 @@ pub struct Metrics {
     admission_time: Histograms<Admission>,
     kube_requests: Family<KubeRequest, Counter>,
     rollouts: Family<RolloutOutcome, Counter>,
+    orphans: Family<OrphanFreed, Counter>,
+    sweeps: Counter,
     /// The controllers' work queues as controller-runtime reports them.
     pub queues: WorkQueues,
 }
@@ -188,10 +196,24 @@ impl Metrics {
             "Firewall rollouts by outcome: started, replaced, superseded, failed",
             Family::default(),
         );
+        let orphans = register(
+            r,
+            "capms_orphans_freed",
+            "Allocations capms made for an object that went without freeing them, freed by the orphan sweep: machine, firewall, ip, network",
+            Family::default(),
+        );
+        let sweeps = register(
+            r,
+            "capms_orphan_sweeps",
+            "Looks of the orphan sweep at the clusters capms manages",
+            Counter::default(),
+        );
         let queues = WorkQueues::register(r);
         Metrics {
             queues,
             rollouts,
+            orphans,
+            sweeps,
             kube_requests,
             registry,
             reconciles,
@@ -237,6 +259,18 @@ impl Metrics {
             .get_or_create(&RolloutOutcome {
                 outcome: outcome.into(),
             })
+            .inc();
+    }
+
+    /// The orphan sweep looked at the clusters capms manages.
+    pub fn orphan_sweep(&self) {
+        self.sweeps.inc();
+    }
+
+    /// The orphan sweep freed a `what` (machine, firewall, ip, network).
+    pub fn orphan_freed(&self, what: &str) {
+        self.orphans
+            .get_or_create(&OrphanFreed { what: what.into() })
             .inc();
     }
 

@@ -11,7 +11,7 @@ pub const DOMAIN: &str = "metal-stack.infrastructure.cluster.x-k8s.io";
 pub const CLUSTER_ID: &str = "cluster.metal-stack.io/id";
 
 /// The kind of object an allocation in metal-api belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum OwnerKind {
     Cluster,
     Machine,
@@ -134,6 +134,17 @@ pub fn owner_of(tags: &[String]) -> Option<(OwnerKind, String, String)> {
         })
 }
 
+/// The object an allocation belongs to, when capms made it: besides its `<kind>-resource` mark
+/// it carries the `<kind>-uid` mark only capms writes (metal-stack's Go provider marks its
+/// allocations by name alone, and they are not capms's to free on its own).
+pub fn allocated_by_capms(tags: &[String]) -> Option<(OwnerKind, String, String)> {
+    let (kind, namespace, name) = owner_of(tags)?;
+    let uid = format!("{DOMAIN}/{}-uid=", kind.word());
+    tags.iter()
+        .any(|t| t.starts_with(&uid))
+        .then_some((kind, namespace, name))
+}
+
 /// `<ns>.<name>`, the cluster id capms uses in metal-stack tags and labels.
 pub fn cluster_id(namespace: &str, name: &str) -> String {
     format!("{namespace}.{name}")
@@ -142,6 +153,22 @@ pub fn cluster_id(namespace: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_allocation_with_capms_uid_mark_is_capms_s_own() {
+        let tags = owner_tags(&owner_marks(OwnerKind::Machine, "ns", "m1", "uid-1"));
+        assert_eq!(
+            allocated_by_capms(&tags),
+            Some((OwnerKind::Machine, "ns".into(), "m1".into()))
+        );
+        let by_name = owner_tags(&owner_marks(OwnerKind::Machine, "ns", "m1", "uid-1"));
+        let by_name: Vec<String> = by_name
+            .into_iter()
+            .filter(|t| !t.contains("-uid="))
+            .collect();
+        assert_eq!(allocated_by_capms(&by_name), None, "the Go provider's");
+        assert_eq!(allocated_by_capms(&[]), None);
+    }
 
     #[test]
     fn owner_marks_name_the_object_and_its_uid() {

@@ -53,6 +53,9 @@ pub struct ManagerConfig {
     pub firewall_rollout_deadline: Duration,
     /// How long a new machine waits while its MachineSet creates its other replicas.
     pub machine_set_wait: Duration,
+    /// How often the orphan sweep looks (zero: never) and how long an owner must be gone.
+    pub orphan_sweep_interval: Duration,
+    pub orphan_grace: Duration,
     pub health_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
     /// Serve `/metrics` over HTTPS to callers the apiserver authenticates and authorizes
@@ -132,6 +135,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
         sync_period: config.sync_period,
         firewall_rollout_deadline: config.firewall_rollout_deadline,
         machine_set_wait: config.machine_set_wait,
+        orphan_sweep: (config.orphan_sweep_interval, config.orphan_grace),
     };
     let mut ctx = Context::new(
         client.clone(),

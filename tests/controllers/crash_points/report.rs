@@ -48,6 +48,7 @@ impl Lives {
             "after a move",
             "a Go provider's cluster",
             "its firewall template changed",
+            "orphans",
             "deletion",
         ] {
             assert!(

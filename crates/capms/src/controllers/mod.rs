@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod firewall;
 pub mod firewall_deployment;
 pub mod machine;
+mod orphans;
 mod watches;
 
 pub use watches::Watches;
@@ -51,11 +52,19 @@ pub async fn run(
     }
     tracing::info!("controller caches synced");
     caches_synced.store(true, std::sync::atomic::Ordering::SeqCst);
+    let until = shutdown.clone();
+    let sweep = async {
+        let (interval, _) = ctx.settings.orphan_sweep;
+        if !interval.is_zero() {
+            orphans::run(&ctx, ctx.settings.orphan_sweep, until).await;
+        }
+    };
     tokio::join!(
         drive::<cluster::Clusters>(clusters, &config, shutdown.clone(), &ctx),
         drive::<firewall::Firewalls>(firewalls, &config, shutdown.clone(), &ctx),
         drive::<machine::Machines>(machines, &config, shutdown.clone(), &ctx),
         drive::<firewall_deployment::FirewallDeployments>(deployments, &config, shutdown, &ctx),
+        sweep,
     );
     let _ = watching.await;
 }
@@ -88,6 +97,8 @@ mod tests {
         sites.extend(write_sites::<super::firewall::Firewalls>());
         sites.extend(write_sites::<super::machine::Machines>());
         sites.extend(write_sites::<super::firewall_deployment::FirewallDeployments>());
+        let sweep = <super::orphans::Step as VariantNames>::VARIANTS.iter();
+        sites.extend(sweep.map(|step| format!("OrphanSweep {step}")));
         sites.sort();
         let file = concat!(
             env!("CARGO_MANIFEST_DIR"),

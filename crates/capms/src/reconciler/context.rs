@@ -42,6 +42,9 @@ pub struct Settings {
     /// How long a new MetalStackMachine waits, untouched, while its MachineSet is still
     /// creating its other replicas (zero: not at all).
     pub machine_set_wait: Duration,
+    /// How often the orphan sweep looks (zero: never), and how long an allocation's owner must
+    /// have been gone before it frees it.
+    pub orphan_sweep: (Duration, Duration),
 }
 
 impl Default for Settings {
@@ -53,6 +56,7 @@ impl Default for Settings {
             sync_period: DEFAULT_SYNC_PERIOD,
             firewall_rollout_deadline: DEFAULT_FIREWALL_ROLLOUT_DEADLINE,
             machine_set_wait: DEFAULT_MACHINE_SET_WAIT,
+            orphan_sweep: (Duration::ZERO, Duration::ZERO),
         }
     }
 }

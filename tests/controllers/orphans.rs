@@ -1,0 +1,301 @@
+//! The orphan sweep: what a leak leaves in metal-api (an allocation carrying capms's owner marks
+//! of an object that is gone) is freed and reported, and nothing else is: not what metal-stack's
+//! Go provider allocated, not what belongs to a cluster capms does not manage, not what a paused
+//! cluster, a cluster being moved by clusterctl or a cluster being restored holds.
+
+use super::looks::version_of;
+use super::moving::{pause, re_created};
+use super::*;
+use capms::ownership::{OwnerKind, owner_marks, owner_tags};
+
+const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+
+/// capms sweeping every second, freeing what has been orphaned for `grace`.
+fn sweeping(grace: &str) -> [String; 2] {
+    [
+        "--orphan-sweep-interval=1s".to_owned(),
+        format!("--orphan-grace={grace}"),
+    ]
+}
+
+/// A provisioned lab cluster with worker `worker-o`; its private network.
+async fn provisioned(env: &Env) -> String {
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    env.add_lab_machine(MSC, "worker-o", "bootstrap").await;
+    eventually(
+        "the cluster and its worker ready",
+        support::LOADED_MACHINE_WAIT,
+        || async { env.all_ready(&["worker-o".to_owned()]).await.then_some(()) },
+    )
+    .await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let msc = clusters.get(MSC).await.expect("cluster");
+    msc.status.and_then(|s| s.network_id).expect("network")
+}
+
+/// A machine allocated behind capms's back, in `network`, with `tags`: its id.
+pub(super) fn allocated(env: &Env, network: &str, tags: Vec<String>) -> String {
+    let request = MachineAllocateRequest {
+        name: "planted".into(),
+        hostname: "planted".into(),
+        projectid: PROJECT.into(),
+        partitionid: "mini-lab".into(),
+        sizeid: "v1-small-x86".into(),
+        imageid: "ubuntu-26.4".into(),
+        networks: Some(vec![AllocationNetwork {
+            networkid: network.into(),
+            autoacquire: Some(true),
+        }]),
+        tags,
+        ..Default::default()
+    };
+    let mut state = env.sim.sim.state();
+    let machine = state.machine_allocate(&request, None, "machine", "capms");
+    machine.expect("allocated").id
+}
+
+/// The tags capms puts on a machine of MetalStackMachine `namespace/name` in cluster `cluster`
+/// (`<ns>.<msc>`); `uid` false: as metal-stack's Go provider marks them, by name alone.
+pub(super) fn marks(namespace: &str, name: &str, cluster: &str, uid: bool) -> Vec<String> {
+    let mut tags = owner_tags(&owner_marks(
+        OwnerKind::Machine,
+        namespace,
+        name,
+        "uid-gone",
+    ));
+    tags.retain(|t| uid || !t.contains("-uid="));
+    tags.push(format!("cluster.metal-stack.io/id={cluster}"));
+    tags
+}
+
+fn is_allocated(env: &Env, id: &str) -> bool {
+    let machine = env.sim.sim.state().machine(id);
+    machine.is_ok_and(|m| m.allocation.is_some())
+}
+
+impl Env {
+    /// The sweeps capms has made (its metrics).
+    async fn sweeps(&self) -> u64 {
+        let port = self.metrics_port.expect("metrics");
+        let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix("capms_orphan_sweeps_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map_or(0, |v| v as u64)
+    }
+
+    /// Waits until capms has swept `more` times after `since` sweeps.
+    async fn swept(&self, since: u64, more: u64) -> u64 {
+        let what = format!("{more} orphan sweeps after {since}");
+        eventually(&what, support::LOADED_MACHINE_WAIT, || async {
+            let now = self.sweeps().await;
+            (now >= since + more).then_some(now)
+        })
+        .await
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_orphan_of_a_managed_cluster_is_freed_and_reported_and_nothing_else_is() {
+    let mut env = Env::with_inventory("orphans", crash_points_inventory()).await;
+    env.start_capms(&sweeping("3s").each_ref().map(String::as_str));
+    let network = provisioned(&env).await;
+    let ns = env.ns.name.clone();
+    let cluster = format!("{ns}.{MSC}");
+    let before = env.allocated_machines().await;
+    let orphan = allocated(&env, &network, marks(&ns, "gone", &cluster, true));
+    let spared = [
+        // metal-stack's Go provider's: not capms's to free.
+        allocated(&env, &network, marks(&ns, "gone-go", &cluster, false)),
+        // Of a cluster capms does not manage.
+        allocated(
+            &env,
+            &network,
+            marks(&ns, "gone-elsewhere", &format!("{ns}.elsewhere"), true),
+        ),
+        // Of an object in another namespace than its cluster's.
+        allocated(&env, &network, marks("other", "gone", &cluster, true)),
+    ];
+    eventually("the orphan freed", support::LOADED_MACHINE_WAIT, || async {
+        (!is_allocated(&env, &orphan)).then_some(())
+    })
+    .await;
+    let sweeps = env.sweeps().await;
+    env.swept(sweeps, 3).await;
+    for id in &spared {
+        assert!(is_allocated(&env, id), "machine {id} was freed");
+    }
+    assert_eq!(
+        env.allocated_machines().await,
+        before + spared.len(),
+        "the cluster's own stay"
+    );
+    let events = env
+        .dynamic("events.k8s.io/v1", "Event", "events")
+        .list(&Default::default())
+        .await
+        .expect("events");
+    let reported: Vec<String> = events
+        .items
+        .iter()
+        .filter(|e| e.data["reason"] == "OrphanFreed")
+        .map(|e| e.data["note"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert!(
+        reported[0].contains(&orphan) && reported[0].contains("gone"),
+        "{reported:?}"
+    );
+    let port = env.metrics_port.expect("metrics");
+    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .expect("metrics");
+    let metrics = metrics.text().await.unwrap_or_default();
+    assert!(
+        metrics.contains("capms_orphans_freed_total{what=\"machine\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_paused_cluster_and_a_cluster_moved_away_and_back_keep_everything() {
+    let mut env = Env::with_inventory("orphans-moved", crash_points_inventory()).await;
+    // No grace at all: only the pause keeps the sweep's hands off.
+    env.start_capms(&sweeping("0s").each_ref().map(String::as_str));
+    let network = provisioned(&env).await;
+    let ns = env.ns.name.clone();
+    pause(&env, true).await;
+    env.paused_seen(true).await;
+    let orphan = allocated(
+        &env,
+        &network,
+        marks(&ns, "gone", &format!("{ns}.{MSC}"), true),
+    );
+    let held = env.metal_state().await;
+    let sweeps = env.sweeps().await;
+    env.swept(sweeps, 3).await;
+    assert!(is_allocated(&env, &orphan), "freed while paused");
+
+    // clusterctl move, half way: the moved objects are gone from the source (finalizers
+    // stripped), the Cluster still paused.
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &ns);
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &ns);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &ns);
+    let firewall = format!("{MSC}-firewall");
+    let saved = (
+        clusters.get(MSC).await.expect("cluster"),
+        firewalls.get(&firewall).await.expect("firewall"),
+        machines.get("worker-o").await.expect("worker"),
+    );
+    let strip = Patch::Merge(json!({"metadata": {
+        "annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}, "finalizers": null}}));
+    let params = PatchParams::default();
+    machines
+        .patch("worker-o", &params, &strip)
+        .await
+        .expect("strip");
+    machines
+        .delete("worker-o", &Default::default())
+        .await
+        .expect("delete");
+    firewalls
+        .patch(&firewall, &params, &strip)
+        .await
+        .expect("strip");
+    firewalls
+        .delete(&firewall, &Default::default())
+        .await
+        .expect("delete");
+    clusters.patch(MSC, &params, &strip).await.expect("strip");
+    clusters
+        .delete(MSC, &Default::default())
+        .await
+        .expect("delete");
+    eventually(
+        "the moved objects gone",
+        support::LOADED_MACHINE_WAIT,
+        || async { clusters.get_opt(MSC).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    let sweeps = env.sweeps().await;
+    env.swept(sweeps, 3).await;
+    assert_eq!(env.metal_state().await, held, "freed while being moved");
+
+    // The target's objects come (here, back), the Cluster resumes: the orphan goes, nothing else.
+    env.apply(re_created(&saved.0, None)).await;
+    let uid = clusters.get(MSC).await.expect("cluster").metadata.uid;
+    env.apply(re_created(&saved.1, uid.as_deref())).await;
+    env.apply(re_created(&saved.2, None)).await;
+    pause(&env, false).await;
+    eventually("the orphan freed", support::LOADED_MACHINE_WAIT, || async {
+        (!is_allocated(&env, &orphan)).then_some(())
+    })
+    .await;
+    let now = env.metal_state().await;
+    let ids = |s: &(Vec<Network>, Vec<Ip>, Vec<Machine>)| {
+        let allocated =
+            s.2.iter()
+                .filter(|m| m.allocation.is_some() && m.id != orphan);
+        (
+            s.0.len(),
+            s.1.len(),
+            allocated.map(|m| m.id.clone()).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(ids(&now), ids(&held), "only the orphan was freed");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn objects_restored_within_the_grace_period_keep_everything() {
+    let mut env = Env::with_inventory("orphans-restored", crash_points_inventory()).await;
+    env.start_capms(&sweeping("30s").each_ref().map(String::as_str));
+    provisioned(&env).await;
+    let ns = env.ns.name.clone();
+    let held = env.metal_state().await;
+    // As a restore leaves them: gone (here, their finalizers stripped), then back from a backup
+    // one after another, without a pause.
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &ns);
+    let saved = machines.get("worker-o").await.expect("worker");
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    machines
+        .patch("worker-o", &PatchParams::default(), &strip)
+        .await
+        .expect("strip");
+    machines
+        .delete("worker-o", &Default::default())
+        .await
+        .expect("delete");
+    eventually("the worker gone", support::LOADED_MACHINE_WAIT, || async {
+        machines
+            .get_opt("worker-o")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let sweeps = env.sweeps().await;
+    env.swept(sweeps, 3).await;
+    env.apply(re_created(&saved, None)).await;
+    let back = machines.get("worker-o").await.expect("restored");
+    env.looked("MetalStackMachine", "worker-o", version_of(&back), 1)
+        .await;
+    let sweeps = env.sweeps().await;
+    env.swept(sweeps, 3).await;
+    assert_eq!(
+        env.metal_state().await,
+        held,
+        "nothing freed, nothing allocated"
+    );
+}
+
+/// The lab with machines to spare for the planted ones.
+fn crash_points_inventory() -> Inventory {
+    super::crash_points::inventory(6)
+}
