@@ -58,10 +58,16 @@ fn the_status_follows_the_firewall_made_for_the_deployment() {
     let d = decide::decide(&deployment(false), &live(Some(firewall(true, false))));
     assert!(!d.status.ready);
     assert_eq!(
-        d.status.initialization.and_then(|i| i.provisioned),
+        d.status.initialization.clone().and_then(|i| i.provisioned),
         Some(true),
         "allocated"
     );
+    let (status, reason, message) = ready_condition(&d);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "WaitingForFirewall")
+    );
+    assert!(message.ends_with("to become ready"), "{message}");
 
     let d = decide::decide(&deployment(true), &live(Some(firewall(true, true))));
     assert!(d.status.ready);

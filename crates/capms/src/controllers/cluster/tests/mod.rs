@@ -95,6 +95,7 @@ fn next(d: &ClusterDecision) -> Requeue {
 }
 
 mod deployment;
+mod failures;
 mod firewall;
 mod rollout;
 

@@ -339,3 +339,5 @@ fn while_the_failed_firewall_is_deleted_the_rollout_still_says_it_failed() {
     assert_eq!(rollout(&d).phase, RolloutPhase::Failed);
     assert_eq!(condition(&d, Type::FirewallRolledOut).1, "RolloutFailed");
 }
+
+mod timing;
