@@ -222,6 +222,21 @@ where
 /// deleted with clusterctl's annotation and their finalizers stripped, created again from their
 /// spec without status, and the Cluster resumed; the next life of capms is the target's.
 pub(super) async fn moved(env: &Env) {
+    let saved = moved_away(env).await;
+    moved_back(env, &saved).await;
+}
+
+/// capms's objects as they were before a move: the MetalStackCluster, the firewalls, the
+/// machines.
+pub(super) type Moved = (
+    MetalStackCluster,
+    Vec<MetalStackFirewall>,
+    Vec<MetalStackMachine>,
+);
+
+/// The first half of a move: the Cluster paused and capms's objects gone from the source
+/// (deleted with clusterctl's annotation, their finalizers stripped); what they were.
+pub(super) async fn moved_away(env: &Env) -> Moved {
     pause(env, true).await;
     let ns = &env.ns.name;
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), ns);
@@ -243,30 +258,29 @@ pub(super) async fn moved(env: &Env) {
     let strip = Patch::Merge(json!({"metadata": {
         "annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}, "finalizers": null}}));
     let params = PatchParams::default();
-    for m in &saved.2 {
-        let name = m.metadata.name.clone().unwrap_or_default();
-        machines.patch(&name, &params, &strip).await.expect("strip");
-        machines
-            .delete(&name, &Default::default())
-            .await
-            .expect("delete");
+    let dynamic = |kind: &str, plural: &str| {
+        env.dynamic("infrastructure.cluster.x-k8s.io/v1alpha4", kind, plural)
+    };
+    let objects = [
+        (
+            dynamic("MetalStackMachine", "metalstackmachines"),
+            names_of(&saved.2),
+        ),
+        (
+            dynamic("MetalStackFirewall", "metalstackfirewalls"),
+            names_of(&saved.1),
+        ),
+        (
+            dynamic("MetalStackCluster", "metalstackclusters"),
+            vec![MSC.to_owned()],
+        ),
+    ];
+    for (api, names) in &objects {
+        for name in names {
+            api.patch(name, &params, &strip).await.expect("strip");
+            api.delete(name, &Default::default()).await.expect("delete");
+        }
     }
-    for f in &saved.1 {
-        let name = f.metadata.name.clone().unwrap_or_default();
-        firewalls
-            .patch(&name, &params, &strip)
-            .await
-            .expect("strip");
-        firewalls
-            .delete(&name, &Default::default())
-            .await
-            .expect("delete");
-    }
-    clusters.patch(MSC, &params, &strip).await.expect("strip");
-    clusters
-        .delete(MSC, &Default::default())
-        .await
-        .expect("delete");
     eventually(
         "the moved objects gone",
         Duration::from_secs(120),
@@ -277,6 +291,13 @@ pub(super) async fn moved(env: &Env) {
         },
     )
     .await;
+    saved
+}
+
+/// The second half of a move: the objects created again from their spec without status (the
+/// firewalls owned by the new MetalStackCluster), and the Cluster resumed.
+pub(super) async fn moved_back(env: &Env, saved: &Moved) {
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
     env.apply(re_created(&saved.0, None)).await;
     let uid = clusters.get(MSC).await.expect("msc").metadata.uid;
     for f in &saved.1 {
@@ -286,4 +307,11 @@ pub(super) async fn moved(env: &Env) {
         env.apply(re_created(m, None)).await;
     }
     pause(env, false).await;
+}
+
+fn names_of<K: kube::Resource>(items: &[K]) -> Vec<String> {
+    items
+        .iter()
+        .map(|o| o.meta().name.clone().unwrap_or_default())
+        .collect()
 }

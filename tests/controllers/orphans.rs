@@ -4,18 +4,19 @@
 //! cluster, a cluster being moved by clusterctl or a cluster being restored holds.
 
 use super::looks::version_of;
-use super::moving::{pause, re_created};
+use super::moving::{moved_away, moved_back, pause, re_created};
 use super::*;
 use capms::ownership::{OwnerKind, owner_marks, owner_tags};
 
 const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
 
-/// capms sweeping every second, freeing what has been orphaned for `grace`.
-fn sweeping(grace: &str) -> [String; 2] {
-    [
-        "--orphan-sweep-interval=1s".to_owned(),
-        format!("--orphan-grace={grace}"),
-    ]
+/// A test's environment with capms sweeping every second, freeing what has been orphaned for
+/// `grace`, and machines to spare for the planted ones.
+async fn sweeping(prefix: &str, grace: &str) -> Env {
+    let mut env = Env::with_inventory(prefix, super::crash_points::inventory(6)).await;
+    let grace = format!("--orphan-grace={grace}");
+    env.start_capms(&["--orphan-sweep-interval=1s", &grace]);
+    env
 }
 
 /// A provisioned lab cluster with worker `worker-o`; its private network.
@@ -103,8 +104,7 @@ impl Env {
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_orphan_of_a_managed_cluster_is_freed_and_reported_and_nothing_else_is() {
-    let mut env = Env::with_inventory("orphans", crash_points_inventory()).await;
-    env.start_capms(&sweeping("3s").each_ref().map(String::as_str));
+    let env = sweeping("orphans", "3s").await;
     let network = provisioned(&env).await;
     let ns = env.ns.name.clone();
     let cluster = format!("{ns}.{MSC}");
@@ -165,9 +165,8 @@ async fn an_orphan_of_a_managed_cluster_is_freed_and_reported_and_nothing_else_i
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_paused_cluster_and_a_cluster_moved_away_and_back_keep_everything() {
-    let mut env = Env::with_inventory("orphans-moved", crash_points_inventory()).await;
     // No grace at all: only the pause keeps the sweep's hands off.
-    env.start_capms(&sweeping("0s").each_ref().map(String::as_str));
+    let env = sweeping("orphans-moved", "0s").await;
     let network = provisioned(&env).await;
     let ns = env.ns.name.clone();
     pause(&env, true).await;
@@ -184,55 +183,13 @@ async fn a_paused_cluster_and_a_cluster_moved_away_and_back_keep_everything() {
 
     // clusterctl move, half way: the moved objects are gone from the source (finalizers
     // stripped), the Cluster still paused.
-    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &ns);
-    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &ns);
-    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &ns);
-    let firewall = format!("{MSC}-firewall");
-    let saved = (
-        clusters.get(MSC).await.expect("cluster"),
-        firewalls.get(&firewall).await.expect("firewall"),
-        machines.get("worker-o").await.expect("worker"),
-    );
-    let strip = Patch::Merge(json!({"metadata": {
-        "annotations": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}, "finalizers": null}}));
-    let params = PatchParams::default();
-    machines
-        .patch("worker-o", &params, &strip)
-        .await
-        .expect("strip");
-    machines
-        .delete("worker-o", &Default::default())
-        .await
-        .expect("delete");
-    firewalls
-        .patch(&firewall, &params, &strip)
-        .await
-        .expect("strip");
-    firewalls
-        .delete(&firewall, &Default::default())
-        .await
-        .expect("delete");
-    clusters.patch(MSC, &params, &strip).await.expect("strip");
-    clusters
-        .delete(MSC, &Default::default())
-        .await
-        .expect("delete");
-    eventually(
-        "the moved objects gone",
-        support::LOADED_MACHINE_WAIT,
-        || async { clusters.get_opt(MSC).await.ok()?.is_none().then_some(()) },
-    )
-    .await;
+    let saved = moved_away(&env).await;
     let sweeps = env.sweeps().await;
     env.swept(sweeps, 3).await;
     assert_eq!(env.metal_state().await, held, "freed while being moved");
 
     // The target's objects come (here, back), the Cluster resumes: the orphan goes, nothing else.
-    env.apply(re_created(&saved.0, None)).await;
-    let uid = clusters.get(MSC).await.expect("cluster").metadata.uid;
-    env.apply(re_created(&saved.1, uid.as_deref())).await;
-    env.apply(re_created(&saved.2, None)).await;
-    pause(&env, false).await;
+    moved_back(&env, &saved).await;
     eventually("the orphan freed", support::LOADED_MACHINE_WAIT, || async {
         (!is_allocated(&env, &orphan)).then_some(())
     })
@@ -253,8 +210,7 @@ async fn a_paused_cluster_and_a_cluster_moved_away_and_back_keep_everything() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn objects_restored_within_the_grace_period_keep_everything() {
-    let mut env = Env::with_inventory("orphans-restored", crash_points_inventory()).await;
-    env.start_capms(&sweeping("30s").each_ref().map(String::as_str));
+    let env = sweeping("orphans-restored", "30s").await;
     provisioned(&env).await;
     let ns = env.ns.name.clone();
     let held = env.metal_state().await;
@@ -293,9 +249,4 @@ async fn objects_restored_within_the_grace_period_keep_everything() {
         held,
         "nothing freed, nothing allocated"
     );
-}
-
-/// The lab with machines to spare for the planted ones.
-fn crash_points_inventory() -> Inventory {
-    super::crash_points::inventory(6)
 }
