@@ -116,21 +116,10 @@ async fn conflicts(port: u16) -> u64 {
         .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_writer_changing_the_same_objects_loses_nothing_and_duplicates_nothing() {
-    let size = 4;
-    let mut env = Env::with_inventory("second-writer", inventory(size)).await;
-    env.start_capms(&[]);
-    let stop = Arc::new(AtomicBool::new(false));
-    let marks = Marks::default();
-    let writer = second_writer(written(&env), stop.clone(), marks.clone());
-    let (stop_looking, watcher) = watch_for_duplicates(&env);
-    env.apply_seed_cluster(MSC, lab_cluster()).await;
-    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
-    let names: Vec<String> = (0..size).map(|i| format!("worker-{i}")).collect();
-    // The workers first, without their Machines: capms adds its finalizer only once the
-    // Machine is there, and by then the second writer is busy marking them.
-    for name in &names {
+/// The workers first, without their Machines: capms adds its finalizer only once the Machine
+/// is there, and by then the second writer is busy marking them.
+async fn workers_while_written(env: &Env, names: &[String], marks: &Marks) {
+    for name in names {
         env.apply(json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",
             "metadata": {"name": name}, "spec": {"image": "ubuntu-26.4", "machineType": "v1-small-x86"}}))
         .await;
@@ -147,9 +136,24 @@ async fn a_second_writer_changing_the_same_objects_loses_nothing_and_duplicates_
         },
     )
     .await;
-    for name in &names {
+    for name in names {
         env.add_owning_machine(MSC, name, "bootstrap").await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_writer_changing_the_same_objects_loses_nothing_and_duplicates_nothing() {
+    let size = 4;
+    let mut env = Env::with_inventory("second-writer", inventory(size)).await;
+    env.start_capms(&[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let marks = Marks::default();
+    let writer = second_writer(written(&env), stop.clone(), marks.clone());
+    let (stop_looking, watcher) = watch_for_duplicates(&env);
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    let names: Vec<String> = (0..size).map(|i| format!("worker-{i}")).collect();
+    workers_while_written(&env, &names, &marks).await;
     eventually(
         "every worker ready beside a second writer",
         support::LOADED_MACHINE_WAIT,
@@ -167,28 +171,7 @@ async fn a_second_writer_changing_the_same_objects_loses_nothing_and_duplicates_
     // capms met the second writer's changes as conflicts and retried.
     let met = conflicts(env.metrics_port.expect("metrics")).await;
     assert!(met > 0, "capms met no conflict");
-    // The second writer's last change of every object is there.
-    for api in written(&env) {
-        for obj in api.list(&Default::default()).await.expect("list").items {
-            let kind = obj
-                .types
-                .as_ref()
-                .map(|t| t.kind.clone())
-                .unwrap_or_default();
-            let key = format!("{kind}/{}", obj.metadata.name.clone().unwrap_or_default());
-            let Some(round) = last.get(&key) else {
-                continue;
-            };
-            let marks = [&obj.metadata.annotations, &obj.metadata.labels];
-            for mark in marks.map(|m| m.as_ref().and_then(|m| m.get(MARK))) {
-                assert_eq!(
-                    mark,
-                    Some(&round.to_string()),
-                    "{key} lost the second writer's change"
-                );
-            }
-        }
-    }
+    nothing_lost(&env, &last).await;
     // And capms's own writes are all there: a finalizer and a machine for every worker, one
     // machine each.
     let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
@@ -209,4 +192,29 @@ async fn a_second_writer_changing_the_same_objects_loses_nothing_and_duplicates_
         "a second writer: capms met {met} conflicts; the writer's last change of {} objects kept",
         last.len()
     );
+}
+
+/// The second writer's last change of every object is there.
+async fn nothing_lost(env: &Env, last: &std::collections::BTreeMap<String, u64>) {
+    for api in written(env) {
+        for obj in api.list(&Default::default()).await.expect("list").items {
+            let kind = obj
+                .types
+                .as_ref()
+                .map(|t| t.kind.clone())
+                .unwrap_or_default();
+            let key = format!("{kind}/{}", obj.metadata.name.clone().unwrap_or_default());
+            let Some(round) = last.get(&key) else {
+                continue;
+            };
+            let marks = [&obj.metadata.annotations, &obj.metadata.labels];
+            for mark in marks.map(|m| m.as_ref().and_then(|m| m.get(MARK))) {
+                assert_eq!(
+                    mark,
+                    Some(&round.to_string()),
+                    "{key} lost the second writer's change"
+                );
+            }
+        }
+    }
 }

@@ -272,57 +272,8 @@ async fn capms_killed_around_each_of_its_calls_never_allocates_twice_nor_leaks()
         reads,
         ..Default::default()
     };
-    env.apply_seed_cluster(MSC, lab_cluster()).await;
-    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": BOOTSTRAP}})).await;
     let names: Vec<String> = (0..size).map(|i| format!("worker-{i}")).collect();
-    for name in &names {
-        env.add_lab_machine(MSC, name, "bootstrap").await;
-    }
-    lives
-        .until(&env, "provisioning", || env.all_ready(&names))
-        .await;
-
-    let patch = json!({"spec": {"firewallSpec": {"rules": {"egress": [
-        {"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"], "comment": "allow https"},
-        {"protocol": "tcp", "ports": [8443], "to": ["0.0.0.0/0"], "comment": "one more"}]}}}});
-    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
-    clusters
-        .patch(MSC, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("change the firewall rules");
-    let rolled = || async {
-        let (left, _) = env.firewalls_left().await;
-        left.len() == 1 && left[0] != format!("{MSC}-firewall") && env.all_ready(&names).await
-    };
-    lives.until(&env, "firewall rollout", rolled).await;
-
-    let gone = names.last().cloned().expect("a worker");
-    env.dynamic("cluster.x-k8s.io/v1beta2", "Machine", "machines")
-        .delete(&gone, &DeleteParams::default())
-        .await
-        .expect("scale down");
-    let kept = &names[..size - 1];
-    let scaled = || async {
-        let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
-        let msm_gone = machines.get_opt(&gone).await.ok().flatten().is_none();
-        msm_gone && env.allocated_machines().await == kept.len() + 1 && env.all_ready(kept).await
-    };
-    lives.until(&env, "scale-down", scaled).await;
-
-    let before_move = env.metal_state().await;
-    moved(&env).await;
-    let back = || async { env.all_ready(kept).await };
-    lives.until(&env, "after a move", back).await;
-    let ids = |state: &(Vec<Network>, Vec<Ip>, Vec<Machine>)| {
-        let ids = state.2.iter().filter(|m| m.allocation.is_some());
-        ids.map(|m| m.id.clone()).collect::<Vec<_>>()
-    };
-    assert_eq!(
-        ids(&env.metal_state().await),
-        ids(&before_move),
-        "the move allocated nothing"
-    );
-
+    lifecycle(&env, &mut lives, &names).await;
     go_provider_cluster(&env, &mut lives).await;
     orphans::orphans_freed(&env, &mut lives).await;
 
@@ -358,4 +309,59 @@ async fn capms_killed_around_each_of_its_calls_never_allocates_twice_nor_leaks()
     lives.until(&env, "deletion", freed).await;
 
     lives.report(size);
+}
+
+/// Provisioning, a firewall rollout, a scale-down and a move of the lab cluster, life after
+/// life.
+async fn lifecycle(env: &Env, lives: &mut Lives, names: &[String]) {
+    let size = names.len();
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": BOOTSTRAP}})).await;
+    for name in names {
+        env.add_lab_machine(MSC, name, "bootstrap").await;
+    }
+    lives
+        .until(env, "provisioning", || env.all_ready(names))
+        .await;
+
+    let patch = json!({"spec": {"firewallSpec": {"rules": {"egress": [
+        {"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"], "comment": "allow https"},
+        {"protocol": "tcp", "ports": [8443], "to": ["0.0.0.0/0"], "comment": "one more"}]}}}});
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    clusters
+        .patch(MSC, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("change the firewall rules");
+    let rolled = || async {
+        let (left, _) = env.firewalls_left().await;
+        left.len() == 1 && left[0] != format!("{MSC}-firewall") && env.all_ready(names).await
+    };
+    lives.until(env, "firewall rollout", rolled).await;
+
+    let gone = names.last().cloned().expect("a worker");
+    env.dynamic("cluster.x-k8s.io/v1beta2", "Machine", "machines")
+        .delete(&gone, &DeleteParams::default())
+        .await
+        .expect("scale down");
+    let kept = &names[..size - 1];
+    let scaled = || async {
+        let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+        let msm_gone = machines.get_opt(&gone).await.ok().flatten().is_none();
+        msm_gone && env.allocated_machines().await == kept.len() + 1 && env.all_ready(kept).await
+    };
+    lives.until(env, "scale-down", scaled).await;
+
+    let before_move = env.metal_state().await;
+    moved(env).await;
+    let back = || async { env.all_ready(kept).await };
+    lives.until(env, "after a move", back).await;
+    let ids = |state: &(Vec<Network>, Vec<Ip>, Vec<Machine>)| {
+        let ids = state.2.iter().filter(|m| m.allocation.is_some());
+        ids.map(|m| m.id.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(&env.metal_state().await),
+        ids(&before_move),
+        "the move allocated nothing"
+    );
 }

@@ -44,6 +44,37 @@ async fn for_each_object(env: &Env, worker: &str, patch: &Patch<Value>, delete: 
     }
 }
 
+/// Waits until capms has reconciled the worker, the firewall and the MetalStackCluster as they
+/// are now (deleted) and took no step.
+async fn looked_at_each(env: &Env, worker: &str) {
+    let ns = &env.ns.name;
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), ns);
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), ns);
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), ns);
+    let firewall = format!("{MSC}-firewall");
+    let deleted = [
+        (
+            "MetalStackMachine",
+            worker,
+            version_of(&machines.get(worker).await.expect("msm")),
+        ),
+        (
+            "MetalStackFirewall",
+            firewall.as_str(),
+            version_of(&firewalls.get(&firewall).await.expect("firewall")),
+        ),
+        (
+            "MetalStackCluster",
+            MSC,
+            version_of(&clusters.get(MSC).await.expect("msc")),
+        ),
+    ];
+    for (kind, name, version) in deleted {
+        let looks = env.looked(kind, name, version, 1).await;
+        assert_eq!(looks[0].step, "Nothing", "{looks:?}");
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
     let mut env = Env::with_inventory("move-source", Inventory::default_lab()).await;
@@ -73,29 +104,7 @@ async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
     );
     for_each_object(&env, "worker-m", &annotate, true).await;
     // capms looked at each deleted object and kept its hands off.
-    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
-    let firewall = format!("{MSC}-firewall");
-    let deleted = [
-        (
-            "MetalStackMachine",
-            "worker-m",
-            version_of(&machines.get("worker-m").await.expect("msm")),
-        ),
-        (
-            "MetalStackFirewall",
-            firewall.as_str(),
-            version_of(&firewalls.get(&firewall).await.expect("firewall")),
-        ),
-        (
-            "MetalStackCluster",
-            MSC,
-            version_of(&clusters.get(MSC).await.expect("msc")),
-        ),
-    ];
-    for (kind, name, version) in deleted {
-        let looks = env.looked(kind, name, version, 1).await;
-        assert_eq!(looks[0].step, "Nothing", "{looks:?}");
-    }
+    looked_at_each(&env, "worker-m").await;
     env.did_nothing_since(&actions, "deleting for a move").await;
     assert_eq!(
         allocations(&env).await,
@@ -111,6 +120,8 @@ async fn deleting_the_moved_objects_from_a_paused_source_frees_nothing() {
     // clusterctl strips the finalizers; the objects go and the allocations stay.
     let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
     for_each_object(&env, "worker-m", &strip, false).await;
+    let firewalls: Api<MetalStackFirewall> = Api::namespaced(env.client(), &env.ns.name);
+    let firewall = format!("{MSC}-firewall");
     eventually(
         "the moved objects gone",
         Duration::from_secs(120),

@@ -272,14 +272,7 @@ async fn machines_freed_behind_capms_back_are_reported_then_replaced_once_delete
     let firewall_id = firewall.spec.provider_id.clone().expect("providerID");
 
     // As `metalctl machine rm` would, for a worker and for the firewall.
-    for provider_id in [&worker_id, &firewall_id] {
-        let id = provider_id.rsplit('/').next().expect("machine id");
-        demo.sim
-            .editor()
-            .machine_free(id)
-            .await
-            .expect("freed outside capms");
-    }
+    demo.freed_outside_capms(&[&worker_id, &firewall_id]).await;
     let reported = eventually(
         "both reported lost, the firewall's loss in the cluster too",
         Duration::from_secs(60),
@@ -311,30 +304,8 @@ async fn machines_freed_behind_capms_back_are_reported_then_replaced_once_delete
         reported.1
     );
     // capms looks at both again and again (every 2 s, its sync period) and allocates nothing.
-    let actions = Actions::now(demo.capms.metrics_port, &demo.sim.sim).await;
-    let log = || demo.capms.process.log_text();
-    let ns = &demo.ns.name;
-    let worker = version_of(&msms.get(&workers[0]).await.expect("worker"));
-    looked(
-        log,
-        &format!("MetalStackMachine {ns}/{}", workers[0]),
-        worker,
-        3,
-    )
-    .await;
-    let firewall_version = version_of(&firewalls.get("demo-firewall").await.expect("firewall"));
-    looked(
-        log,
-        &format!("MetalStackFirewall {ns}/demo-firewall"),
-        firewall_version,
-        3,
-    )
-    .await;
-    assert_eq!(
-        Actions::now(demo.capms.metrics_port, &demo.sim.sim).await,
-        actions,
-        "capms acted after its machines were lost"
-    );
+    demo.looks_without_acting(&workers[0], "demo-firewall")
+        .await;
     assert_eq!(
         demo.allocated().await,
         1,
@@ -365,4 +336,52 @@ async fn machines_freed_behind_capms_back_are_reported_then_replaced_once_delete
     .await;
     assert!(replaced.contains(&workers[1]), "the other worker untouched");
     assert_eq!(demo.allocated().await, 3, "firewall and two workers again");
+}
+
+impl Demo {
+    /// Frees the machines of `provider_ids` in metal-api, as `metalctl machine rm` would.
+    async fn freed_outside_capms(&self, provider_ids: &[&str]) {
+        for provider_id in provider_ids {
+            let id = provider_id.rsplit('/').next().expect("machine id");
+            let freed = self.sim.editor().machine_free(id).await;
+            freed.expect("freed outside capms");
+        }
+    }
+
+    /// capms reconciles MetalStackMachine `worker` and MetalStackFirewall `firewall` three times
+    /// each from their current versions on, and takes no action meanwhile.
+    async fn looks_without_acting(&self, worker: &str, firewall: &str) {
+        let actions = Actions::now(self.capms.metrics_port, &self.sim.sim).await;
+        let log = || self.capms.process.log_text();
+        let ns = &self.ns.name;
+        let msm = self
+            .api::<MetalStackMachine>()
+            .get(worker)
+            .await
+            .expect("worker");
+        looked(
+            log,
+            &format!("MetalStackMachine {ns}/{worker}"),
+            version_of(&msm),
+            3,
+        )
+        .await;
+        let fw = self
+            .api::<MetalStackFirewall>()
+            .get(firewall)
+            .await
+            .expect("firewall");
+        looked(
+            log,
+            &format!("MetalStackFirewall {ns}/{firewall}"),
+            version_of(&fw),
+            3,
+        )
+        .await;
+        assert_eq!(
+            Actions::now(self.capms.metrics_port, &self.sim.sim).await,
+            actions,
+            "capms acted after its machines were lost"
+        );
+    }
 }

@@ -223,6 +223,32 @@ fn field_of_schema<'a>(message: &'a str, schema: &Value) -> Option<&'a str> {
     Some(path)
 }
 
+/// The version a spoilt object of `kind` is asked for in, the object as the management cluster
+/// held it (for an update) and the spoilt one, both as the webhooks get them (`v1alpha4`). Half
+/// the Go provider's kinds are written and spoilt in `v1alpha1` and converted as the apiserver
+/// converts them; None when it could not.
+fn spoilt_review_objects(kind: Kind, rng: &mut StdRng) -> Option<(&'static str, Value, Value)> {
+    if let Some(go) = go_provider_object(kind).filter(|_| rng.random_bool(0.5)) {
+        let bad = spoilt(rng, &go, &[Step::Key("spec".into())]);
+        let hub = |o: &Value| {
+            capms::conversion::convert(o, "infrastructure.cluster.x-k8s.io/v1alpha4").ok()
+        };
+        return Some(("v1alpha1", hub(&go)?, hub(&bad)?));
+    }
+    let valid = reading(kind, rng);
+    let bad = spoilt(rng, &valid, &[Step::Key("spec".into())]);
+    // An update starts from the template as the management cluster holds it.
+    let old = match kind {
+        Kind::FirewallTemplate => {
+            let mut held = object(kind, spec(kind));
+            held["metadata"]["name"] = json!("edge");
+            held
+        }
+        _ => valid,
+    };
+    Some(("v1alpha4", old, bad))
+}
+
 #[tokio::test]
 async fn spoilt_objects_of_every_kind_are_answered_and_every_denial_names_a_field_of_its_schema() {
     capms::tls::install_default_provider();
@@ -235,36 +261,9 @@ async fn spoilt_objects_of_every_kind_are_answered_and_every_denial_names_a_fiel
     let mut read_users = 0;
     for _ in 0..cases() {
         let route = routes[rng.random_range(0..routes.len())];
-        let go = go_provider_object(route.kind).filter(|_| rng.random_bool(0.5));
-        let (version, valid, bad) = match go {
-            // Written and spoilt in v1alpha1, converted for the webhook as the apiserver does.
-            Some(go) => {
-                let bad = spoilt(&mut rng, &go, &[Step::Key("spec".into())]);
-                let hub = |o: &Value| {
-                    capms::conversion::convert(o, "infrastructure.cluster.x-k8s.io/v1alpha4")
-                };
-                match (hub(&go), hub(&bad)) {
-                    (Ok(valid), Ok(bad)) => ("v1alpha1", valid, bad),
-                    _ => {
-                        not_converted += 1;
-                        continue;
-                    }
-                }
-            }
-            None => {
-                let valid = reading(route.kind, &mut rng);
-                let bad = spoilt(&mut rng, &valid, &[Step::Key("spec".into())]);
-                // An update starts from the template as the management cluster holds it.
-                let old = match route.kind {
-                    Kind::FirewallTemplate => {
-                        let mut held = object(route.kind, spec(route.kind));
-                        held["metadata"]["name"] = json!("edge");
-                        held
-                    }
-                    _ => valid,
-                };
-                ("v1alpha4", old, bad)
-            }
+        let Some((version, valid, bad)) = spoilt_review_objects(route.kind, &mut rng) else {
+            not_converted += 1;
+            continue;
         };
         as_v1alpha1 += usize::from(version == "v1alpha1");
         let body = match rng.random_bool(0.5) {

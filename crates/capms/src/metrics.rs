@@ -47,6 +47,32 @@ struct OrphanFreed {
     what: String,
 }
 
+/// The orphan sweep's looks and what it freed.
+#[derive(Debug)]
+struct OrphanSweep {
+    sweeps: Counter,
+    freed: Family<OrphanFreed, Counter>,
+}
+
+impl OrphanSweep {
+    fn register(r: &mut Registry) -> OrphanSweep {
+        OrphanSweep {
+            sweeps: register(
+                r,
+                "capms_orphan_sweeps",
+                "Looks of the orphan sweep at the clusters capms manages",
+                Counter::default(),
+            ),
+            freed: register(
+                r,
+                "capms_orphans_freed",
+                "Allocations capms made for an object that went without freeing them, freed by the orphan sweep: machine, firewall, ip, network",
+                Family::default(),
+            ),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MetalCall {
     endpoint: String,
@@ -126,8 +152,7 @@ pub struct Metrics {
     admission_time: Histograms<Admission>,
     kube_requests: Family<KubeRequest, Counter>,
     rollouts: Family<RolloutOutcome, Counter>,
-    orphans: Family<OrphanFreed, Counter>,
-    sweeps: Counter,
+    orphans: OrphanSweep,
     /// The controllers' work queues as controller-runtime reports them.
     pub queues: WorkQueues,
 }
@@ -196,24 +221,12 @@ impl Metrics {
             "Firewall rollouts by outcome: started, replaced, superseded, failed",
             Family::default(),
         );
-        let orphans = register(
-            r,
-            "capms_orphans_freed",
-            "Allocations capms made for an object that went without freeing them, freed by the orphan sweep: machine, firewall, ip, network",
-            Family::default(),
-        );
-        let sweeps = register(
-            r,
-            "capms_orphan_sweeps",
-            "Looks of the orphan sweep at the clusters capms manages",
-            Counter::default(),
-        );
+        let orphans = OrphanSweep::register(r);
         let queues = WorkQueues::register(r);
         Metrics {
             queues,
             rollouts,
             orphans,
-            sweeps,
             kube_requests,
             registry,
             reconciles,
@@ -264,12 +277,13 @@ impl Metrics {
 
     /// The orphan sweep looked at the clusters capms manages.
     pub fn orphan_sweep(&self) {
-        self.sweeps.inc();
+        self.orphans.sweeps.inc();
     }
 
     /// The orphan sweep freed a `what` (machine, firewall, ip, network).
     pub fn orphan_freed(&self, what: &str) {
         self.orphans
+            .freed
             .get_or_create(&OrphanFreed { what: what.into() })
             .inc();
     }
