@@ -58,7 +58,7 @@ chaos: binaries
 	$(CARGO) test --locked -p capms-tests --test controllers kube_faults -- --nocapture
 	{ echo "# make chaos, $$(date -u +%FT%TZ)"; echo; echo "## Kubernetes faults"; cat target/chaos/kube-faults.txt; \
 	  echo; echo "## metal-api faults"; cat target/chaos/metal-faults.txt; \
-	  echo; echo "## Crash points (first line: totals; then each kill)"; cat target/chaos/crash-points.txt; } \
+	  echo; echo "## Crash points (totals; every write site of the product, killed at before and after its write or NEVER; each kill)"; cat target/chaos/crash-points.txt; } \
 	  > target/chaos/report.txt
 	head -20 target/chaos/report.txt
 

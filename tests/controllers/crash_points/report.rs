@@ -23,18 +23,25 @@ impl Lives {
             .filter(|(site, when)| !self.killed_around_write(site, when))
             .map(|(site, when)| format!("{site} ({when} its write)"))
             .collect();
+        // Every write site of the product, and whether a kill fell before and after its write.
+        let table: Vec<String> = sites
+            .iter()
+            .map(|site| {
+                let mark = |when| match self.killed_around_write(site, when) {
+                    true => "killed",
+                    false => "NEVER",
+                };
+                format!("{site}: {} before, {} after", mark("before"), mark("after"))
+            })
+            .collect();
+        let complete = table.iter().filter(|t| !t.contains("NEVER")).count();
         let report = format!(
-            "crash points with {workers} workers: {} kills at {} distinct points (by phase and code location), each followed by recovery; write sites killed at before and after their write: {} of {}; duplicates 0, leaks 0; {} log lines at debug level without a secret\nnever killed at: {missed:?}\n{}\n",
+            "crash points with {workers} workers: {} kills at {} distinct points (by phase and code location), each followed by recovery; write sites killed at before and after their write: {complete} of {}; duplicates 0, leaks 0; {} log lines at debug level without a secret\n\nwrite sites:\n{}\n\nkills:\n{}\n",
             self.kills.len(),
             distinct.len(),
-            sites.len()
-                - missed
-                    .iter()
-                    .map(|m| m.split(" (").next())
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .len(),
             sites.len(),
             self.lines,
+            table.join("\n"),
             points.join("\n")
         );
         eprintln!("{report}");

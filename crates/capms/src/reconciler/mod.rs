@@ -250,15 +250,18 @@ pub async fn reconcile<R: Reconciler>(obj: Arc<R::Object>, ctx: Arc<Context>) ->
             }
         }
     };
-    let next_text = format!("{next:?}");
+    // Formatted only when it is logged: this runs for every reconcile.
+    let next_text = tracing::enabled!(tracing::Level::DEBUG).then(|| format!("{next:?}"));
     let concluded = conclude(&ctx, &api, obj.as_ref(), current, &status, next).await;
-    tracing::debug!(
-        object = %writes::describe(obj.as_ref()),
-        resource_version = %obj.resource_version().unwrap_or_default(),
-        step = %step,
-        next = %next_text,
-        "reconciled"
-    );
+    if let Some(next) = next_text {
+        tracing::debug!(
+            object = %writes::describe(obj.as_ref()),
+            resource_version = %obj.resource_version().unwrap_or_default(),
+            step = %step,
+            next = %next,
+            "reconciled"
+        );
+    }
     concluded
 }
 

@@ -50,9 +50,21 @@ fn a_preset_provider_id_is_kept_as_written() {
 
 #[test]
 fn a_provisioning_machine_polls_and_a_provisioned_one_stays_provisioned() {
-    let d = live_run(&named(), live(ours(event::INSTALLING)));
+    // Not ready, it claims no initialization (even if a status said so).
+    let mut claiming = named();
+    claiming.status = Some(MetalStackMachineStatus {
+        initialization: Some(Initialization {
+            provisioned: Some(true),
+        }),
+        ..Default::default()
+    });
+    let d = live_run(&claiming, live(ours(event::INSTALLING)));
     assert!(!d.status.ready && d.status.initialization.is_none());
     assert_eq!(ready_reason(&d), ("False", "Provisioning"));
+    assert_eq!(
+        condition(&d, Type::Ready).2,
+        format!("machine {ID} is provisioning")
+    );
     assert_eq!(requeue(&d), Requeue::Booting);
 
     let mut installing = named();
@@ -78,6 +90,10 @@ fn a_provisioning_machine_polls_and_a_provisioned_one_stays_provisioned() {
         live(Found::Ours(std::sync::Arc::new(looping))),
     );
     assert!(d.status.ready, "Cluster API's provisioned flag is one-way");
+    assert!(
+        d.status.initialization.is_some(),
+        "and so is its initialization"
+    );
     assert_eq!(ready_reason(&d), ("False", "CrashLoop"));
     assert_eq!(condition(&d, Type::MachineHealthy).0, "False");
 }
@@ -89,14 +105,26 @@ fn a_failed_allocation_shows_in_the_conditions() {
         status: 422,
         message: "no machine available".into(),
     });
-    let status = after_failure(&msm(), MetalStackMachineStatus::default(), &error);
+    let initialized = |ready| MetalStackMachineStatus {
+        ready,
+        initialization: Some(Initialization {
+            provisioned: Some(true),
+        }),
+        ..Default::default()
+    };
+    let status = after_failure(&msm(), initialized(false), &error);
     let allocated = crate::reconciler::conditions::find(&status.conditions, Type::MachineAllocated)
         .expect("MachineAllocated");
     assert_eq!(
         (allocated.status.as_str(), allocated.reason.as_str()),
         ("False", "NoMachineAvailable")
     );
-    assert!(!status.ready);
+    assert!(!status.ready && status.initialization.is_none());
+    let provisioned = after_failure(&msm(), initialized(true), &error);
+    assert!(
+        provisioned.initialization.is_some(),
+        "a provisioned machine stays provisioned"
+    );
 }
 
 #[test]
