@@ -327,13 +327,21 @@ async fn machines_freed_behind_capms_back_are_reported_then_replaced_once_delete
         .delete("demo-firewall", &DeleteParams::default())
         .await
         .expect("delete the firewall");
-    let replaced = eventually("replacements ready", Duration::from_secs(180), || async {
-        let ready = demo.ready().await?;
-        let fresh = firewalls.get("demo-firewall").await.ok()?;
-        (ready.len() == 2 && !ready.contains(&workers[0]) && fresh.uid() != firewall.uid())
-            .then_some(ready)
+    // A MachineSet's replacement, a new firewall, each allocated and booted: two chains that a
+    // loaded machine slows down.
+    let replaced = support::within(Duration::from_secs(360), || async {
+        let ready = demo.ready().await;
+        let fresh = firewalls.get("demo-firewall").await.ok();
+        let new_firewall = fresh.as_ref().is_some_and(|f| f.uid() != firewall.uid());
+        match ready {
+            Some(ready) if ready.len() == 2 && !ready.contains(&workers[0]) && new_firewall => {
+                Ok(ready)
+            }
+            ready => Err(format!("ready: {ready:?}; a new firewall: {new_firewall}")),
+        }
     })
-    .await;
+    .await
+    .unwrap_or_else(|seen| panic!("replacements not ready: {seen}\n{}", demo.log()));
     assert!(replaced.contains(&workers[1]), "the other worker untouched");
     assert_eq!(demo.allocated().await, 3, "firewall and two workers again");
 }
