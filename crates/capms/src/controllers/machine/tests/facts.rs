@@ -57,3 +57,26 @@ fn addresses_come_from_the_allocation() {
     );
     assert!(addresses_of(&Machine::default()).is_empty());
 }
+
+#[test]
+fn the_primary_private_network_s_addresses_come_first() {
+    for primary in ["privateprimaryunshared", "privateprimaryshared"] {
+        let network = |networktype: &str, ip: &str| MachineNetwork {
+            networktype: networktype.into(),
+            ips: vec![ip.into()],
+            ..Default::default()
+        };
+        let m = Machine {
+            allocation: Some(MachineAllocation {
+                networks: vec![
+                    network("privatesecondaryshared", "127.16.8.1"),
+                    network(primary, "127.16.0.1"),
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let got: Vec<String> = addresses_of(&m).into_iter().map(|a| a.address).collect();
+        assert_eq!(got, ["127.16.0.1", "127.16.8.1"], "{primary}");
+    }
+}
