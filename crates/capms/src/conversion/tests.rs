@@ -239,6 +239,12 @@ fn refusals_name_the_object_and_the_field() {
     assert!(unknown.is_some_and(
         |m| m.contains("v1beta1") && m.contains("infrastructure.cluster.x-k8s.io/v1alpha1")
     ));
+    // A served version of another group is no version of these kinds.
+    let other_group = convert(&hub, "cluster.x-k8s.io/v1alpha4").err();
+    assert!(
+        matches!(other_group, Some(Refusal::UnknownVersion { ref version, .. }) if version == "cluster.x-k8s.io/v1alpha4"),
+        "{other_group:?}"
+    );
     let crossing = json!({
         "apiVersion": api_version("v1alpha4"), "kind": "MetalStackCluster",
         "metadata": {"name": "c", "namespace": "n", "annotations": "not an object"},
