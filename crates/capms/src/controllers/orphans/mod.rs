@@ -184,29 +184,29 @@ async fn cached(ctx: &Context, owner: &Owner) -> Result<bool> {
 
 /// Does the apiserver have `owner` (the caches may lag behind it)?
 async fn still_there(ctx: &Context, owner: &Owner) -> Result<bool> {
+    match owner.kind {
+        OwnerKind::Machine => held::<MetalStackMachine>(ctx, owner).await,
+        OwnerKind::Firewall => held::<MetalStackFirewall>(ctx, owner).await,
+        OwnerKind::Cluster => held::<MetalStackCluster>(ctx, owner).await,
+    }
+}
+
+async fn held<K>(ctx: &Context, owner: &Owner) -> Result<bool>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
     use crate::reconciler::During;
     let (ns, name) = (owner.namespace.as_str(), owner.name.as_str());
     let during = || format!("reading the owner {:?} {ns}/{name}", owner.kind);
-    Ok(match owner.kind {
-        OwnerKind::Machine => ctx
-            .api::<MetalStackMachine>(ns)
-            .get_opt(name)
-            .await
-            .during(during)?
-            .is_some(),
-        OwnerKind::Firewall => ctx
-            .api::<MetalStackFirewall>(ns)
-            .get_opt(name)
-            .await
-            .during(during)?
-            .is_some(),
-        OwnerKind::Cluster => ctx
-            .api::<MetalStackCluster>(ns)
-            .get_opt(name)
-            .await
-            .during(during)?
-            .is_some(),
-    })
+    Ok(ctx
+        .api::<K>(ns)
+        .get_opt(name)
+        .await
+        .during(during)?
+        .is_some())
 }
 
 /// Frees an orphan and says so: an event on its Cluster, the metric, a warning in the log.

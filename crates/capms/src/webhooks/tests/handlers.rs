@@ -225,7 +225,7 @@ fn firewall_template(spec: &Value) -> Value {
 }
 
 /// The answer of `step` to a review of a firewall template with `spec` (and `old` before it).
-async fn firewall_template_review(
+pub(super) async fn firewall_template_review(
     state: &WebhookState,
     step: Step,
     spec: &Value,

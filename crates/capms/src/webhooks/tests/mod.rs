@@ -68,4 +68,5 @@ mod configurations;
 mod handlers;
 mod rules;
 mod takeover;
+mod template_users;
 mod updates;
