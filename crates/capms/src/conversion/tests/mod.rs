@@ -6,6 +6,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 
+mod fields;
+mod review;
+
 const ROUND_TRIPS: usize = 1000;
 
 fn api_version(version: &str) -> String {
@@ -194,103 +197,6 @@ fn a_field_changed_in_the_other_version_keeps_the_change() {
 }
 
 #[test]
-fn go_provider_objects_convert_to_what_capms_reads() {
-    let go = json!({
-        "apiVersion": api_version("v1alpha1"), "kind": "MetalStackFirewallTemplate",
-        "metadata": {"name": "fw", "namespace": "n"},
-        "spec": {"image": "firewall-ubuntu-3.0", "size": "c1-large-x86", "networks": ["internet"],
-                 "partition": "p", "project": "x",
-                 "initialRuleSet": {"egress": [{"protocol": "TCP", "ports": [443], "to": ["0.0.0.0/0"]}]}},
-    });
-    let hub = convert(&go, &api_version("v1alpha4")).unwrap_or_default();
-    let spec = &hub["spec"]["template"]["spec"];
-    assert_eq!(spec["machineType"], "c1-large-x86");
-    assert_eq!(spec["rules"]["egress"][0]["protocol"], "tcp");
-    assert_eq!(spec["networks"], json!(["internet"]));
-    let kept = hub["metadata"]["annotations"][KEPT_ANNOTATION]
-        .as_str()
-        .unwrap_or_default();
-    // Kept under the version that could not pass them on, for the way back to it.
-    let kept: serde_json::Value = serde_json::from_str(kept).unwrap_or_default();
-    let from_v1alpha1 = kept.get("v1alpha1").map(ToString::to_string);
-    assert!(
-        from_v1alpha1.is_some_and(|k| k.contains("/spec/partition") && k.contains("/spec/project")),
-        "{kept}"
-    );
-}
-
-fn types(object: &Value) -> Vec<&str> {
-    let conditions = object["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten();
-    conditions.filter_map(|c| c["type"].as_str()).collect()
-}
-
-#[test]
-fn conditions_show_under_the_go_provider_s_names_in_v1alpha1_and_leave_again() {
-    let condition = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": "2026-11-26T00:00:00Z"});
-    let cases = [
-        (
-            "MetalStackCluster",
-            "NetworkReady",
-            "ClusterNodeNetworkEnsured",
-        ),
-        ("MetalStackMachine", "MachineAllocated", "MachineCreated"),
-    ];
-    for (kind, capms, go) in cases {
-        let hub = json!({
-            "apiVersion": api_version("v1alpha4"), "kind": kind,
-            "metadata": {"name": "o", "namespace": "n"},
-            "spec": {"partition": "p", "projectID": "x", "image": "i", "machineType": "m"},
-            "status": {"conditions": [condition(capms)]},
-        });
-        let shown = convert(&hub, &api_version("v1alpha1")).unwrap_or_default();
-        assert_eq!(types(&shown), [capms, go], "{kind} as v1alpha1");
-        let back = convert(&shown, &api_version("v1alpha4")).unwrap_or_default();
-        assert_eq!(types(&back), [capms], "{kind} back from v1alpha1");
-    }
-}
-
-#[test]
-fn the_go_provider_s_empty_provider_id_is_none_in_capms_s_versions() {
-    for (provider_id, expected) in [("", None), ("metal://p/m1", Some("metal://p/m1"))] {
-        let go = json!({
-            "apiVersion": api_version("v1alpha1"), "kind": "MetalStackMachine",
-            "metadata": {"name": "m", "namespace": "n"},
-            "spec": {"image": "i", "size": "s", "providerID": provider_id},
-        });
-        let hub = convert(&go, &api_version("v1alpha4")).unwrap_or_default();
-        assert_eq!(
-            hub["spec"]["providerID"].as_str(),
-            expected,
-            "{provider_id:?}"
-        );
-    }
-}
-
-#[test]
-fn a_capms_firewall_template_s_protocols_show_in_the_go_provider_s_case() {
-    let hub = json!({
-        "apiVersion": api_version("v1alpha4"), "kind": "MetalStackFirewallTemplate",
-        "metadata": {"name": "fw", "namespace": "n"},
-        "spec": {"template": {"spec": {"image": "i", "machineType": "m",
-            "rules": {"egress": [{"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"]}],
-                      "ingress": [{"protocol": "udp", "ports": [53], "from": ["10.0.0.0/8"]}]}}}},
-    });
-    let go = convert(&hub, &api_version("v1alpha1")).unwrap_or_default();
-    let rules = &go["spec"]["initialRuleSet"];
-    assert_eq!(
-        (
-            &rules["egress"][0]["protocol"],
-            &rules["ingress"][0]["protocol"]
-        ),
-        (&json!("TCP"), &json!("UDP")),
-        "{go}"
-    );
-}
-
-#[test]
 fn refusals_name_the_object_and_the_field() {
     // A machine without the image both schemas require (the apiserver stores none such).
     let hub = json!({
@@ -440,58 +346,6 @@ fn the_tables_cover_every_field_of_both_schemas() {
         FIREWALL_TEMPLATE
             .fields()
             .all(|f| f.go.is_none_or(|p| !p.starts_with("/status")))
-    );
-}
-
-fn review(objects: Value, desired: &str) -> Value {
-    let body = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-        "request": {"uid": "u-1", "desiredAPIVersion": api_version(desired), "objects": objects},
-    });
-    let answer = super::review::answer(body.to_string().as_bytes());
-    serde_json::to_value(answer).unwrap_or_default()
-}
-
-#[test]
-fn a_review_converts_every_object_or_fails_naming_the_one_that_cannot() {
-    let machine = |size: Option<&str>| {
-        let mut m = json!({"apiVersion": api_version("v1alpha1"), "kind": "MetalStackMachine",
-                           "metadata": {"name": "m", "namespace": "n"}, "spec": {"image": "ubuntu"}});
-        if let Some(size) = size {
-            m["spec"]["size"] = json!(size);
-        }
-        m
-    };
-    let ok = review(
-        json!([machine(Some("c1")), machine(Some("c2"))]),
-        "v1alpha4",
-    );
-    assert_eq!(ok["response"]["uid"], "u-1", "{ok:#}");
-    assert_eq!(ok["response"]["result"]["status"], "Success", "{ok:#}");
-    assert_eq!(
-        ok["response"]["convertedObjects"][1]["spec"]["machineType"], "c2",
-        "{ok:#}"
-    );
-
-    let failed = review(json!([machine(Some("c1")), machine(None)]), "v1alpha4");
-    assert_eq!(failed["response"]["uid"], "u-1", "{failed:#}");
-    assert_eq!(
-        failed["response"]["result"]["status"], "Failure",
-        "{failed:#}"
-    );
-    let message = failed["response"]["result"]["message"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(
-        message.contains("MetalStackMachine n/m") && message.contains("spec.machineType"),
-        "{message}"
-    );
-
-    let garbage = super::review::answer(b"{not json");
-    let garbage = serde_json::to_value(garbage).unwrap_or_default();
-    assert_eq!(
-        garbage["response"]["result"]["status"], "Failure",
-        "{garbage:#}"
     );
 }
 

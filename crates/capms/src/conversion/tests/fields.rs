@@ -1,0 +1,102 @@
+//! Fields that differ between the schemas, converted as each side reads them.
+
+use super::api_version;
+use crate::conversion::{KEPT_ANNOTATION, convert};
+use serde_json::{Value, json};
+
+#[test]
+fn go_provider_objects_convert_to_what_capms_reads() {
+    let go = json!({
+        "apiVersion": api_version("v1alpha1"), "kind": "MetalStackFirewallTemplate",
+        "metadata": {"name": "fw", "namespace": "n"},
+        "spec": {"image": "firewall-ubuntu-3.0", "size": "c1-large-x86", "networks": ["internet"],
+                 "partition": "p", "project": "x",
+                 "initialRuleSet": {"egress": [{"protocol": "TCP", "ports": [443], "to": ["0.0.0.0/0"]}]}},
+    });
+    let hub = convert(&go, &api_version("v1alpha4")).unwrap_or_default();
+    let spec = &hub["spec"]["template"]["spec"];
+    assert_eq!(spec["machineType"], "c1-large-x86");
+    assert_eq!(spec["rules"]["egress"][0]["protocol"], "tcp");
+    assert_eq!(spec["networks"], json!(["internet"]));
+    let kept = hub["metadata"]["annotations"][KEPT_ANNOTATION]
+        .as_str()
+        .unwrap_or_default();
+    // Kept under the version that could not pass them on, for the way back to it.
+    let kept: serde_json::Value = serde_json::from_str(kept).unwrap_or_default();
+    let from_v1alpha1 = kept.get("v1alpha1").map(ToString::to_string);
+    assert!(
+        from_v1alpha1.is_some_and(|k| k.contains("/spec/partition") && k.contains("/spec/project")),
+        "{kept}"
+    );
+}
+
+fn types(object: &Value) -> Vec<&str> {
+    let conditions = object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    conditions.filter_map(|c| c["type"].as_str()).collect()
+}
+
+#[test]
+fn conditions_show_under_the_go_provider_s_names_in_v1alpha1_and_leave_again() {
+    let condition = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": "2026-11-26T00:00:00Z"});
+    let cases = [
+        (
+            "MetalStackCluster",
+            "NetworkReady",
+            "ClusterNodeNetworkEnsured",
+        ),
+        ("MetalStackMachine", "MachineAllocated", "MachineCreated"),
+    ];
+    for (kind, capms, go) in cases {
+        let hub = json!({
+            "apiVersion": api_version("v1alpha4"), "kind": kind,
+            "metadata": {"name": "o", "namespace": "n"},
+            "spec": {"partition": "p", "projectID": "x", "image": "i", "machineType": "m"},
+            "status": {"conditions": [condition(capms)]},
+        });
+        let shown = convert(&hub, &api_version("v1alpha1")).unwrap_or_default();
+        assert_eq!(types(&shown), [capms, go], "{kind} as v1alpha1");
+        let back = convert(&shown, &api_version("v1alpha4")).unwrap_or_default();
+        assert_eq!(types(&back), [capms], "{kind} back from v1alpha1");
+    }
+}
+
+#[test]
+fn the_go_provider_s_empty_provider_id_is_none_in_capms_s_versions() {
+    for (provider_id, expected) in [("", None), ("metal://p/m1", Some("metal://p/m1"))] {
+        let go = json!({
+            "apiVersion": api_version("v1alpha1"), "kind": "MetalStackMachine",
+            "metadata": {"name": "m", "namespace": "n"},
+            "spec": {"image": "i", "size": "s", "providerID": provider_id},
+        });
+        let hub = convert(&go, &api_version("v1alpha4")).unwrap_or_default();
+        assert_eq!(
+            hub["spec"]["providerID"].as_str(),
+            expected,
+            "{provider_id:?}"
+        );
+    }
+}
+
+#[test]
+fn a_capms_firewall_template_s_protocols_show_in_the_go_provider_s_case() {
+    let hub = json!({
+        "apiVersion": api_version("v1alpha4"), "kind": "MetalStackFirewallTemplate",
+        "metadata": {"name": "fw", "namespace": "n"},
+        "spec": {"template": {"spec": {"image": "i", "machineType": "m",
+            "rules": {"egress": [{"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"]}],
+                      "ingress": [{"protocol": "udp", "ports": [53], "from": ["10.0.0.0/8"]}]}}}},
+    });
+    let go = convert(&hub, &api_version("v1alpha1")).unwrap_or_default();
+    let rules = &go["spec"]["initialRuleSet"];
+    assert_eq!(
+        (
+            &rules["egress"][0]["protocol"],
+            &rules["ingress"][0]["protocol"]
+        ),
+        (&json!("TCP"), &json!("UDP")),
+        "{go}"
+    );
+}
