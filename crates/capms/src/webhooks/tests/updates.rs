@@ -50,3 +50,66 @@ async fn a_changed_spec_is_still_checked() {
     let message = validated["status"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("spec.machineType"), "{message}");
 }
+
+#[test]
+fn an_allocated_firewall_keeps_its_machine_image_and_type() {
+    let old = MetalStackFirewallSpec {
+        image: "firewall-ubuntu-3.0".into(),
+        machine_type: "v1-small-x86".into(),
+        provider_id: Some(format!("metal://mini-lab/{ID}")),
+        ..Default::default()
+    };
+    let errors = |spec: &MetalStackFirewallSpec, old: &MetalStackFirewallSpec| {
+        errors_of(|r| validate_firewall(r, "spec", spec, Some(old), None, None, None))
+    };
+    let immutable =
+        "spec.image: image and machineType are immutable once the firewall is allocated";
+    let mut rules = old.clone();
+    rules.rules = Some(FirewallRules::default());
+    assert_eq!(
+        errors(&rules, &old),
+        Vec::<String>::new(),
+        "rules may change"
+    );
+    for change in [
+        MetalStackFirewallSpec {
+            image: "firewall-ubuntu-3.1".into(),
+            ..old.clone()
+        },
+        MetalStackFirewallSpec {
+            machine_type: "v1-large-x86".into(),
+            ..old.clone()
+        },
+    ] {
+        let errors = errors(&change, &old);
+        assert!(
+            errors.len() == 1 && errors[0].starts_with(immutable),
+            "{errors:?}"
+        );
+        let unallocated = MetalStackFirewallSpec {
+            provider_id: None,
+            ..old.clone()
+        };
+        assert_eq!(
+            errors_of(|r| validate_firewall(
+                r,
+                "spec",
+                &change,
+                Some(&unallocated),
+                None,
+                None,
+                None
+            )),
+            Vec::<String>::new(),
+            "not allocated yet"
+        );
+    }
+    let moved = MetalStackFirewallSpec {
+        provider_id: Some("metal://mini-lab/another".into()),
+        ..old.clone()
+    };
+    assert_eq!(
+        errors(&moved, &old),
+        ["spec.providerID: is immutable once set"]
+    );
+}
