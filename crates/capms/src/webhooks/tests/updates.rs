@@ -1,6 +1,6 @@
-//! Updates that leave the spec alone pass untouched: nothing to default or check, even when the
-//! spec would no longer pass (its image left the catalog), so that finalizers, labels and owner
-//! references can always change.
+//! Updates: what may change once set and what may not, and updates that leave the spec alone,
+//! which pass untouched (nothing to default or check, even when the spec would no longer pass, its
+//! image left the catalog), so that finalizers, labels and owner references can always change.
 
 use super::handlers::{call, machine_object, review, state_with};
 use super::*;
@@ -111,5 +111,106 @@ fn an_allocated_firewall_keeps_its_machine_image_and_type() {
     assert_eq!(
         errors(&moved, &old),
         ["spec.providerID: is immutable once set"]
+    );
+}
+
+#[test]
+fn each_cluster_field_fixed_once_set_is_refused_alone_when_changed() {
+    let mut old = cluster_spec();
+    old.private_network_id = Some("private-1".into());
+    old.control_plane_endpoint = Some(ApiEndpoint {
+        host: Some("127.0.0.10".into()),
+        port: Some(443),
+    });
+    let errors = |new: &MetalStackClusterSpec, old: &MetalStackClusterSpec| {
+        errors_of(|r| validate_cluster(r, "spec", new, Some(old), None))
+    };
+    assert_eq!(errors(&old, &old), Vec::<String>::new());
+    fn endpoint(host: &str, port: i32) -> Option<ApiEndpoint> {
+        Some(ApiEndpoint {
+            host: Some(host.into()),
+            port: Some(port),
+        })
+    }
+    let changes: [(&str, fn(&mut MetalStackClusterSpec)); 6] = [
+        ("partition", |s| s.partition = "elsewhere".into()),
+        ("projectID", |s| s.project_id = "another".into()),
+        ("publicNetworkID", |s| s.public_network_id = None),
+        ("privateNetworkID", |s| {
+            s.private_network_id = Some("private-2".into())
+        }),
+        ("controlPlaneEndpoint.host", |s| {
+            s.control_plane_endpoint = endpoint("127.0.0.11", 443);
+        }),
+        ("controlPlaneEndpoint.port", |s| {
+            s.control_plane_endpoint = endpoint("127.0.0.10", 6443);
+        }),
+    ];
+    for (field, change) in changes {
+        let mut new = old.clone();
+        change(&mut new);
+        assert_eq!(
+            errors(&new, &old),
+            [format!("spec.{field}: is immutable once set")],
+            "{field}"
+        );
+    }
+    // Not set before, each may be set now (capms fills the network and the endpoint itself).
+    let unset = MetalStackClusterSpec {
+        private_network_id: None,
+        control_plane_endpoint: None,
+        ..old.clone()
+    };
+    assert_eq!(errors(&old, &unset), Vec::<String>::new());
+}
+
+#[test]
+fn a_machine_s_provider_id_is_checked_until_it_is_allocated() {
+    let c = catalog();
+    let named = MetalStackMachineSpec {
+        provider_id: Some("metal://other/00000000-0000-0000-0000-000000000001".into()),
+        ..machine_spec()
+    };
+    let errors = errors_of(|r| validate_machine(r, "spec", &named, None, Some(&c), None));
+    assert!(
+        errors.iter().any(|e| e.starts_with(
+            "spec.providerID: names partition \"other\" but machine 00000000-0000-0000-0000-000000000001"
+        )),
+        "{errors:?}"
+    );
+    // Allocated, the machine is its own whatever metal-api says of it now.
+    let errors = errors_of(|r| validate_machine(r, "spec", &named, Some(&named), Some(&c), None));
+    assert_eq!(errors, Vec::<String>::new());
+}
+
+#[test]
+fn without_a_default_external_network_a_cluster_needs_its_own_or_an_address() {
+    let mut c = catalog();
+    for n in &mut c.networks {
+        n.labels.remove(metal_api::tags::NETWORK_DEFAULT);
+    }
+    let own_address = |host: Option<&str>, ip: Option<&str>| MetalStackClusterSpec {
+        public_network_id: None,
+        control_plane_endpoint: host.map(|h| ApiEndpoint {
+            host: Some(h.into()),
+            port: None,
+        }),
+        control_plane_ip: ip.map(Into::into),
+        ..cluster_spec()
+    };
+    let check = |spec: &MetalStackClusterSpec| {
+        let errors = errors_of(|r| validate_cluster(r, "spec", spec, None, Some(&c)));
+        errors
+            .iter()
+            .any(|e| e.starts_with("spec.publicNetworkID: is not set"))
+    };
+    assert!(check(&own_address(None, None)), "neither: refused");
+    assert!(
+        !check(&own_address(Some("127.0.0.10"), None)),
+        "a host will do"
+    );
+    assert!(
+        !check(&own_address(None, Some("127.0.0.10"))),
+        "an IP will do"
     );
 }
