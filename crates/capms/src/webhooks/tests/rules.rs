@@ -199,6 +199,17 @@ fn cluster_errors_cover_project_networks_and_endpoint() {
         port: Some(6443),
     });
     assert!(errors_of(|r| validate_cluster(r, "spec", &good, None, Some(&c))).is_empty());
+    // Another project's private network is not this cluster's.
+    let mut foreign = good.clone();
+    foreign.project_id = "00000000-0000-0000-0000-000000000002".into();
+    let errors = errors_of(|r| validate_cluster(r, "spec", &foreign, None, Some(&c)));
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("spec.privateNetworkID: network")
+                && e.contains(&format!("belongs to project \"{PROJECT}\""))),
+        "{errors:?}"
+    );
 }
 
 #[test]
