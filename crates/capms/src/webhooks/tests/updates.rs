@@ -178,6 +178,22 @@ fn a_machine_s_provider_id_is_checked_until_it_is_allocated() {
         )),
         "{errors:?}"
     );
+    // A provider ID without a partition: the machine's must be the object's.
+    let in_partition = |partition: &str| MetalStackMachineSpec {
+        provider_id: Some("metalstack://00000000-0000-0000-0000-000000000001".into()),
+        partition: Some(partition.into()),
+        ..machine_spec()
+    };
+    let elsewhere =
+        "machine 00000000-0000-0000-0000-000000000001 is in partition \"mini-lab\", not in";
+    for (partition, refused) in [("other", true), ("mini-lab", false)] {
+        let spec = in_partition(partition);
+        let errors = errors_of(|r| validate_machine(r, "spec", &spec, None, Some(&c), None));
+        let said = errors
+            .iter()
+            .any(|e| e.starts_with(&format!("spec.providerID: {elsewhere}")));
+        assert_eq!(said, refused, "{partition}: {errors:?}");
+    }
     // Allocated, the machine is its own whatever metal-api says of it now.
     let errors = errors_of(|r| validate_machine(r, "spec", &named, Some(&named), Some(&c), None));
     assert_eq!(errors, Vec::<String>::new());
