@@ -60,6 +60,15 @@ fn conditions_show_under_the_go_provider_s_names_in_v1alpha1_and_leave_again() {
         assert_eq!(types(&shown), [capms, go], "{kind} as v1alpha1");
         let back = convert(&shown, &api_version("v1alpha4")).unwrap_or_default();
         assert_eq!(types(&back), [capms], "{kind} back from v1alpha1");
+        // Stored as v1alpha1 (no annotation of capms's to restore from): the Go provider's
+        // name leaves where capms's condition is its source, and stays where it is alone.
+        let mut stored = shown.clone();
+        stored["metadata"]["annotations"] = json!({});
+        let read = convert(&stored, &api_version("v1alpha4")).unwrap_or_default();
+        assert_eq!(types(&read), [capms], "{kind} stored as v1alpha1");
+        stored["status"]["conditions"] = json!([condition(go)]);
+        let read = convert(&stored, &api_version("v1alpha4")).unwrap_or_default();
+        assert_eq!(types(&read), [go], "{kind}: the Go provider's alone");
     }
 }
 
