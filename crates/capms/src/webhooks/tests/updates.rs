@@ -132,7 +132,8 @@ fn each_cluster_field_fixed_once_set_is_refused_alone_when_changed() {
             port: Some(port),
         })
     }
-    let changes: [(&str, fn(&mut MetalStackClusterSpec)); 6] = [
+    type Change = fn(&mut MetalStackClusterSpec);
+    let changes: [(&str, Change); 6] = [
         ("partition", |s| s.partition = "elsewhere".into()),
         ("projectID", |s| s.project_id = "another".into()),
         ("publicNetworkID", |s| s.public_network_id = None),
