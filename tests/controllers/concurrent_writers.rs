@@ -103,17 +103,12 @@ fn second_writer(
 
 /// capms's reconciles that ended in a conflict, as its metrics count them.
 async fn conflicts(port: u16) -> u64 {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+    let text = support::activity::metrics(port)
         .await
-        .expect("capms's metrics")
-        .text()
-        .await
-        .unwrap_or_default();
-    text.lines()
-        .filter(|l| l.starts_with("capms_reconcile_total{") && l.contains("kube_conflict"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|n| n as u64)
-        .sum()
+        .expect("capms's metrics");
+    support::activity::total(&text, "capms_reconcile_total", |labels| {
+        labels.contains("kube_conflict")
+    })
 }
 
 /// The workers first, without their Machines: capms adds its finalizer only once the Machine

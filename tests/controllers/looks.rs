@@ -57,10 +57,9 @@ impl Env {
     /// Waits until nothing waits in capms's work queues and no reconcile runs.
     pub(super) async fn idle(&self) {
         let port = self.metrics_port.expect("a capms started by start_capms");
-        let url = format!("http://127.0.0.1:{port}/metrics");
         eventually_seen("capms idle", support::LOADED_MACHINE_WAIT, || async {
-            let text = reqwest::get(&url).await.map_err(|e| e.to_string())?;
-            let text = text.text().await.map_err(|e| e.to_string())?;
+            let text = support::activity::metrics(port).await;
+            let text = text.ok_or_else(|| format!("no metrics on port {port}"))?;
             let busy: Vec<&str> = text
                 .lines()
                 .filter(|l| {

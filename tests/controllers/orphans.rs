@@ -79,16 +79,8 @@ impl Env {
     /// The sweeps capms has made (its metrics).
     async fn sweeps(&self) -> u64 {
         let port = self.metrics_port.expect("metrics");
-        let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .unwrap_or_default();
-        text.lines()
-            .find_map(|l| l.strip_prefix("capms_orphan_sweeps_total "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .map_or(0, |v| v as u64)
+        let text = support::activity::metrics(port).await.expect("metrics");
+        support::activity::total(&text, "capms_orphan_sweeps_total", |_| true)
     }
 
     /// Waits until capms has swept `more` times after `since` sweeps.
@@ -153,10 +145,7 @@ async fn an_orphan_of_a_managed_cluster_is_freed_and_reported_and_nothing_else_i
         "{reported:?}"
     );
     let port = env.metrics_port.expect("metrics");
-    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .expect("metrics");
-    let metrics = metrics.text().await.unwrap_or_default();
+    let metrics = support::activity::metrics(port).await.expect("metrics");
     assert!(
         metrics.contains("capms_orphans_freed_total{what=\"machine\"} 1"),
         "{metrics}"

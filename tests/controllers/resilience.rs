@@ -5,18 +5,12 @@ use super::looks::version_of;
 use super::*;
 
 async fn reconcile_count(metrics_port: u16) -> Option<u64> {
-    let text = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    Some(
-        text.lines()
-            .filter(|l| l.starts_with("capms_reconcile_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum(),
-    )
+    let text = support::activity::metrics(metrics_port).await?;
+    Some(support::activity::total(
+        &text,
+        "capms_reconcile_total",
+        |_| true,
+    ))
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -93,12 +93,8 @@ const NOT_ACTIONS: [&str; 4] = ["events", "leases", "tokenreviews", "subjectacce
 impl Actions {
     /// capms's actions now: its metrics on `metrics_port` (plain HTTP) and `sim`'s counts.
     pub async fn now(metrics_port: u16, sim: &metal_sim::Sim) -> Actions {
-        let url = format!("http://127.0.0.1:{metrics_port}/metrics");
-        let text = reqwest::get(&url)
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .unwrap_or_else(|e| panic!("capms's metrics at {url}: {e}"));
-        let text = text.text().await.unwrap_or_default();
+        let text = metrics(metrics_port).await;
+        let text = text.unwrap_or_else(|| panic!("capms's metrics on port {metrics_port}"));
         let mut kube = BTreeMap::new();
         for (labels, count) in samples(&text, "rest_client_requests_total") {
             let (method, resource) = (label(&labels, "method"), label(&labels, "resource"));
@@ -121,12 +117,33 @@ impl Actions {
     }
 }
 
+/// capms's metrics on `port` (plain HTTP), in Prometheus's text exposition; None while it does
+/// not answer.
+pub async fn metrics(port: u16) -> Option<String> {
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let response = reqwest::get(&url).await.ok()?.error_for_status().ok()?;
+    response.text().await.ok()
+}
+
+/// The sum of the samples of `metric` in `text` whose labels (`a="x",b="y"`; empty for a metric
+/// without labels) `matching` accepts.
+pub fn total(text: &str, metric: &str, matching: impl Fn(&str) -> bool) -> u64 {
+    let samples = samples(text, metric).into_iter();
+    samples
+        .filter(|(labels, _)| matching(labels))
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// `(labels, value)` of every sample of `metric` in a Prometheus text exposition.
 fn samples(text: &str, metric: &str) -> Vec<(String, u64)> {
     text.lines()
-        .filter_map(|l| l.strip_prefix(metric)?.strip_prefix('{'))
+        .filter_map(|l| l.strip_prefix(metric))
         .filter_map(|rest| {
-            let (labels, value) = rest.rsplit_once("} ")?;
+            let (labels, value) = match rest.strip_prefix('{') {
+                Some(labelled) => labelled.rsplit_once("} ")?,
+                None => ("", rest.strip_prefix(' ')?),
+            };
             Some((labels.to_owned(), value.trim().parse::<f64>().ok()? as u64))
         })
         .collect()
@@ -169,5 +186,14 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].1, 3);
         assert_eq!(label(&found[0].0, "resource"), "metalstackmachines");
+        let text =
+            format!("{text}capms_orphan_sweeps_total 4\ncapms_orphan_sweeps_total_created 1\n");
+        assert_eq!(total(&text, "capms_orphan_sweeps_total", |_| true), 4);
+        let patches = total(&text, "rest_client_requests_total", |l| l.contains("PATCH"));
+        assert_eq!(patches, 3);
+        assert_eq!(
+            total(&text, "rest_client_requests_total", |l| l.contains("GET")),
+            0
+        );
     }
 }
