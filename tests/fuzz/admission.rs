@@ -203,12 +203,11 @@ async fn call(state: &WebhookState, route: Route, body: Vec<u8>) -> (u16, Value)
 /// element of a list or a map.
 fn field_of_schema<'a>(message: &'a str, schema: &Value) -> Option<&'a str> {
     let (path, _) = message.split_once(": ")?;
-    let mut at = schema;
-    let mut segments = path.split('.');
     if path.starts_with("metadata.") || path == "metadata" {
         return Some(path);
     }
-    for segment in segments.by_ref() {
+    let mut at = schema;
+    for segment in path.split('.') {
         let (name, indices) = segment
             .split_once('[')
             .map_or((segment, ""), |(n, i)| (n, i));
