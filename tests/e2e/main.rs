@@ -329,7 +329,7 @@ async fn machines_freed_behind_capms_back_are_reported_then_replaced_once_delete
         .expect("delete the firewall");
     // A MachineSet's replacement, a new firewall, each allocated and booted: two chains that a
     // loaded machine slows down.
-    let replaced = support::within(Duration::from_secs(360), || async {
+    let replaced = support::within(2 * support::LOADED_MACHINE_WAIT, || async {
         let ready = demo.ready().await;
         let fresh = firewalls.get("demo-firewall").await.ok();
         let new_firewall = fresh.as_ref().is_some_and(|f| f.uid() != firewall.uid());
