@@ -91,7 +91,12 @@ pub fn owner_marks(
 /// delete-for-move) leaves them, for the copy that lives on. The UID mark stays on every
 /// allocation as provenance.
 pub fn identity_of<K: Resource>(kind: OwnerKind, obj: &K) -> BTreeMap<String, String> {
-    let mut marks = owner_marks_of(kind, obj);
+    identity(kind, &obj.namespace().unwrap_or_default(), &obj.name_any())
+}
+
+/// [`identity_of`] the object of `kind` named `namespace/name`.
+pub fn identity(kind: OwnerKind, namespace: &str, name: &str) -> BTreeMap<String, String> {
+    let mut marks = owner_marks(kind, namespace, name, "");
     marks.retain(|k, _| k.ends_with("-resource"));
     marks
 }

@@ -333,22 +333,32 @@ pub async fn free<K: kube::Resource<DynamicType = ()>>(
     id: &str,
     what: &str,
 ) -> Result<()> {
+    if release(ctx, marks, id).await? {
+        let note = format!("freed {} {id}", what.to_lowercase());
+        ctx.events
+            .note(obj, &format!("{what}Freed"), &format!("Free{what}"), note);
+    }
+    Ok(())
+}
+
+/// Frees machine `id`, allocated for the object `marks` find, in metal-api and in the
+/// listings; false when metal-api no longer had it.
+pub async fn release(ctx: &Context, marks: &BTreeMap<String, String>, id: &str) -> Result<bool> {
     match ctx.metal.machine_free(id).await {
-        Ok(_) => ctx.listings.freed(id, marks).await,
+        Ok(_) => {
+            ctx.listings.freed(id, marks).await;
+            Ok(true)
+        }
         Err(e) if e.is_not_found() => {
             ctx.listings.freed(id, marks).await;
-            return Ok(());
+            Ok(false)
         }
         Err(e) => {
             // metal-api may have freed it anyway: listings from before are not used again.
             ctx.listings.invalidate_all();
-            return Err(e.into());
+            Err(e.into())
         }
     }
-    let note = format!("freed {} {id}", what.to_lowercase());
-    ctx.events
-        .note(obj, &format!("{what}Freed"), &format!("Free{what}"), note);
-    Ok(())
 }
 
 /// Publishes the outcome of an allocation on `obj` and passes it on.

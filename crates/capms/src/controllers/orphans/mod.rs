@@ -25,7 +25,7 @@ use decide::{Candidate, Observed, Orphans, Owner};
 
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
 use crate::capi::{Cluster, DELETE_FOR_MOVE_ANNOTATION};
-use crate::ownership::{CLUSTER_ID, OwnerKind, allocated_by_capms, cluster_id};
+use crate::ownership::{CLUSTER_ID, OwnerKind, allocated_by_capms, cluster_id, identity};
 use crate::reconciler::crash_points;
 use crate::reconciler::gates::paused_reason;
 use crate::reconciler::{Context, Result};
@@ -211,10 +211,14 @@ where
 
 /// Frees an orphan and says so: an event on its Cluster, the metric, a warning in the log.
 async fn free(ctx: &Context, orphan: &Candidate) -> Result<()> {
+    let owner = &orphan.owner;
     let (label, what) = match &orphan.step {
         Step::FreeMachine(id) => {
-            ctx.metal.machine_free(id).await?;
-            let firewall = orphan.owner.kind == OwnerKind::Firewall;
+            let marks = identity(owner.kind, &owner.namespace, &owner.name);
+            if !super::allocation::release(ctx, &marks, id).await? {
+                return Ok(());
+            }
+            let firewall = owner.kind == OwnerKind::Firewall;
             let label = if firewall { "firewall" } else { "machine" };
             (label, format!("{label} {id}"))
         }
@@ -227,7 +231,6 @@ async fn free(ctx: &Context, orphan: &Candidate) -> Result<()> {
             ("network", format!("network {id}"))
         }
     };
-    let owner = &orphan.owner;
     let note = format!(
         "freed {what}, allocated by capms for {:?} {}/{}, which has been gone for the grace period",
         owner.kind, owner.namespace, owner.name
