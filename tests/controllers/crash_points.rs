@@ -73,7 +73,9 @@ impl Lives {
             let args = orphans::SWEEPING;
             let mut capms = env.spawn_capms_with_env("capms-life", &args, free_port(), &crash);
             while capms.is_running() {
-                if goal().await {
+                // A life in the middle of a call ends the phase only once past it: a goal met by
+                // the call's write would otherwise never see the kill just after it.
+                if goal().await && !mid_call(&capms.log_text()) {
                     // Dropping it kills the life that is running.
                     self.scan(&capms.log_text());
                     return;
@@ -101,6 +103,15 @@ impl Lives {
             self.kills.push((phase.to_owned(), point));
         }
     }
+}
+
+/// Was the last point a life passed (one killed at before) just before a call? Then the call's
+/// `after` lies ahead: the life passes it or dies there.
+fn mid_call(log: &str) -> bool {
+    log.lines()
+        .rev()
+        .find_map(|l| l.split_once("crash point passed: "))
+        .is_some_and(|(_, point)| point.ends_with(" before"))
 }
 
 impl Lives {

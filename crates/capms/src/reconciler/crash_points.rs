@@ -10,7 +10,8 @@
 //!
 //! `CAPMS_CRASH_POINTS=<file>` arms them: the file lists points already killed at, one per line,
 //! and capms kills itself with SIGKILL at the first point it passes that the file does not list,
-//! after saying on stderr which (`crash point: <point>`). A test adds each kill's point to the
+//! after saying on stderr which (`crash point: <point>`); a point it passes it names on stderr
+//! too (`crash point passed: <point>`). A test adds each kill's point to the
 //! file and starts capms again: every life dies at a point no life died at before, until none is
 //! left on its way. `CAPMS_CRASH_OBSERVE=0` leaves out the points around observe's reads.
 //!
@@ -122,6 +123,9 @@ mod armed {
         };
         let point = format!("{site}: {} {when}", call());
         if armed.killed.contains(&point) {
+            // Says where the life is, so a test can tell a life in the middle of a call (its last
+            // point passed a `before`) from one between calls.
+            eprintln!("crash point passed: {point}");
             return;
         }
         if DYING.swap(true, Ordering::SeqCst) {
