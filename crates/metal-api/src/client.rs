@@ -380,6 +380,27 @@ impl Client {
         .await
     }
 
+    /// Sends a power action to the machine's BMC. Never retried: a second power cycle would
+    /// reboot a machine that is already coming back.
+    pub async fn machine_power(&self, id: &str, action: PowerAction) -> Result<Machine, Error> {
+        let endpoint = action.endpoint();
+        let path = format!("v1/machine/{}/power/{}", seg(id), action.segment());
+        let body = serde_json::json!({});
+        self.write(endpoint, Method::POST, &path, Some(&body)).await
+    }
+
+    /// Installs `imageid` on the machine again, keeping its allocation.
+    pub async fn machine_reinstall(&self, id: &str, imageid: &str) -> Result<Machine, Error> {
+        let body = MachineReinstallRequest {
+            id: id.to_owned(),
+            imageid: imageid.to_owned(),
+            ..Default::default()
+        };
+        let path = format!("v1/machine/{}/reinstall", seg(id));
+        self.write("machine_reinstall", Method::POST, &path, Some(&body))
+            .await
+    }
+
     pub async fn firewall(&self, id: &str) -> Result<Machine, Error> {
         self.get("firewall_get", &format!("v1/firewall/{}", seg(id)))
             .await

@@ -94,6 +94,8 @@ pub mod event {
     pub const BOOTING_NEW_KERNEL: &str = "Booting New Kernel";
     pub const PHONED_HOME: &str = "Phoned Home";
     pub const MACHINE_RECLAIM: &str = "Machine Reclaim";
+    /// metal-api writes it itself on a power reset, cycle or off.
+    pub const PLANNED_REBOOT: &str = "Planned Reboot";
 }
 
 /// Liveliness values.

@@ -15,10 +15,12 @@ pub(crate) fn epoch() -> Timestamp {
 mod machine;
 mod masterdata;
 mod network;
+mod power;
 
 pub use machine::*;
 pub use masterdata::*;
 pub use network::*;
+pub use power::*;
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(default)]
