@@ -2,6 +2,7 @@
 //! string-wrapped errors, allocation and network rules, IPAM, and the asynchronous machine
 //! lifecycle on timers. Run by `capms metal-sim`; the tests start it in-process.
 
+mod driver;
 mod http;
 pub mod inventory;
 pub mod ipam;
@@ -11,7 +12,7 @@ pub mod workload;
 
 use inventory::Inventory;
 use metal_api::hmac::AuthType;
-use state::{BOOT_TO_WAITING, State};
+use state::State;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -134,80 +135,7 @@ impl Sim {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-
-    /// Drives an allocated machine through Installing → Booting New Kernel → Phoned Home,
-    /// honouring the crash-loop and never-phone-home faults while they are set.
-    pub fn spawn_install(&self, machine_id: String, allocation: String) {
-        let sim = self.clone();
-        tokio::spawn(async move {
-            let t = sim.config.timings.clone();
-            let current = |sim: &Sim| {
-                sim.state().allocation_uuid(&machine_id).as_deref() == Some(allocation.as_str())
-            };
-            tokio::time::sleep(t.installing).await;
-            if !current(&sim) {
-                return;
-            }
-            sim.state()
-                .push_event(&machine_id, state_event::INSTALLING, "start installation");
-            loop {
-                tokio::time::sleep(t.booting).await;
-                if !current(&sim) {
-                    return;
-                }
-                let mut state = sim.state();
-                if state.faults.crash_loop.contains(&machine_id) {
-                    state.push_event(
-                        &machine_id,
-                        state_event::PXE_BOOTING,
-                        "machine sent extended dhcp request",
-                    );
-                    continue;
-                }
-                state.push_event(
-                    &machine_id,
-                    state_event::BOOTING_NEW_KERNEL,
-                    "booting into distro kernel",
-                );
-                break;
-            }
-            loop {
-                tokio::time::sleep(t.phoned_home).await;
-                if !current(&sim) {
-                    return;
-                }
-                let mut state = sim.state();
-                if !state.faults.never_phone_home.contains(&machine_id) {
-                    state.push_event(&machine_id, state_event::PHONED_HOME, "phoned home");
-                    return;
-                }
-            }
-        });
-    }
-
-    /// After a free: Machine Reclaim at once, IPs released after a delay, then back to Waiting.
-    pub fn spawn_reclaim(&self, machine_id: String) {
-        let sim = self.clone();
-        tokio::spawn(async move {
-            let t = sim.config.timings.clone();
-            sim.state().push_event(
-                &machine_id,
-                state_event::MACHINE_RECLAIM,
-                "free machine called",
-            );
-            tokio::time::sleep(t.ip_release).await;
-            sim.state().release_machine_ips(&machine_id);
-            tokio::time::sleep(t.reclaim).await;
-            let mut state = sim.state();
-            for (event, message) in BOOT_TO_WAITING {
-                state.push_event(&machine_id, event, message);
-            }
-            state.set_waiting(&machine_id);
-        });
-    }
 }
-
-use metal_api::types::event as state_event;
 
 /// Binds `listen` and serves a simulator of `inventory` until `shutdown` resolves; with `agent`
 /// the machines' side runs too (see [`workload`]) and stops with it.

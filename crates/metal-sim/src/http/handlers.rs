@@ -259,11 +259,14 @@ pub(super) fn allocate(
     role: &str,
 ) -> SimResult<Machine> {
     require(identity, Role::Editor)?;
-    let machine = sim
-        .state()
-        .machine_allocate(req, rules, role, &identity.email())?;
-    if let Some(a) = &machine.allocation {
-        sim.spawn_install(machine.id.clone(), a.allocationuuid.clone());
+    let (machine, lease) = {
+        let mut state = sim.state();
+        let machine = state.machine_allocate(req, rules, role, &identity.email())?;
+        let lease = state.lease(&machine.id);
+        (machine, lease)
+    };
+    if let Some(lease) = lease {
+        sim.spawn_install(machine.id.clone(), lease);
     }
     Ok(machine)
 }

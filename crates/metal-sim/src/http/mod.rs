@@ -4,6 +4,10 @@
 
 mod control;
 mod handlers;
+mod listener;
+mod power;
+
+pub use listener::FaultyListener;
 
 use super::Sim;
 use super::state::{SimError, SimResult};
@@ -350,7 +354,27 @@ fn metal_api_routes() -> Vec<Route> {
         route(Post, "/v1/machine/allocate", machine_allocate),
         route(Get, "/v1/machine/issues", machine_issues),
         route(Post, "/v1/machine/issues/evaluate", machine_issues_evaluate),
+        route(Post, "/v1/machine/ipmi/find", power::machine_ipmi_find),
         route(Delete, "/v1/machine/{id}/free", machine_free),
+        route(Post, "/v1/machine/{id}/reinstall", power::machine_reinstall),
+        route(Post, "/v1/machine/{id}/power/on", power::power_on),
+        route(Post, "/v1/machine/{id}/power/off", power::power_off),
+        route(Post, "/v1/machine/{id}/power/reset", power::power_reset),
+        route(Post, "/v1/machine/{id}/power/cycle", power::power_cycle),
+        route(Post, "/v1/machine/{id}/power/bios", power::power_bios),
+        route(Post, "/v1/machine/{id}/power/disk", power::power_disk),
+        route(Post, "/v1/machine/{id}/power/pxe", power::power_pxe),
+        route(
+            Post,
+            "/v1/machine/{id}/power/chassis-identify-led-on",
+            power::power_led_on,
+        ),
+        route(
+            Post,
+            "/v1/machine/{id}/power/chassis-identify-led-off",
+            power::power_led_off,
+        ),
+        route(Get, "/v1/machine/{id}/ipmi", power::machine_ipmi),
         route(Get, "/v1/machine/{id}", machine),
         route(Get, "/v1/firewall", firewalls),
         route(Post, "/v1/firewall/find", firewall_find),
@@ -446,42 +470,4 @@ pub fn router(sim: Sim) -> Router {
     )
     .fallback(not_found)
     .with_state(sim)
-}
-
-/// A listener that closes a configurable fraction of new connections before reading a request.
-pub struct FaultyListener {
-    pub inner: tokio::net::TcpListener,
-    pub sim: Sim,
-}
-
-impl axum::serve::Listener for FaultyListener {
-    type Io = tokio::net::TcpStream;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.inner.accept().await {
-                Ok((io, addr)) => {
-                    let drop_rate = self.sim.state().faults.drop_rate;
-                    let dropped = happens(drop_rate);
-                    {
-                        let counts = &mut self.sim.stats().faults;
-                        counts.connections += 1;
-                        counts.dropped += u64::from(dropped);
-                    }
-                    if dropped {
-                        drop(io);
-                        continue;
-                    }
-                    return (io, addr);
-                }
-                // Accept errors (e.g. too many open files) are transient; back off briefly.
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.inner.local_addr()
-    }
 }

@@ -64,7 +64,7 @@ impl State {
     }
 
     /// The image as allocation resolves it, with the feature the role needs (400 otherwise).
-    fn allocation_image(&self, requested: &str, role: &str) -> SimResult<Image> {
+    pub(super) fn allocation_image(&self, requested: &str, role: &str) -> SimResult<Image> {
         let image = self
             .image_latest(requested)
             .map_err(|e| SimError::bad_request(e.message))?

@@ -37,6 +37,12 @@ pub struct Faults {
     pub crash_loop: BTreeSet<String>,
     /// Machines whose heartbeats stopped.
     pub dead: BTreeSet<String>,
+    /// Machines that hang: no heartbeats, no events, their Node `NotReady`. A power cycle or
+    /// reset, or a reinstall, cures them (takes them out of this set).
+    pub hung: BTreeSet<String>,
+    /// Machines that hang again after every reboot or reinstall: a cure leaves them in `hung`,
+    /// or puts them back, and they never phone home.
+    pub incurable: BTreeSet<String>,
 }
 
 /// The longest delay a fault may add: an hour is no fault but a hang.
@@ -81,6 +87,8 @@ impl Faults {
             ("never_phone_home", &self.never_phone_home),
             ("crash_loop", &self.crash_loop),
             ("dead", &self.dead),
+            ("hung", &self.hung),
+            ("incurable", &self.incurable),
         ];
         for (field, ids) in machines {
             if let Some(id) = ids.iter().find(|id| !machine(id)) {
@@ -131,6 +139,14 @@ mod tests {
                 r#"{"dead": ["m1", "m2"]}"#,
                 "dead: the simulator has no machine \"m2\"",
             ),
+            (
+                r#"{"hung": ["m3"]}"#,
+                "hung: the simulator has no machine \"m3\"",
+            ),
+            (
+                r#"{"hung": ["m1"], "incurable": ["m1", "nope"]}"#,
+                "incurable: the simulator has no machine \"nope\"",
+            ),
         ];
         for (json, expected) in cases {
             let faults = parsed(json).expect("well-formed");
@@ -140,5 +156,8 @@ mod tests {
         let fine =
             parsed(r#"{"error_rate": 1, "error_codes": [500], "dead": ["m1"], "spike_ms": 2000}"#);
         assert_eq!(fine.expect("well-formed").check(known), Ok(()));
+        let hanging = parsed(r#"{"hung": ["m1"], "incurable": ["m1"]}"#).expect("well-formed");
+        assert_eq!(hanging.check(known), Ok(()));
+        assert_eq!(hanging.hung, BTreeSet::from(["m1".to_owned()]));
     }
 }

@@ -16,11 +16,13 @@ impl State {
             .first()
             .map(|e| e.event.clone())
             .unwrap_or_default();
+        // A planned reboot (a power cycle, a reinstall) may PXE-boot, as metal-api's FSM allows.
         let unexpected_boot = (event == event::PXE_BOOTING || event == event::PREPARING)
             && m.allocation.is_some()
             && !previous.is_empty()
             && previous != event::MACHINE_RECLAIM
-            && previous != event::PXE_BOOTING;
+            && previous != event::PXE_BOOTING
+            && previous != event::PLANNED_REBOOT;
         let mut entry = MachineEvent {
             time: now,
             event: event.into(),
@@ -34,8 +36,20 @@ impl State {
             m.crash_loop = true;
             m.last_error_event = Some(entry.clone());
         }
+        if event == event::PLANNED_REBOOT {
+            // An API-triggered reboot resets the crash loop, as metal-api's FSM does.
+            m.crash_loop = false;
+        }
+        if event == event::BOOTING_NEW_KERNEL
+            && let Some(allocation) = m.allocation.as_mut()
+        {
+            // metal-hammer finalizes the allocation before it boots the installed kernel, and
+            // metal-api clears the reinstall flag then.
+            allocation.reinstall = false;
+        }
         if event == event::PHONED_HOME {
             m.crash_loop = false;
+            m.phoned_home_in = m.allocation.as_ref().map(|a| a.allocationuuid.clone());
             // A machine that phones home in its previous installation after a reclaim never got
             // reinstalled: the reclaim failed.
             if previous == event::MACHINE_RECLAIM {
@@ -59,14 +73,6 @@ impl State {
         if let Some(m) = self.machines.get_mut(id) {
             m.waiting = true;
         }
-    }
-
-    /// The allocation uuid of a machine, if allocated (lifecycle tasks check it has not changed).
-    pub fn allocation_uuid(&self, id: &str) -> Option<String> {
-        self.machines
-            .get(id)
-            .and_then(|m| m.allocation.as_ref())
-            .map(|a| a.allocationuuid.clone())
     }
 }
 

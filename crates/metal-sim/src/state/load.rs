@@ -169,6 +169,9 @@ impl State {
                 last_error_event: None,
                 crash_loop: false,
                 failed_machine_reclaim: false,
+                phoned_home_in: None,
+                bmc: power::bmc_address(n),
+                power: Power::new(now),
                 created: now,
                 changed: now,
             };

@@ -5,7 +5,7 @@ use metal_api::tags::MACHINE_ID;
 
 impl State {
     pub(super) fn liveliness(&self, m: &MachineRecord) -> &'static str {
-        if !self.faults.dead.contains(&m.id) {
+        if !self.silent(m) {
             liveliness::ALIVE
         } else if m.allocation.is_some() {
             liveliness::UNKNOWN
@@ -22,10 +22,7 @@ impl State {
             size: self.sizes.get(&m.size).cloned(),
             hardware: m.hardware.clone(),
             bios: simulated_bios(),
-            ledstate: LedState {
-                value: "LED-OFF".into(),
-                description: String::new(),
-            },
+            ledstate: m.power.led.clone(),
             allocation: m.allocation.clone(),
             state: MachineState {
                 metal_hammer_version: METAL_HAMMER_VERSION.into(),
@@ -69,42 +66,46 @@ impl State {
     }
 
     pub fn machine_find(&self, req: &MachineFindRequest) -> Vec<Machine> {
+        self.found(req).map(|m| self.machine_view(m)).collect()
+    }
+
+    /// The machines a find selects, by id.
+    pub(super) fn found<'a>(
+        &'a self,
+        req: &'a MachineFindRequest,
+    ) -> impl Iterator<Item = &'a MachineRecord> + 'a {
         let eq = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
         let wants_allocation = req.allocation_name.is_some()
             || req.allocation_project.is_some()
             || req.allocation_hostname.is_some()
             || req.allocation_role.is_some()
             || req.allocation_image_id.is_some();
-        self.machines
-            .values()
-            .filter(|m| {
-                let alloc_ok = match &m.allocation {
-                    Some(a) => {
-                        eq(&req.allocation_name, &a.name)
-                            && eq(&req.allocation_project, &a.project)
-                            && eq(&req.allocation_hostname, &a.hostname)
-                            && eq(&req.allocation_role, &a.role)
-                            && eq(
-                                &req.allocation_image_id,
-                                a.image.as_ref().map_or("", |i| i.id.as_str()),
-                            )
-                            && req
-                                .network_ids
-                                .iter()
-                                .all(|n| a.networks.iter().any(|mn| &mn.networkid == n))
-                    }
-                    None => !wants_allocation && req.network_ids.is_empty(),
-                };
-                alloc_ok
-                    && eq(&req.id, &m.id)
-                    && req.name.as_deref().is_none_or(|n| n.is_empty())
-                    && eq(&req.partition_id, &m.partition)
-                    && eq(&req.sizeid, &m.size)
-                    && eq(&req.rackid, &m.rack)
-                    && req.tags.iter().all(|t| m.tags.contains(t))
-            })
-            .map(|m| self.machine_view(m))
-            .collect()
+        self.machines.values().filter(move |m| {
+            let alloc_ok = match &m.allocation {
+                Some(a) => {
+                    eq(&req.allocation_name, &a.name)
+                        && eq(&req.allocation_project, &a.project)
+                        && eq(&req.allocation_hostname, &a.hostname)
+                        && eq(&req.allocation_role, &a.role)
+                        && eq(
+                            &req.allocation_image_id,
+                            a.image.as_ref().map_or("", |i| i.id.as_str()),
+                        )
+                        && req
+                            .network_ids
+                            .iter()
+                            .all(|n| a.networks.iter().any(|mn| &mn.networkid == n))
+                }
+                None => !wants_allocation && req.network_ids.is_empty(),
+            };
+            alloc_ok
+                && eq(&req.id, &m.id)
+                && req.name.as_deref().is_none_or(|n| n.is_empty())
+                && eq(&req.partition_id, &m.partition)
+                && eq(&req.sizeid, &m.size)
+                && eq(&req.rackid, &m.rack)
+                && req.tags.iter().all(|t| m.tags.contains(t))
+        })
     }
 
     /// Allocates a machine or firewall, checking in the order metal-api checks.

@@ -3,6 +3,7 @@
 //! (`lifecycle.rs`) feeds events in on timers.
 
 pub use faults::Faults;
+pub use power::{Boot, Lease, Power};
 
 use super::inventory::Inventory;
 use super::ipam::{Ipam, IpamError};
@@ -71,6 +72,12 @@ pub struct MachineRecord {
     pub last_error_event: Option<MachineEvent>,
     pub crash_loop: bool,
     pub failed_machine_reclaim: bool,
+    /// The allocation (uuid) in which the machine last phoned home: it keeps its Node while it
+    /// reboots.
+    pub phoned_home_in: Option<String>,
+    /// `host:port` of the machine's BMC.
+    pub bmc: String,
+    pub power: Power,
     pub created: Timestamp,
     pub changed: Timestamp,
 }
@@ -150,6 +157,7 @@ mod machines;
 mod masterdata;
 mod network_rules;
 mod networks;
+mod power;
 mod rules;
 #[cfg(test)]
 mod tests;
