@@ -51,6 +51,9 @@ struct Booted {
     provider_id: String,
     address: Option<String>,
     user_data: String,
+    /// Its kubelet runs: not rebooting, powered off or hung.
+    ready: bool,
+    boot_id: String,
 }
 
 /// A machine's bootstrap data, read once per allocation.
@@ -316,6 +319,8 @@ impl Agent {
                     address: m.address.clone(),
                     control_plane,
                     version,
+                    ready: m.ready,
+                    boot_id: m.boot_id.clone(),
                 },
             );
         }
@@ -418,7 +423,7 @@ async fn authenticate(plane: &ControlPlane, join: &Join) -> Result<(), String> {
     }
 }
 
-/// The allocated machines that phoned home, with their cluster tag.
+/// The allocated machines that phoned home in their allocation, with their cluster tag.
 fn booted(sim: &Sim) -> Vec<Booted> {
     let state = sim.state();
     let prefix = format!("{CLUSTER_ID_KEY}=");
@@ -435,6 +440,8 @@ fn booted(sim: &Sim) -> Vec<Booted> {
                 provider_id: ProviderId::format(&m.partition, &m.id),
                 address: nodes::private_address(allocation),
                 user_data: allocation.user_data.clone(),
+                ready: state.kubelet_running(m),
+                boot_id: nodes::boot_id(&m.id, m.power.generation),
             })
         })
         .collect()

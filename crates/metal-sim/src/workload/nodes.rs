@@ -11,7 +11,6 @@ use super::Sim;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use metal_api::ProviderId;
-use metal_api::types::event;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -56,6 +55,12 @@ pub struct WantedNode {
     pub control_plane: bool,
     /// The kubelet's version (the cluster's Kubernetes version), if known.
     pub version: Option<String>,
+    /// The kubelet runs and posts its status: `Ready=True`. A machine that hangs, is powered
+    /// off or reboots wants its Node `NotReady` (`Ready=Unknown`, as the node lifecycle
+    /// controller marks a Node whose kubelet stopped posting), and keeps it.
+    pub ready: bool,
+    /// The `bootID` the kubelet reports: new with every boot of the machine.
+    pub boot_id: String,
 }
 
 /// Machines of the cluster tagged `cluster_tag` (`cluster.metal-stack.io/id=<ns>.<name>`) that
@@ -73,21 +78,32 @@ pub fn phoned_home(sim: &Sim, cluster_tag: &str) -> BTreeMap<String, WantedNode>
                 address: private_address(allocation),
                 control_plane: false,
                 version: None,
+                ready: state.kubelet_running(m),
+                boot_id: boot_id(&m.id, m.power.generation),
             };
             Some((allocation.hostname.clone(), node))
         })
         .collect()
 }
 
-/// The allocation of a machine that phoned home (its newest event), if it is allocated.
+/// The allocation of a machine that phoned home at least once in it: its Node stays while the
+/// machine reboots or hangs.
 pub fn booted_allocation(
     m: &crate::state::MachineRecord,
 ) -> Option<&metal_api::types::MachineAllocation> {
-    let home = m
-        .events
-        .first()
-        .is_some_and(|e| e.event == event::PHONED_HOME);
-    m.allocation.as_ref().filter(|_| home)
+    m.allocation
+        .as_ref()
+        .filter(|a| m.phoned_home_in.as_deref() == Some(a.allocationuuid.as_str()))
+}
+
+/// A kubelet's `bootID` for boot `generation` of `machine`: UUID-shaped like the kernel's, and
+/// the same for the same boot, so an unchanged Node is not written again.
+pub fn boot_id(machine: &str, generation: u64) -> String {
+    // FNV-1a: stable across runs, unlike std's hasher.
+    let hash = machine.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    uuid::Uuid::from_u64_pair(hash, generation).to_string()
 }
 
 /// The machine's first address in a private network of its allocation.
@@ -100,7 +116,8 @@ pub fn private_address(allocation: &metal_api::types::MachineAllocation) -> Opti
 }
 
 /// Brings the workload cluster's Nodes (and control-plane mirror pods) in line with `wanted`:
-/// creates the missing ones, marks them ready, deletes those no machine wants.
+/// creates the missing ones, marks them ready or not ready, deletes those no machine wants. A
+/// Node already as wanted is not written.
 pub async fn sync(
     workload: &kube::Client,
     wanted: &BTreeMap<String, WantedNode>,
@@ -127,13 +144,10 @@ pub async fn sync(
                 .await
                 .map_err(fail(Operation::Create, name))?;
         }
-        if !have.get(name).is_some_and(is_ready) {
+        let present = have.get(name);
+        if let Some(status) = status_change(present, want) {
             nodes
-                .patch_status(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(node_status(want)),
-                )
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
                 .await
                 .map_err(fail(Operation::SetReady, name))?;
         }
@@ -239,6 +253,48 @@ fn node(name: &str, want: &WantedNode) -> Node {
     .unwrap_or_default()
 }
 
+/// The status patch that makes `present` (none yet: a new Node) as `want`ed, if it is not.
+fn status_change(present: Option<&Node>, want: &WantedNode) -> Option<serde_json::Value> {
+    let status = present.and_then(|n| n.status.as_ref());
+    let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+    let ready = conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str());
+    let boot_id = status
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.boot_id.as_str());
+    if want.ready {
+        let current = ready == Some("True") && boot_id == Some(want.boot_id.as_str());
+        (!current).then(|| node_status(want))
+    } else {
+        (ready != Some("Unknown")).then(|| not_ready(conditions))
+    }
+}
+
+/// What the node lifecycle controller writes when a kubelet stops posting: every condition
+/// `Unknown`, the last heartbeat kept. Addresses and node info stay as the kubelet left them.
+fn not_ready(conditions: &[k8s_openapi::api::core::v1::NodeCondition]) -> serde_json::Value {
+    let now = jiff::Timestamp::now().to_string();
+    let heartbeat = |kind: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == kind)
+            .and_then(|c| c.last_heartbeat_time.as_ref())
+            .map_or_else(|| now.clone(), |t| t.0.to_string())
+    };
+    let unknown: Vec<serde_json::Value> =
+        ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"]
+            .iter()
+            .map(|kind| {
+                json!({"type": kind, "status": "Unknown", "reason": "NodeStatusUnknown",
+                   "message": "Kubelet stopped posting node status.",
+                   "lastHeartbeatTime": heartbeat(kind), "lastTransitionTime": now})
+            })
+            .collect();
+    json!({"status": {"conditions": unknown}})
+}
+
 fn node_status(want: &WantedNode) -> serde_json::Value {
     let mut addresses = vec![];
     if let Some(ip) = &want.address {
@@ -252,7 +308,7 @@ fn node_status(want: &WantedNode) -> serde_json::Value {
             "kubeletVersion": want.version.clone().unwrap_or_default(),
             "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
             "osImage": "metal-stack image (played by the simulator)", "kernelVersion": "",
-            "containerRuntimeVersion": "", "machineID": "", "systemUUID": "", "bootID": "",
+            "containerRuntimeVersion": "", "machineID": "", "systemUUID": "", "bootID": want.boot_id,
         },
     }})
 }
@@ -312,13 +368,6 @@ fn pod_running(component: &str) -> serde_json::Value {
             "state": {"running": {"startedAt": now}},
         }],
     }})
-}
-
-fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn pod_ready(pod: &Pod) -> bool {
