@@ -65,7 +65,11 @@ fn base_body(template: &str, network: &str) -> Option<Value> {
         "/v1/ip/allocate" | "/v1/ip/allocate/{ip}" => {
             json!({"networkid": PUBLIC, "projectid": PROJECT, "type": "ephemeral"})
         }
-        "/v1/machine/find" | "/v1/firewall/find" => json!({"allocation_project": PROJECT}),
+        "/v1/machine/find" | "/v1/firewall/find" | "/v1/machine/ipmi/find" => {
+            json!({"allocation_project": PROJECT})
+        }
+        "/v1/machine/{id}/reinstall" => json!({"id": "variant", "imageid": "debian-13"}),
+        power if power.starts_with("/v1/machine/{id}/power/") => json!({}),
         "/v1/machine/issues/evaluate" => {
             json!({"only": [], "omit": [], "severity": "", "last_error_threshold": 0})
         }

@@ -1,6 +1,9 @@
 //! metal-api's own swagger spec (v0.44.1) is the simulator's contract: every route it mounts is
-//! one of metal-api's, and a scenario over every route (list, find, get, allocate, free,
-//! not-found, conflict, exhaustion, auth failures) gets answers the spec's schemas accept.
+//! one of metal-api's, and a scenario over every route (list, find, get, allocate, free, power,
+//! reinstall, IPMI, not-found, conflict, exhaustion, auth failures) gets answers the spec's
+//! schemas accept.
+
+mod power;
 
 use crate::support;
 use capms_test_support::contract;
@@ -281,10 +284,12 @@ async fn machines(c: &mut Caller<'_>, network: &str) {
     );
     c.expect(404, VIEW, "GET", "/v1/firewall/{id}", &[&first], None)
         .await;
+    power::allocated(c, &first).await;
     for id in &allocated {
         c.expect(200, EDIT, "DELETE", "/v1/machine/{id}/free", &[id], None)
             .await;
     }
+    power::freed(c, &first).await;
     c.expect(
         404,
         EDIT,
