@@ -1,12 +1,13 @@
 //! The metal-api client against the simulator over loopback: the whole life of networks, IPs,
-//! machines and firewalls (`lifecycle`), every error path (`errors`), and the fault switches
-//! (`faults`).
+//! machines and firewalls (`lifecycle`), every error path (`errors`), the fault switches
+//! (`faults`), and a machine's power and reinstall (`power`).
 
 use crate::support;
 
 mod errors;
 mod faults;
 mod lifecycle;
+mod power;
 
 use metal_api::Client;
 use metal_api::error::Category;
