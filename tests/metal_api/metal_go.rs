@@ -1,7 +1,8 @@
 //! metal-stack's own Go client, metal-go (what metalctl and the Go Cluster API provider use),
 //! against the simulator: `tests/metalgo` lists, describes, finds, allocates and frees every
-//! entity through it, exactly as those programs call it. This is the test that catches the
-//! simulator speaking capms' dialect instead of metal-api's.
+//! entity through it, power-cycles and reinstalls a machine and reads its BMC, exactly as those
+//! programs call it. This is the test that catches the simulator speaking capms' dialect instead
+//! of metal-api's.
 
 use crate::support;
 
@@ -72,6 +73,9 @@ async fn metal_go_lists_describes_allocates_and_frees_everything() {
         "/v1/firewall/allocate",
         "/v1/network/allocate",
         "/v1/machine/{id}/free",
+        "/v1/machine/{id}/power/cycle",
+        "/v1/machine/{id}/reinstall",
+        "/v1/machine/ipmi/find",
     ] {
         assert!(
             report

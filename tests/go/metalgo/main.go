@@ -299,6 +299,7 @@ func (r *run) machines(networkID string) {
 		r.check("machine find returns the allocated machine", expect(len(found.Payload) == 1 && *found.Payload[0].ID == id, "found %d", len(found.Payload)))
 	}
 	r.waitPhonedHome(id)
+	r.power(id)
 	_, err = r.c.Machine().ListIssues(machine.NewListIssuesParams(), nil)
 	r.check("machine issues list", err)
 	issues, err := r.c.Machine().Issues(machine.NewIssuesParams().WithBody(&models.V1MachineIssuesRequest{
@@ -312,6 +313,30 @@ func (r *run) machines(networkID string) {
 	r.check("machine free", err)
 	_, err = r.c.Machine().FindMachine(machine.NewFindMachineParams().WithID("no-such-machine"), nil)
 	r.check("machine describe unknown is 404", expectStatus(err, 404))
+}
+
+// power cycles and reinstalls the machine as `metalctl machine power cycle` and `metalctl machine
+// reinstall` do, and reads its BMC as `metalctl machine ipmi` and `metalctl machine issues` do.
+func (r *run) power(id string) {
+	cycled, err := r.c.Machine().MachineCycle(machine.NewMachineCycleParams().WithID(id).WithBody(struct{}{}), nil)
+	if r.check("machine power cycle", err) {
+		log := cycled.Payload.Events.Log
+		r.check("machine power cycle writes Planned Reboot", expect(len(log) > 0 && *log[0].Event == "Planned Reboot", "events %+v", log))
+	}
+	r.waitPhonedHome(id)
+	reinstalled, err := r.c.Machine().ReinstallMachine(machine.NewReinstallMachineParams().WithID(id).WithBody(&models.V1MachineReinstallRequest{
+		ID: &id, Imageid: &r.s.image,
+	}), nil)
+	if r.check("machine reinstall", err) {
+		a := reinstalled.Payload.Allocation
+		r.check("machine reinstall keeps the allocation", expect(a != nil && a.Reinstall != nil && *a.Reinstall && *a.Hostname == "metalgo-worker", "allocation %+v", a))
+	}
+	r.waitPhonedHome(id)
+	found, err := r.c.Machine().FindIPMIMachines(machine.NewFindIPMIMachinesParams().WithBody(&models.V1MachineFindRequest{ID: id}), nil)
+	if r.check("machine ipmi find", err) {
+		r.check("machine ipmi find shows a loopback BMC that is on", expect(len(found.Payload) == 1 && found.Payload[0].Ipmi != nil &&
+			strings.HasPrefix(*found.Payload[0].Ipmi.Address, "127.") && *found.Payload[0].Ipmi.Powerstate == "ON", "found %+v", found.Payload))
+	}
 }
 
 // waitPhonedHome polls the machine's events as `metalctl machine logs` shows them.
