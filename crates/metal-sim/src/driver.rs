@@ -14,7 +14,7 @@ const HANG_POLL: Duration = Duration::from_millis(10);
 impl Sim {
     /// Drives an allocated machine through Installing → Booting New Kernel → Phoned Home,
     /// honouring the crash-loop, never-phone-home and hung faults while they are set.
-    pub fn spawn_install(&self, machine_id: String, lease: Lease) {
+    pub(crate) fn spawn_install(&self, machine_id: String, lease: Lease) {
         let sim = self.clone();
         tokio::spawn(async move { sim.install(&machine_id, &lease, false).await });
     }
@@ -22,14 +22,14 @@ impl Sim {
     /// Drives a machine back from a reboot (a power reset, cycle or on, a reinstall): from disk
     /// to Phoned Home, through metal-hammer to a fresh installation, or, unallocated, to its
     /// wait loop. An incurable machine hangs instead of coming back.
-    pub fn spawn_reboot(&self, machine_id: String, lease: Lease) {
+    pub(crate) fn spawn_reboot(&self, machine_id: String, lease: Lease) {
         let sim = self.clone();
         tokio::spawn(async move { sim.reboot(&machine_id, &lease).await });
     }
 
     /// After a free: Machine Reclaim at once, IPs released after a delay, then back to Waiting,
     /// unless the machine was powered off or rebooted meanwhile (that boot is another task's).
-    pub fn spawn_reclaim(&self, machine_id: String) {
+    pub(crate) fn spawn_reclaim(&self, machine_id: String) {
         let sim = self.clone();
         tokio::spawn(async move {
             let t = sim.config.timings.clone();

@@ -3,7 +3,8 @@
 //! (`lifecycle.rs`) feeds events in on timers.
 
 pub use faults::Faults;
-pub use power::{Boot, Lease, Power};
+pub use power::Power;
+pub(crate) use power::{Boot, Lease};
 
 use super::inventory::Inventory;
 use super::ipam::{Ipam, IpamError};

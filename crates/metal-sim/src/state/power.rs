@@ -46,14 +46,14 @@ const NOT_REINSTALLABLE: &str =
 /// The boot a lifecycle task drives: the machine's allocation and power generation when the task
 /// started. A free, a new allocation or another power change makes it stale.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    pub allocation: Option<String>,
-    pub generation: u64,
+pub(crate) struct Lease {
+    pub(crate) allocation: Option<String>,
+    pub(crate) generation: u64,
 }
 
 /// How a machine comes back from a reboot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Boot {
+pub(crate) enum Boot {
     /// From disk into the installed operating system, which phones home.
     Disk,
     /// Into metal-hammer, which installs the allocation's image: a reinstall, or an installation
@@ -72,7 +72,7 @@ pub(super) fn bmc_address(n: usize) -> String {
 
 impl State {
     /// The lease of a task that drives the machine's current boot.
-    pub fn lease(&self, id: &str) -> Option<Lease> {
+    pub(crate) fn lease(&self, id: &str) -> Option<Lease> {
         let m = self.machines.get(id)?;
         Some(Lease {
             allocation: m.allocation.as_ref().map(|a| a.allocationuuid.clone()),
@@ -81,12 +81,12 @@ impl State {
     }
 
     /// Whether a task of `lease` still drives the machine's boot.
-    pub fn holds(&self, id: &str, lease: &Lease) -> bool {
+    pub(crate) fn holds(&self, id: &str, lease: &Lease) -> bool {
         self.lease(id).as_ref() == Some(lease)
     }
 
     /// How the machine comes back from the reboot under way.
-    pub fn boot_kind(&self, id: &str) -> Option<Boot> {
+    pub(crate) fn boot_kind(&self, id: &str) -> Option<Boot> {
         let m = self.machines.get(id)?;
         Some(match &m.allocation {
             None => Boot::Waiting,
@@ -103,7 +103,7 @@ impl State {
 
     /// Whether the machine's kubelet runs: it phoned home since its last boot, is powered on
     /// and does not hang.
-    pub fn kubelet_running(&self, m: &MachineRecord) -> bool {
+    pub(crate) fn kubelet_running(&self, m: &MachineRecord) -> bool {
         let home = m
             .events
             .first()
@@ -114,7 +114,7 @@ impl State {
     /// `POST /v1/machine/{id}/power/<action>`: what the BMC does at once, and the lease of the
     /// boot to drive when the machine reboots. Reset, cycle and off write `Planned Reboot` with
     /// the command's name, as metal-api does.
-    pub fn machine_power(
+    pub(crate) fn machine_power(
         &mut self,
         id: &str,
         action: PowerAction,
@@ -181,7 +181,7 @@ impl State {
     /// `POST /v1/machine/{id}/reinstall`: the allocation stays (uuid, hostname, networks, IPs,
     /// user data); its image becomes `imageid` resolved as an allocation resolves it, and the
     /// machine reboots into metal-hammer to install it.
-    pub fn machine_reinstall(
+    pub(crate) fn machine_reinstall(
         &mut self,
         id: &str,
         req: &MachineReinstallRequest,
@@ -216,12 +216,12 @@ impl State {
     }
 
     /// `POST /v1/machine/ipmi/find`: the machines a machine find selects, with their BMC.
-    pub fn ipmi_find(&self, req: &MachineFindRequest) -> Vec<MachineIpmiResponse> {
+    pub(crate) fn ipmi_find(&self, req: &MachineFindRequest) -> Vec<MachineIpmiResponse> {
         self.found(req).map(|m| self.ipmi_view(m)).collect()
     }
 
     /// `GET /v1/machine/{id}/ipmi`.
-    pub fn machine_ipmi(&self, id: &str) -> SimResult<MachineIpmiResponse> {
+    pub(crate) fn machine_ipmi(&self, id: &str) -> SimResult<MachineIpmiResponse> {
         self.machines
             .get(id)
             .map(|m| self.ipmi_view(m))
