@@ -31,13 +31,12 @@ impl Sim {
     /// unless the machine was powered off or rebooted meanwhile (that boot is another task's).
     pub(crate) fn spawn_reclaim(&self, machine_id: String) {
         let sim = self.clone();
+        // Taken now, right after the free: a power action from here on is the newer boot.
+        let lease = self.state().lease(&machine_id);
         tokio::spawn(async move {
             let t = sim.config.timings.clone();
-            let lease = {
-                let mut state = sim.state();
-                state.push_event(&machine_id, event::MACHINE_RECLAIM, "free machine called");
-                state.lease(&machine_id)
-            };
+            sim.state()
+                .push_event(&machine_id, event::MACHINE_RECLAIM, "free machine called");
             tokio::time::sleep(t.ip_release).await;
             sim.state().release_machine_ips(&machine_id);
             tokio::time::sleep(t.reclaim).await;
