@@ -54,7 +54,9 @@ fn every_kind_is_there() {
             "MetalStackFirewallDeployment",
             "MetalStackFirewallTemplate",
             "MetalStackMachine",
-            "MetalStackMachineTemplate"
+            "MetalStackMachineTemplate",
+            "MetalStackRemediation",
+            "MetalStackRemediationTemplate"
         ]
     );
 }

@@ -1,7 +1,7 @@
 //! Crash points, chosen, not timed. capms lives one after another, each killed with SIGKILL at
 //! a crash point (a debug build's, just before or just after one of its external calls, also
 //! inside a step) that no life of the same phase died at, across provisioning, a firewall
-//! rollout, a scale-down, a clusterctl move and the deletion. So in each phase every point
+//! rollout, a scale-down, a clusterctl move, a worker's remediations and the deletion. So in each phase every point
 //! capms passes on its way is a kill, each followed by recovery in the next life. After every
 //! kill metal-api holds at most one allocation per owner and nothing without an owner; the
 //! deletion frees everything; a phase gives the orphan sweep a leaked machine, IP and network to
@@ -21,6 +21,7 @@ use std::time::Instant;
 
 mod go_cluster;
 mod orphans;
+mod remediation;
 mod report;
 
 use go_cluster::{GO, GO_CLUSTER, GO_FIREWALL_WAITING_SIZE, go_provider_cluster};
@@ -285,6 +286,7 @@ async fn capms_killed_around_each_of_its_calls_never_allocates_twice_nor_leaks()
     };
     let names: Vec<String> = (0..size).map(|i| format!("worker-{i}")).collect();
     lifecycle(&env, &mut lives, &names).await;
+    remediation::remediated(&env, &mut lives, &names[0]).await;
     go_provider_cluster(&env, &mut lives).await;
     orphans::orphans_freed(&env, &mut lives).await;
 

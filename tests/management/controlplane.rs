@@ -195,6 +195,66 @@ async fn the_apiserver_enforces_the_schema() {
         err.to_string().contains("a template cannot name a machine"),
         "{err}"
     );
+    remediation_templates_out_of_range_are_refused(&client, &ns.name).await;
+}
+
+/// A remediation template with an unknown strategy, an absurd retry count or a timeout under
+/// 100 s is refused, naming the field and what it may be.
+async fn remediation_templates_out_of_range_are_refused(client: &kube::Client, ns: &str) {
+    let templates = api_for(client, ns, "v1alpha4", "MetalStackRemediationTemplate");
+    let cases = [
+        (
+            json!({"type": "Reset"}),
+            [
+                "spec.template.spec.strategy.type",
+                "\"Reboot\", \"Reinstall\"",
+            ],
+        ),
+        (
+            json!({"retryLimit": -1}),
+            [
+                "spec.template.spec.strategy.retryLimit",
+                "greater than or equal to 1",
+            ],
+        ),
+        (
+            json!({"retryLimit": 1000}),
+            [
+                "spec.template.spec.strategy.retryLimit",
+                "less than or equal to 10",
+            ],
+        ),
+        (
+            json!({"timeoutSeconds": 60}),
+            [
+                "spec.template.spec.strategy.timeoutSeconds",
+                "greater than or equal to 100",
+            ],
+        ),
+    ];
+    for (strategy, expected) in cases {
+        let template: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackRemediationTemplate",
+            "metadata": {"name": "remediation"},
+            "spec": {"template": {"spec": {"strategy": strategy}}}
+        }))
+        .expect("object");
+        let err = templates.create(&Default::default(), &template).await;
+        let err = err.expect_err(&strategy.to_string()).to_string();
+        for part in expected {
+            assert!(err.contains(part), "{strategy}: {err}");
+        }
+    }
+    let fine: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackRemediationTemplate",
+        "metadata": {"name": "remediation"},
+        "spec": {"template": {"spec": {"strategy": {"type": "Reinstall", "retryLimit": 3, "timeoutSeconds": 900}}}}
+    }))
+    .expect("object");
+    templates
+        .create(&Default::default(), &fine)
+        .await
+        .expect("a template in range");
 }
 
 #[tokio::test(flavor = "current_thread")]

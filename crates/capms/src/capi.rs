@@ -72,6 +72,7 @@ pub struct ClusterInitialization {
     version = "v1beta2",
     kind = "Machine",
     namespaced,
+    status = "MachineStatus",
     schema = "disabled"
 )]
 #[serde(rename_all = "camelCase")]
@@ -89,6 +90,24 @@ pub struct MachineSpec {
     )]
     pub provider_id: Option<String>,
 }
+
+/// What capms reads of a Machine's status: its conditions (v1beta2), among them `NodeReady`
+/// and `HealthCheckSucceeded`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+}
+
+/// A Machine's condition: its Node is Ready.
+pub const NODE_READY: &str = "NodeReady";
+/// A Machine's condition, set False by the owner (its MachineSet or control plane) remediating it
+/// or, with external remediation, by the remediating provider giving it up.
+pub const OWNER_REMEDIATED: &str = "OwnerRemediated";
+/// Annotation asking the MachineHealthCheck to treat a Machine as unhealthy; the remediating
+/// provider clears it.
+pub const REMEDIATE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/remediate-machine";
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -167,7 +186,58 @@ impl Cluster {
     }
 }
 
+/// A KubeadmControlPlane: as many replicas as it wants, and how many it has, are up to date and
+/// ready (read before one of its machines is remediated).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "controlplane.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "KubeadmControlPlane",
+    namespaced,
+    status = "KubeadmControlPlaneStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_to_date_replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+}
+
 impl Machine {
+    /// The Machine's v1beta2 condition of `type_`, if set.
+    pub fn condition(
+        &self,
+        type_: &str,
+    ) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+        let status = self.status.as_ref()?;
+        status.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// Is the Machine's Node Ready, as Cluster API last saw it?
+    pub fn node_ready(&self) -> bool {
+        self.condition(NODE_READY)
+            .is_some_and(|c| c.status == "True")
+    }
+
+    /// Is the Machine one of a control plane's?
+    pub fn is_control_plane(&self) -> bool {
+        self.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(CONTROL_PLANE_LABEL))
+    }
+
     /// The MetalStackMachine this Machine's infrastructure is, if its infrastructureRef names one.
     pub fn metal_stack_machine(&self) -> Option<&str> {
         self.spec

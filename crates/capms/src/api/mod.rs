@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod common;
 pub mod firewall;
 pub mod machine;
+pub mod remediation;
 pub mod templates;
 pub mod v1alpha1;
 
@@ -204,6 +205,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         MetalStackFirewallTemplate::crd(),
         MetalStackMachine::crd(),
         MetalStackMachineTemplate::crd(),
+        remediation::MetalStackRemediation::crd(),
+        remediation::MetalStackRemediationTemplate::crd(),
     ]
     .into_iter()
     .map(finish)

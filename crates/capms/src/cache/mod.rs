@@ -8,6 +8,7 @@ pub mod listings;
 mod skipped_fields;
 pub mod watch;
 
+use crate::api::remediation::MetalStackRemediation;
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
@@ -32,6 +33,7 @@ pub struct Stores {
     pub metal_stack_machines: Store<MetalStackMachine>,
     pub firewall_templates: Store<MetalStackFirewallTemplate>,
     pub firewall_deployments: Store<MetalStackFirewallDeployment>,
+    pub remediations: Store<MetalStackRemediation>,
 }
 
 /// A kind whose objects reconciles read from [`Stores`].
@@ -56,6 +58,7 @@ stored!(MetalStackFirewall, firewalls);
 stored!(MetalStackMachine, metal_stack_machines);
 stored!(MetalStackFirewallTemplate, firewall_templates);
 stored!(MetalStackFirewallDeployment, firewall_deployments);
+stored!(MetalStackRemediation, remediations);
 
 impl Stores {
     /// The stored `K` named `name` in `namespace`.
@@ -77,6 +80,7 @@ impl Stores {
             synced(&self.metal_stack_machines),
             synced(&self.firewall_templates),
             synced(&self.firewall_deployments),
+            synced(&self.remediations),
         );
     }
 }

@@ -9,10 +9,12 @@ pub mod firewall;
 pub mod firewall_deployment;
 pub mod machine;
 mod orphans;
+pub mod remediation;
 mod watches;
 
 pub use watches::Watches;
 
+use crate::api::remediation::MetalStackRemediation;
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
 use crate::reconciler::{Context, drive};
@@ -38,6 +40,7 @@ pub async fn run(
         MetalStackFirewall::kind(&()),
         MetalStackMachine::kind(&()),
         MetalStackFirewallDeployment::kind(&()),
+        MetalStackRemediation::kind(&()),
     ] {
         ctx.metrics.queues.declare(&kind);
     }
@@ -45,6 +48,7 @@ pub async fn run(
     let firewalls = firewall::watches::controller(&mut watches, &ctx);
     let machines = machine::watches::controller(&mut watches, &ctx);
     let deployments = firewall_deployment::watches::controller(&mut watches, &ctx);
+    let remediations = remediation::watches::controller(&mut watches, &ctx);
     let watching = tokio::spawn(watches.run(shutdown.clone()));
     tokio::select! {
         _ = stores.synced() => {}
@@ -63,7 +67,13 @@ pub async fn run(
         drive::<cluster::Clusters>(clusters, &config, shutdown.clone(), &ctx),
         drive::<firewall::Firewalls>(firewalls, &config, shutdown.clone(), &ctx),
         drive::<machine::Machines>(machines, &config, shutdown.clone(), &ctx),
-        drive::<firewall_deployment::FirewallDeployments>(deployments, &config, shutdown, &ctx),
+        drive::<firewall_deployment::FirewallDeployments>(
+            deployments,
+            &config,
+            shutdown.clone(),
+            &ctx
+        ),
+        drive::<remediation::Remediations>(remediations, &config, shutdown, &ctx),
         sweep,
     );
     let _ = watching.await;
@@ -97,6 +107,7 @@ mod tests {
         sites.extend(write_sites::<super::firewall::Firewalls>());
         sites.extend(write_sites::<super::machine::Machines>());
         sites.extend(write_sites::<super::firewall_deployment::FirewallDeployments>());
+        sites.extend(write_sites::<super::remediation::Remediations>());
         let sweep = <super::orphans::Step as VariantNames>::VARIANTS.iter();
         sites.extend(sweep.map(|step| format!("OrphanSweep {step}")));
         sites.sort();

@@ -6,6 +6,7 @@
 //! the machine changes when the Cluster resumes; with only that, Cluster API's frequent status
 //! writes to its Clusters wake nothing.
 
+use crate::api::remediation::MetalStackRemediation;
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
@@ -29,6 +30,7 @@ pub struct Watches {
     pub metal_stack_machines: Feed<MetalStackMachine>,
     pub firewall_templates: Feed<MetalStackFirewallTemplate>,
     pub firewall_deployments: Feed<MetalStackFirewallDeployment>,
+    pub remediations: Feed<MetalStackRemediation>,
 }
 
 impl Watches {
@@ -66,6 +68,10 @@ impl Watches {
                 api::<WithoutManagedFields<MetalStackFirewallDeployment>>(ctx),
                 watcher::Config::default(),
             ),
+            remediations: Feed::new(
+                api::<WithoutManagedFields<MetalStackRemediation>>(ctx),
+                own_kind(ctx),
+            ),
         }
     }
 
@@ -79,6 +85,7 @@ impl Watches {
             metal_stack_machines: self.metal_stack_machines.store(),
             firewall_templates: self.firewall_templates.store(),
             firewall_deployments: self.firewall_deployments.store(),
+            remediations: self.remediations.store(),
         }
     }
 
@@ -94,6 +101,7 @@ impl Watches {
                 self.metal_stack_machines.run(),
                 self.firewall_templates.run(),
                 self.firewall_deployments.run(),
+                self.remediations.run(),
             )
         };
         tokio::select! {

@@ -22,6 +22,8 @@ pub enum Type {
     MachineHealthy,
     FirewallAllocated,
     FirewallHealthy,
+    /// A remediation's attempt is under way (True), or why none is.
+    Remediating,
 }
 
 impl Type {
@@ -71,6 +73,22 @@ pub enum Reason {
     CrashLoop,
     FailedReclaim,
     NotAlive,
+    /// A remediation's Machine, MetalStackMachine or metal-stack machine is not (yet) there.
+    WaitingForMachine,
+    /// A remediation's Machine is not one of capms's MetalStackMachines.
+    NotMetalStack,
+    /// The control plane cannot spare a machine now (rolling out, or short of quorum).
+    WaitingForControlPlane,
+    /// The machine was power-cycled; capms waits for the node.
+    PowerCycled,
+    /// The machine is being installed again; capms waits for the node.
+    Reinstalling,
+    /// The node is back after an attempt.
+    Remediated,
+    /// Every attempt failed: the Machine is handed back for replacement.
+    RetriesExhausted,
+    /// The machine was remediated successfully too recently to be remediated again.
+    RemediatedRecently,
     /// A reconcile failed; the category says how.
     Failed(Category),
 }
