@@ -1,5 +1,5 @@
-//! Three control-plane machines spread over racks, and a Kubernetes version change that rolls
-//! every machine through capms within the surge.
+//! Three control-plane machines spread over racks, one of them remediated on its own machine,
+//! and a Kubernetes version change that rolls every machine through capms within the surge.
 
 use super::*;
 /// The simulator's default inventory with `count` machines of its one size over three racks.
@@ -45,6 +45,7 @@ async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
         ["ignition"].into(),
         "the ignition flavor's machines boot from Ignition"
     );
+    super::remediation::a_control_plane_machine_comes_back_on_its_machine(&stack).await;
     let before: Vec<String> = allocated(&stack.sim, ns)
         .into_iter()
         .map(|(_, hostname, _)| hostname)

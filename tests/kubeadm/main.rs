@@ -13,8 +13,11 @@ use capms_test_support as support;
 mod go_template;
 // The high-availability and upgrade test.
 mod ha;
+// Remediation with Cluster API's MachineHealthCheck.
+mod remediation;
 
 use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
 };
@@ -22,11 +25,12 @@ use metal_api::types::event;
 use metal_sim::inventory::Inventory;
 use metal_sim::workload::{Agent, AgentConfig, member::Binaries};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use support::{
-    ControlPlane, KubeadmProviders, ManagerOn, Managers, RunningSim, binaries, eventually,
-    repo_root,
+    ControlPlane, KubeadmProviders, LOADED_MACHINE_WAIT, ManagerOn, Managers, RunningSim, binaries,
+    eventually, eventually_seen, repo_root,
 };
 
 const CLUSTER: &str = "kc";

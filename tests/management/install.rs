@@ -188,7 +188,9 @@ async fn clusterctl_renders_the_template_and_the_apiserver_accepts_it_with_our_w
             "MachineDeployment",
             "ClusterResourceSet",
             "Secret",
-            "ConfigMap"
+            "ConfigMap",
+            "MetalStackRemediationTemplate",
+            "MachineHealthCheck"
         ]
     );
     let file = work.path().join("cluster.yaml");
