@@ -132,7 +132,10 @@ fn every_kind_has_the_contract_and_clusterctl_labels() {
         // Kinds in no ownerReference chain are moved by clusterctl through this label.
         let moved_by_label = matches!(
             kind.as_str(),
-            "MetalStackFirewall" | "MetalStackFirewallTemplate" | "MetalStackFirewallDeployment"
+            "MetalStackFirewall"
+                | "MetalStackFirewallTemplate"
+                | "MetalStackFirewallDeployment"
+                | "MetalStackRemediationTemplate"
         );
         assert_eq!(
             labels.contains_key(capms::api::MOVE_LABEL),

@@ -11,6 +11,7 @@
 
 use capms_test_support as support;
 
+use capms::api::remediation::MetalStackRemediationTemplate;
 use capms::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
@@ -221,9 +222,11 @@ async fn count_capms_objects(client: &kube::Client, ns: &str) -> usize {
     let msc: Api<MetalStackCluster> = Api::namespaced(client.clone(), ns);
     let fw: Api<MetalStackFirewall> = Api::namespaced(client.clone(), ns);
     let msm: Api<MetalStackMachine> = Api::namespaced(client.clone(), ns);
+    let msrt: Api<MetalStackRemediationTemplate> = Api::namespaced(client.clone(), ns);
     msc.list(&lp).await.map_or(0, |l| l.items.len())
         + fw.list(&lp).await.map_or(0, |l| l.items.len())
         + msm.list(&lp).await.map_or(0, |l| l.items.len())
+        + msrt.list(&lp).await.map_or(0, |l| l.items.len())
 }
 
 /// Every free machine stops before it phones home (`hold`), or none does.
@@ -338,6 +341,17 @@ async fn clusterctl_move_mid_rollout_keeps_every_allocation_and_the_target_resum
         count_capms_objects(&ns.client, &ns.name).await,
         0,
         "nothing left on the source"
+    );
+    let templates: Api<MetalStackRemediationTemplate> =
+        Api::namespaced(target_cp.client().await, &ns.name);
+    assert!(
+        templates
+            .get_opt("moved-worker")
+            .await
+            .ok()
+            .flatten()
+            .is_some(),
+        "the remediation template moved"
     );
     assert_eq!(
         metal_state(&sim).await,

@@ -78,13 +78,15 @@ fn finish(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for (key, value) in labels_wanted {
         labels.insert(key.to_owned(), value);
     }
-    // Firewall templates and deployments (named by clusters, owned by none) and standalone
-    // firewalls (tied to their Cluster by label only) are in no ownerReference chain: this
-    // label has clusterctl move them with the rest.
+    // Firewall templates and deployments (named by clusters, owned by none), standalone
+    // firewalls (tied to their Cluster by label only) and remediation templates (named by
+    // MachineHealthChecks) are in no ownerReference chain: this label has clusterctl move them
+    // with the rest.
     let unowned = [
         "MetalStackFirewallTemplate",
         "MetalStackFirewall",
         "MetalStackFirewallDeployment",
+        "MetalStackRemediationTemplate",
     ];
     if unowned.contains(&kind.as_str()) {
         labels.insert(MOVE_LABEL.to_owned(), String::new());
