@@ -78,12 +78,14 @@ pub fn leak(log: &str) -> Option<String> {
 }
 
 /// Remembers the contents of every Secret in `namespace` as the apiserver brings them, until
-/// the test's runtime ends.
+/// the test's runtime ends. Errors back off: once a test's control plane is gone, a watcher
+/// retrying at once never yields, and the runtime's end waits for it forever.
 pub fn watch_namespace(client: kube::Client, namespace: &str) {
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::Secret;
+    use kube::runtime::WatchStreamExt;
     let secrets: kube::Api<Secret> = kube::Api::namespaced(client, namespace);
-    let watch = kube::runtime::watcher(secrets, Default::default());
+    let watch = kube::runtime::watcher(secrets, Default::default()).default_backoff();
     tokio::spawn(watch.for_each(|event| {
         if let Ok(
             kube::runtime::watcher::Event::Apply(s) | kube::runtime::watcher::Event::InitApply(s),
