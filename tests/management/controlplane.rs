@@ -38,7 +38,7 @@ async fn crds_establish_and_seed_objects_round_trip_in_both_versions() {
         .into_iter()
         .filter_map(|c| c.metadata.name)
         .collect();
-    assert_eq!(names.len(), 7);
+    assert_eq!(names.len(), 9, "{names:?}");
     wait_established(&client, &names).await;
     let ns = cp.namespace("crds").await;
     for (kind, initial, reconciled) in [
