@@ -1,9 +1,10 @@
 //! The MetalStackRemediation decision: a pure function of what observe read.
 //!
-//! An attempt takes two reconciles. The first only records it in the status (its number and
-//! start); the second asks metal-api for the power cycle or reinstall, unless metal-api already
-//! shows a `Planned Reboot` since the attempt began: then capms was stopped after asking and
-//! before recording the answer, and it records it instead of asking twice.
+//! An attempt takes two reconciles. The first only records it in the status (its number, its
+//! start and the newest reboot metal-api showed then); the second asks metal-api for the power
+//! cycle or reinstall, unless metal-api already shows a newer `Planned Reboot`: then capms was
+//! stopped after asking and before recording the answer, and it records it instead of asking
+//! twice.
 
 use super::model::{Live, Observed, RemediationDecision, Step};
 use crate::api::remediation::{
