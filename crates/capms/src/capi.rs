@@ -186,8 +186,8 @@ impl Cluster {
     }
 }
 
-/// A KubeadmControlPlane: as many replicas as it wants, and how many it has, are up to date and
-/// ready (read before one of its machines is remediated).
+/// A KubeadmControlPlane: how many replicas it wants, has and has up to date (read before one
+/// of its machines is remediated).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "controlplane.cluster.x-k8s.io",
@@ -210,8 +210,6 @@ pub struct KubeadmControlPlaneStatus {
     pub replicas: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub up_to_date_replicas: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready_replicas: Option<i32>,
 }
 
 impl Machine {

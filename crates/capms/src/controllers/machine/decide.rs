@@ -9,7 +9,7 @@ use crate::api::{
     Initialization, MachineAddress, MachineAddressType, MetalStackCluster, MetalStackMachine,
     MetalStackMachineStatus,
 };
-use crate::capi::{CONTROL_PLANE_LABEL, Machine as CapiMachine};
+use crate::capi::Machine as CapiMachine;
 use crate::controllers::allocation::{Found, Lost, Target, health_condition, health_requeue};
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use crate::reconciler::gates::{age, capi_owner, elapsed, record_pause};
@@ -93,7 +93,7 @@ fn decide_live(
         partition: &partition,
         network: open.network.to_owned(),
         user_data,
-        control_plane: open.machine.labels().contains_key(CONTROL_PLANE_LABEL),
+        control_plane: open.machine.is_control_plane(),
         preset: target.ok().and_then(|t| t.preset),
     }
     .request();

@@ -9,7 +9,7 @@ use super::FINALIZER;
 use super::model::provisioned_network;
 use crate::api::{MetalStackCluster, MetalStackMachine};
 use crate::cache::watch::{fingerprint, own_change};
-use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, Cluster, Machine, MachineSet};
+use crate::capi::{CLUSTER_NAME_LABEL, Cluster, Machine, MachineSet};
 use crate::controllers::Watches;
 use crate::controllers::watches::cluster_gates;
 use crate::ownership::OwnerKind;
@@ -67,7 +67,7 @@ pub fn machine_facts(machine: &Machine) -> u64 {
         &machine.metadata.uid,
         &machine.spec.bootstrap.data_secret_name,
         &machine.spec.cluster_name,
-        machine.labels().contains_key(CONTROL_PLANE_LABEL),
+        machine.is_control_plane(),
         machine.metal_stack_machine(),
     ))
 }

@@ -359,19 +359,19 @@ fn given_up(live: &Live, status: MetalStackRemediationStatus) -> RemediationDeci
     });
     let step = match marked {
         true => Step::Nothing,
-        false => Step::GiveUp(owner_remediated(&note)),
+        false => Step::GiveUp(owner_remediated(&note, live.now)),
     };
     Decision::new(step, status, Requeue::AwaitChange)
 }
 
 /// The Machine's `OwnerRemediated=False` condition, as a server-side apply of its status.
-fn owner_remediated(note: &str) -> serde_json::Value {
+fn owner_remediated(note: &str, now: jiff::Timestamp) -> serde_json::Value {
     json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
         "status": {"conditions": [{
             "type": OWNER_REMEDIATED, "status": "False", "reason": GIVEN_UP_REASON,
             "message": format!("capms gave the remediation up: {note}"),
-            "lastTransitionTime": jiff::Timestamp::now().to_string(),
+            "lastTransitionTime": now.to_string(),
         }]},
     })
 }
