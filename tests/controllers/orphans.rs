@@ -1,12 +1,13 @@
 //! The orphan sweep: what a leak leaves in metal-api (an allocation carrying capms's owner marks
 //! of an object that is gone) is freed and reported, and nothing else is: not what metal-stack's
 //! Go provider allocated, not what belongs to a cluster capms does not manage, not what a paused
-//! cluster, a cluster being moved by clusterctl or a cluster being restored holds.
+//! cluster, a cluster being moved by clusterctl or a cluster being restored holds, nor a machine
+//! its cluster records as retired.
 
 use super::looks::version_of;
 use super::moving::{moved_away, moved_back, pause, re_created};
 use super::*;
-use capms::ownership::{OwnerKind, owner_marks, owner_tags};
+use capms::ownership::{OwnerKind, owner_marks, owner_tags, retired_annotation};
 
 const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
 
@@ -240,4 +241,91 @@ async fn objects_restored_within_the_grace_period_keep_everything() {
         held,
         "nothing freed, nothing allocated"
     );
+}
+
+/// Records (or with `None` takes off) machine `id` as retired on the lab cluster.
+async fn record_retired(env: &Env, id: &str, why: Option<&str>) {
+    let key = retired_annotation(id).expect("a machine ID names an annotation");
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let patch = Patch::Merge(json!({"metadata": {"annotations": {key: why}}}));
+    clusters
+        .patch(MSC, &PatchParams::default(), &patch)
+        .await
+        .expect("record the retired machine");
+}
+
+/// Deletes MetalStackMachine `name` and waits until capms let it go.
+async fn deleted(machines: &Api<MetalStackMachine>, name: &str) {
+    machines
+        .delete(name, &Default::default())
+        .await
+        .expect("delete");
+    let gone = || async { machines.get_opt(name).await.ok()?.is_none().then_some(()) };
+    eventually(
+        "the MetalStackMachine gone",
+        support::LOADED_MACHINE_WAIT,
+        gone,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_retired_machine_outlives_its_machine_and_the_sweep_until_taken_off_or_the_cluster_goes()
+{
+    let env = sweeping("orphans-retired", "1s").await;
+    provisioned(&env).await;
+    let msm: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let id = machine_of(&msm, "worker-o").await;
+    record_retired(&env, &id, Some("given up by its remediation")).await;
+    deleted(&msm, "worker-o").await;
+    let sweeps = env.sweeps().await;
+    env.swept(sweeps, 3).await;
+    assert!(
+        is_allocated(&env, &id),
+        "freed with its MetalStackMachine or by the sweep"
+    );
+    record_retired(&env, &id, None).await;
+    eventually(
+        "freed once off the record",
+        support::LOADED_MACHINE_WAIT,
+        || async { (!is_allocated(&env, &id)).then_some(()) },
+    )
+    .await;
+
+    // Retired again, on a new worker: the cluster's deletion frees it.
+    env.add_lab_machine(MSC, "worker-p", "bootstrap").await;
+    eventually(
+        "the new worker ready",
+        support::LOADED_MACHINE_WAIT,
+        || async { env.all_ready(&["worker-p".to_owned()]).await.then_some(()) },
+    )
+    .await;
+    let id = machine_of(&msm, "worker-p").await;
+    record_retired(&env, &id, Some("given up by its remediation")).await;
+    deleted(&msm, "worker-p").await;
+    let sweeps = env.sweeps().await;
+    env.swept(sweeps, 3).await;
+    assert!(is_allocated(&env, &id), "freed before the cluster went");
+    env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters")
+        .delete(MSC, &DeleteParams::default())
+        .await
+        .expect("delete the Cluster");
+    eventually("everything freed", support::LOADED_MACHINE_WAIT, || async {
+        let (networks, ips, machines) = env.metal_state().await;
+        let freed = networks.is_empty() && machines.iter().all(|m| m.allocation.is_none());
+        (freed
+            && ips
+                .iter()
+                .all(|ip| ip.name != format!("{MSC}-control-plane")))
+        .then_some(())
+    })
+    .await;
+}
+
+/// The machine of MetalStackMachine `name`.
+async fn machine_of(machines: &Api<MetalStackMachine>, name: &str) -> String {
+    let msm = machines.get(name).await.expect("the MetalStackMachine");
+    let provider_id = msm.spec.provider_id.expect("a providerID");
+    let id = metal_api::ProviderId::parse(&provider_id).expect("providerID");
+    id.machine_id
 }

@@ -3,7 +3,7 @@
 //! and the webhooks.
 
 use kube::{Resource, ResourceExt};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Prefix of capms' finalizers, labels and metal-api tags.
 pub const DOMAIN: &str = "metal-stack.infrastructure.cluster.x-k8s.io";
@@ -155,9 +155,52 @@ pub fn cluster_id(namespace: &str, name: &str) -> String {
     format!("{namespace}.{name}")
 }
 
+/// The prefix of the annotation on a MetalStackCluster recording a retired machine: one capms
+/// left allocated, out of the pool, when it gave its Machine up (a remediation's `onExhaustion:
+/// Retire`). The machine's ID follows the prefix; the value says why. Machines so recorded are
+/// freed neither with their MetalStackMachine nor by the orphan sweep, only with the cluster,
+/// or by the sweep once an operator deleted the annotation.
+pub const RETIRED_PREFIX: &str = "retired.metal-stack.infrastructure.cluster.x-k8s.io/";
+
+/// The annotation recording machine `id` retired, when the ID can be an annotation's name
+/// (metal-stack's machine IDs are UUIDs: up to 63 letters, digits, `-`, `_` and `.`).
+pub fn retired_annotation(id: &str) -> Option<String> {
+    let inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let valid = id.len() <= 63
+        && id.chars().all(inner)
+        && ends(id.chars().next())
+        && ends(id.chars().last());
+    valid.then(|| format!("{RETIRED_PREFIX}{id}"))
+}
+
+/// The machines a MetalStackCluster's annotations record as retired.
+pub fn retired_machines<K: Resource>(cluster: &K) -> BTreeSet<String> {
+    cluster
+        .annotations()
+        .keys()
+        .filter_map(|k| k.strip_prefix(RETIRED_PREFIX))
+        .map(str::to_owned)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retired_machine_is_recorded_by_its_id_and_found_again() {
+        let id = "00000000-0000-0000-0000-ac1f6b7a8f28";
+        let key = retired_annotation(id).expect("a UUID names an annotation");
+        let mut msc = crate::api::MetalStackCluster::new("c", Default::default());
+        msc.annotations_mut().insert(key, "why".into());
+        msc.annotations_mut()
+            .insert(format!("{DOMAIN}/other"), String::new());
+        assert_eq!(retired_machines(&msc), [id.to_owned()].into());
+        for unfit in ["", "-a", "a-", "a/b", &"x".repeat(64)] {
+            assert_eq!(retired_annotation(unfit), None, "{unfit:?}");
+        }
+    }
 
     #[test]
     fn only_an_allocation_with_capms_uid_mark_is_capms_s_own() {

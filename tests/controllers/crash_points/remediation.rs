@@ -1,10 +1,12 @@
 //! The crash points' remediations of a worker, as a MachineHealthCheck asks for them: a power
 //! cycle (never asked twice within its attempt, whatever life dies where), the remediation
-//! wound up once deleted, one handed back within its cooldown, and a reinstall.
+//! wound up once deleted, one handed back within its cooldown (its machine retired: the
+//! deletion frees it with the cluster), and a reinstall.
 
 use super::*;
 use capms::api::remediation::{MetalStackRemediation, RemediationPhase};
 use capms::controllers::remediation::REMEDIATED_ANNOTATION;
+use capms::ownership::retired_machines;
 use kube::ResourceExt;
 use metal_api::types::event;
 
@@ -34,9 +36,17 @@ pub(super) async fn remediated(env: &Env, lives: &mut Lives, worker: &str) {
         "the remediation noted"
     );
 
-    request(env, worker, json!({"cooldownSeconds": 3600})).await;
+    request(
+        env,
+        worker,
+        json!({"cooldownSeconds": 3600, "onExhaustion": "Retire"}),
+    )
+    .await;
     let handed_back = || async {
         let exhausted = phase_of(env, worker).await == Some(RemediationPhase::Exhausted);
+        let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+        let cluster = clusters.get(MSC).await.ok();
+        let retired = cluster.is_some_and(|c| retired_machines(&c).contains(&id));
         let machine = machine.get(worker).await.ok();
         let conditions = machine.map(|m| m.data["status"]["conditions"].clone());
         let given_up = conditions
@@ -46,7 +56,7 @@ pub(super) async fn remediated(env: &Env, lives: &mut Lives, worker: &str) {
                 c.iter()
                     .any(|c| c["type"] == "OwnerRemediated" && c["status"] == "False")
             });
-        exhausted && given_up
+        exhausted && retired && given_up
     };
     lives
         .until(env, "a remediation within its cooldown", handed_back)

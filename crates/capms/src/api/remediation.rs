@@ -114,6 +114,24 @@ pub struct RemediationStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 2592000))]
     pub cooldown_seconds: Option<i64>,
+    /// What becomes of the metal-stack machine once capms gives its Machine up (after the last
+    /// attempt, or within the cooldown). Reuse (the default): freed as usual when the Machine is
+    /// deleted, back to the pool once metal-stack has wiped it. Retire: left allocated in the
+    /// project, out of the pool, and recorded on the MetalStackCluster as the annotation
+    /// `retired.metal-stack.infrastructure.cluster.x-k8s.io/<machine ID>`; deleting that
+    /// annotation frees it (after the orphan sweep's grace), and deleting the cluster frees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_exhaustion: Option<ExhaustionPolicy>,
+}
+
+/// What becomes of a machine whose Machine capms gave up.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ExhaustionPolicy {
+    /// Freed with its Machine, as any machine is.
+    #[default]
+    Reuse,
+    /// Kept allocated and out of the pool until an operator has looked at it.
+    Retire,
 }
 
 /// The remediation a strategy takes.
@@ -138,6 +156,10 @@ impl RemediationStrategy {
     pub fn timeout(&self) -> std::time::Duration {
         let seconds = self.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS);
         std::time::Duration::from_secs(seconds.max(0).unsigned_abs())
+    }
+
+    pub fn on_exhaustion(&self) -> ExhaustionPolicy {
+        self.on_exhaustion.unwrap_or_default()
     }
 
     pub fn cooldown(&self) -> std::time::Duration {

@@ -4,6 +4,8 @@ use super::FINALIZER;
 use super::model::{Retire, Step};
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackCluster, MetalStackFirewall};
+use crate::controllers::allocation::release;
+use crate::ownership::{OwnerKind, identity};
 use crate::reconciler::writes::{FIELD_MANAGER, describe, ensure_finalizer, remove_finalizer};
 use crate::reconciler::{Context, During, Result};
 use kube::ResourceExt;
@@ -183,6 +185,15 @@ async fn act_in_metal_api(msc: &MetalStackCluster, ctx: &Context, step: &Step) -
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e.into()),
         },
+        Step::FreeRetired(id, owner) => {
+            let ns = msc.namespace().unwrap_or_default();
+            let marks = identity(OwnerKind::Machine, &ns, owner);
+            if !release(ctx, &marks, id).await? {
+                return Ok(());
+            }
+            let note = format!("freed retired machine {id} of MetalStackMachine {ns}/{owner}");
+            ("RetiredMachineFreed", "FreeRetired", note)
+        }
         Step::FreeNetwork(id) => match ctx.metal.network_free(id).await {
             Ok(_) => {
                 let note = format!("freed private network {id}");

@@ -87,7 +87,8 @@ impl Reconciler for Clusters {
             | Step::AllocateIp(_)
             | Step::ReserveIp(..)
             | Step::FreeIp(_)
-            | Step::FreeNetwork(_) => Effect::MetalApi,
+            | Step::FreeNetwork(_)
+            | Step::FreeRetired(..) => Effect::MetalApi,
             Step::RemoveFinalizer => Effect::LetsGo,
         }
     }

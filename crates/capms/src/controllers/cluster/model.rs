@@ -79,6 +79,8 @@ pub struct FirewallSeen {
 pub struct Left {
     /// MetalStackMachines of the cluster.
     pub machines: usize,
+    /// Machines the cluster records as retired, still allocated: (ID, its MetalStackMachine).
+    pub retired: Vec<(String, String)>,
     /// The cluster's firewalls (it is their controller), each with whether it is being deleted.
     pub firewalls: Vec<(String, bool)>,
     /// Control-plane IPs that carry the cluster's owner tags.
@@ -125,6 +127,8 @@ pub enum Step {
     },
     FreeIp(String),
     FreeNetwork(String),
+    /// Free a retired machine (its ID and the MetalStackMachine it was allocated for).
+    FreeRetired(String, String),
     RemoveFinalizer,
 }
 

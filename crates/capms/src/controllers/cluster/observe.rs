@@ -8,7 +8,10 @@ use crate::api::{
 };
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::networks;
-use crate::ownership::{OwnerKind, cluster_id, has_owner_tags, identity_of, owner_tags};
+use crate::ownership::{
+    CLUSTER_ID, OwnerKind, allocated_by_capms, cluster_id, has_owner_tags, identity_of, owner_tags,
+    retired_machines,
+};
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
@@ -16,7 +19,7 @@ use crate::reconciler::writes::has_finalizer;
 use crate::reconciler::{Context, During, Result};
 use kube::ResourceExt;
 use kube::api::ListParams;
-use metal_api::types::{IpFindRequest, Network, NetworkFindRequest};
+use metal_api::types::{IpFindRequest, MachineFindRequest, Network, NetworkFindRequest};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -327,6 +330,10 @@ async fn left(msc: &MetalStackCluster, ctx: &Context) -> Result<Left> {
             return Ok(left);
         }
     }
+    left.retired = retired_left(msc, ctx).await?;
+    if !left.retired.is_empty() {
+        return Ok(left);
+    }
     let name = msc.name_any();
     let firewalls = ctx.list::<MetalStackFirewall>(&ns).await?;
     left.firewalls = firewalls
@@ -342,6 +349,29 @@ async fn left(msc: &MetalStackCluster, ctx: &Context) -> Result<Left> {
         left.networks = owned_networks(msc, ctx).await?;
     }
     Ok(left)
+}
+
+/// The machines the cluster records as retired that metal-api still has allocated for one of
+/// its MetalStackMachines (capms's marks): each with the MetalStackMachine's name.
+async fn retired_left(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<(String, String)>> {
+    let retired = retired_machines(msc);
+    if retired.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ns = msc.namespace().unwrap_or_default();
+    let find = MachineFindRequest {
+        tags: vec![format!("{CLUSTER_ID}={}", cluster_id(&ns, &msc.name_any()))],
+        ..Default::default()
+    };
+    let found = ctx
+        .metal
+        .machine_find_as::<metal_api::MachineSummary>(&find);
+    let left = found.await?.into_iter().filter_map(|m| {
+        let (kind, namespace, owner) = allocated_by_capms(&m.tags)?;
+        let ours = kind == OwnerKind::Machine && namespace == ns && m.allocation.is_some();
+        (ours && retired.contains(&m.id)).then_some((m.id, owner))
+    });
+    Ok(left.collect())
 }
 
 /// The control-plane IPs that still carry the cluster's owner tags: only those are ours.

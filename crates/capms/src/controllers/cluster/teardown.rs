@@ -1,5 +1,5 @@
-//! Deleting a MetalStackCluster: wait for its machines, delete its firewall and wait for it,
-//! then free the control-plane IP and the network capms allocated (never ones it did not).
+//! Deleting a MetalStackCluster: wait for its machines, free the machines it records as
+//! retired, delete its firewall and wait for it, then free the control-plane IP and the network capms allocated (never ones it did not).
 
 use super::model::{ClusterDecision, Left, Step};
 use crate::api::{MetalStackCluster, MetalStackClusterStatus};
@@ -25,6 +25,10 @@ pub fn decide(
         );
         let next = Requeue::After(Duration::from_secs(5));
         (Step::Nothing, Reason::WaitingForMachines, message, next)
+    } else if let Some((id, owner)) = left.retired.first() {
+        let message = format!("deleting: freeing retired machine {id}");
+        let step = Step::FreeRetired(id.clone(), owner.clone());
+        (step, Reason::Deleting, message, Requeue::Now)
     } else if let Some((name, _)) = left.firewalls.first() {
         let message = format!("deleting: waiting for MetalStackFirewall {name} to go");
         let step = match left.firewalls.iter().find(|(_, deleting)| !deleting) {

@@ -5,6 +5,7 @@ use super::model::{Live, Observed, cluster_name, identity, partition, provisione
 use crate::api::{MetalStackCluster, MetalStackMachine};
 use crate::capi::{Cluster, Machine as CapiMachine, MachineSet};
 use crate::controllers::allocation::{self, Found, Target};
+use crate::ownership::retired_machines;
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
@@ -13,6 +14,7 @@ use crate::reconciler::{Context, During, Result};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use metal_api::types::ROLE_MACHINE;
+use std::collections::BTreeSet;
 
 /// The Cluster a MetalStackMachine belongs to: its cluster-name label (Cluster API sets it), else
 /// its Machine's, while the Machine is still there.
@@ -26,6 +28,19 @@ async fn cluster_of_deleted(msm: &MetalStackMachine, ctx: &Context) -> Result<Op
     let ns = msm.namespace().unwrap_or_default();
     let machine = ctx.get::<CapiMachine>(&ns, &owner).await?;
     Ok(machine.map(|m| m.spec.cluster_name))
+}
+
+/// The machines the MetalStackCluster of Cluster `cluster` records as retired.
+async fn retired_of(ctx: &Context, ns: &str, cluster: Option<&str>) -> Result<BTreeSet<String>> {
+    let Some(cluster) = cluster else {
+        return Ok(BTreeSet::new());
+    };
+    let cluster = ctx.get::<Cluster>(ns, cluster).await?;
+    let Some(name) = cluster.as_ref().and_then(Cluster::metal_stack_cluster) else {
+        return Ok(BTreeSet::new());
+    };
+    let msc = ctx.get::<MetalStackCluster>(ns, name).await?;
+    Ok(msc.map(|msc| retired_machines(&msc)).unwrap_or_default())
 }
 
 /// Reads what `decide` needs, in its order, stopping at the first gate that is closed.
@@ -46,7 +61,11 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
         let named = allocation::named_machine(msm.spec.provider_id.as_deref(), None);
         let marks = identity(msm);
         let owned = allocation::owned(ctx, &marks, listing.as_ref(), named.as_deref()).await?;
-        return Ok(Observed::Deleting(Some(owned)));
+        // A retired machine stays allocated: its cluster frees it, or the orphan sweep once an
+        // operator took it off the record.
+        let retired = retired_of(ctx, &ns, cluster.as_deref()).await?;
+        let owned = owned.into_iter().filter(|id| !retired.contains(id));
+        return Ok(Observed::Deleting(Some(owned.collect())));
     }
     let mut live = Live {
         now: jiff::Timestamp::now(),

@@ -11,6 +11,9 @@
 //! gone, is freed, and reported with an event on the Cluster (`OrphanFreed`) and in
 //! `capms_orphans_freed_total`; `capms_orphan_sweeps_total` counts the looks.
 //!
+//! A machine its MetalStackCluster records as retired (a remediation's `onExhaustion: Retire`)
+//! is not an orphan: it is freed once an operator deleted its record.
+//!
 //! What keeps it safe: a cluster capms does not manage (not in its namespaces, its Cluster gone
 //! or moved away) is not looked at; a paused cluster, and the source of a clusterctl move
 //! (paused, then deleted with clusterctl's annotation), are left alone, and the target of one
@@ -25,7 +28,9 @@ use decide::{Candidate, Observed, Orphans, Owner};
 
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
 use crate::capi::{Cluster, DELETE_FOR_MOVE_ANNOTATION};
-use crate::ownership::{CLUSTER_ID, OwnerKind, allocated_by_capms, cluster_id, identity};
+use crate::ownership::{
+    CLUSTER_ID, OwnerKind, allocated_by_capms, cluster_id, identity, retired_machines,
+};
 use crate::reconciler::crash_points;
 use crate::reconciler::gates::paused_reason;
 use crate::reconciler::{Context, Result};
@@ -90,9 +95,12 @@ async fn observe(ctx: &Context) -> Result<Observed> {
         }
         let name = format!("{ns}/{}", cluster.name_any());
         let id = cluster_id(&ns, infrastructure);
-        observed
-            .candidates
-            .extend(allocations(ctx, &ns, &id, &name).await?);
+        // Retired machines stay allocated until an operator takes them off the record.
+        let retired = msc.as_ref().map(retired_machines).unwrap_or_default();
+        let found = allocations(ctx, &ns, &id, &name).await?;
+        observed.candidates.extend(found.into_iter().filter(
+            |c| !matches!(&c.step, Step::FreeMachine(machine) if retired.contains(machine)),
+        ));
     }
     for candidate in &observed.candidates {
         if cached(ctx, &candidate.owner).await? {

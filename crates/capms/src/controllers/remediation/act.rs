@@ -2,6 +2,7 @@
 
 use super::decide::FINALIZER;
 use super::model::Step;
+use crate::api::MetalStackCluster;
 use crate::api::remediation::MetalStackRemediation;
 use crate::capi::Machine as CapiMachine;
 use crate::reconciler::writes::{FIELD_MANAGER, describe, ensure_finalizer, remove_finalizer};
@@ -40,6 +41,22 @@ pub async fn act(msr: &MetalStackRemediation, ctx: &Context, step: &Step) -> Res
                 .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .during(|| format!("winding up the remediation of Machine {ns}/{name}"))?;
+            Ok(())
+        }
+        Step::Retire(cluster, annotations) => {
+            ctx.api::<MetalStackCluster>(&ns)
+                .patch(cluster, &PatchParams::default(), &Patch::Merge(annotations))
+                .await
+                .during(|| format!("recording Machine {ns}/{name}'s machine retired on MetalStackCluster {ns}/{cluster}"))?;
+            let id = msr
+                .status
+                .as_ref()
+                .and_then(|s| s.machine_id.clone())
+                .unwrap_or_default();
+            let note = format!(
+                "retired machine {id}: it stays allocated, out of the pool, recorded on MetalStackCluster {ns}/{cluster}"
+            );
+            ctx.events.warn(msr, "MachineRetired", "Retire", note);
             Ok(())
         }
         Step::GiveUp(condition) => {

@@ -8,10 +8,11 @@
 
 use super::model::{Live, Observed, RemediationDecision, Step};
 use crate::api::remediation::{
-    MetalStackRemediation, MetalStackRemediationStatus, PowerActionRecord, RemediationPhase,
-    RemediationType,
+    ExhaustionPolicy, MetalStackRemediation, MetalStackRemediationStatus, PowerActionRecord,
+    RemediationPhase, RemediationType,
 };
 use crate::capi::{NODE_READY, OWNER_REMEDIATED, REMEDIATE_MACHINE_ANNOTATION};
+use crate::ownership::retired_annotation;
 use crate::reconciler::conditions::{Conditions, Reason, Type};
 use crate::reconciler::{Decision, Error, Phase, Requeue, writes::has_finalizer};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
@@ -79,7 +80,7 @@ fn live_decision(
         return Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange);
     }
     match status.phase {
-        Some(RemediationPhase::Exhausted) => return given_up(live, status),
+        Some(RemediationPhase::Exhausted) => return given_up(msr, live, status),
         Some(RemediationPhase::Succeeded) => return after_success(msr, live, status),
         _ => {}
     }
@@ -99,7 +100,7 @@ fn live_decision(
                 "the Machine was remediated successfully {since} ago, within the cooldown of {}s: handed back for replacement",
                 strategy.cooldown().as_secs()
             );
-            return give_up(live, status, generation, Reason::RemediatedRecently, note);
+            return give_up(msr, live, status, Reason::RemediatedRecently, note);
         }
         if let Some(why) = control_plane_busy(live) {
             waiting(&mut status, generation, Reason::WaitingForControlPlane, why);
@@ -262,7 +263,7 @@ fn attempt(
         timeout.as_secs(),
         status.retry_count
     );
-    give_up(live, status, generation, Reason::RetriesExhausted, note)
+    give_up(msr, live, status, Reason::RetriesExhausted, note)
 }
 
 fn action_name(kind: RemediationType) -> &'static str {
@@ -322,8 +323,7 @@ fn after_success(
                 "the node has not been Ready for {}s since its remediation succeeded: handed back for replacement",
                 down.as_secs()
             );
-            let generation = msr.metadata.generation;
-            give_up(live, status, generation, Reason::RemediatedRecently, note)
+            give_up(msr, live, status, Reason::RemediatedRecently, note)
         }
         down => {
             let left = timeout.saturating_sub(down.unwrap_or_default());
@@ -334,24 +334,43 @@ fn after_success(
 
 /// The Machine is handed back to its owner for replacement.
 fn give_up(
+    msr: &MetalStackRemediation,
     live: &Live,
     mut status: MetalStackRemediationStatus,
-    generation: Option<i64>,
     reason: Reason,
-    note: String,
+    mut note: String,
 ) -> RemediationDecision {
     status.phase = Some(RemediationPhase::Exhausted);
-    let mut conditions = Conditions::of(&mut status.conditions, generation);
+    if let Some((cluster, _)) = retirement(msr, live, &status) {
+        let id = status.machine_id.as_deref().unwrap_or_default();
+        note.push_str(&format!(
+            "; machine {id} is retired, recorded on MetalStackCluster {cluster}: it stays allocated, out of the pool"
+        ));
+    }
+    let mut conditions = Conditions::of(&mut status.conditions, msr.metadata.generation);
     conditions.set_false(Type::Remediating, reason, note.clone());
     conditions.set_false(Type::Ready, reason, note);
-    given_up(live, status)
+    given_up(msr, live, status)
 }
 
-/// Exhausted: `OwnerRemediated=False` on the Machine until it has it.
-fn given_up(live: &Live, status: MetalStackRemediationStatus) -> RemediationDecision {
+/// Exhausted: the machine recorded retired first when the strategy retires it (so that it is
+/// not freed with the Machine), then `OwnerRemediated=False` on the Machine until it has it.
+fn given_up(
+    msr: &MetalStackRemediation,
+    live: &Live,
+    status: MetalStackRemediationStatus,
+) -> RemediationDecision {
     let note = crate::reconciler::conditions::find(&status.conditions, Type::Remediating)
         .map(|c| c.message.clone())
         .unwrap_or_default();
+    if let Some((cluster, key)) = retirement(msr, live, &status) {
+        let machine = format!("{}/{}", msr.namespace().unwrap_or_default(), msr.name_any());
+        let why = format!("Machine {machine} was given up by its remediation: {note}");
+        let patch = json!({"metadata": {"annotations": {key: why}}});
+        // The MetalStackCluster's change does not wake a remediation.
+        let next = Requeue::After(Duration::from_secs(1));
+        return Decision::new(Step::Retire(cluster, patch), status, next);
+    }
     let marked = live.machine.as_ref().is_none_or(|m| {
         m.metadata.deletion_timestamp.is_some()
             || m.condition(OWNER_REMEDIATED)
@@ -362,6 +381,23 @@ fn given_up(live: &Live, status: MetalStackRemediationStatus) -> RemediationDeci
         false => Step::GiveUp(owner_remediated(&note, live.now)),
     };
     Decision::new(step, status, Requeue::AwaitChange)
+}
+
+/// Where the machine is to be recorded retired (the MetalStackCluster and the annotation), when
+/// the strategy retires it, and the cluster does not record it yet. A machine whose ID cannot
+/// name an annotation, or whose cluster has no MetalStackCluster, is freed as usual.
+fn retirement(
+    msr: &MetalStackRemediation,
+    live: &Live,
+    status: &MetalStackRemediationStatus,
+) -> Option<(String, String)> {
+    if msr.spec.strategy().on_exhaustion() != ExhaustionPolicy::Retire {
+        return None;
+    }
+    let id = status.machine_id.as_deref()?;
+    let record = live.cluster_record.as_ref()?;
+    let key = retired_annotation(id)?;
+    (!record.retired.contains(id)).then(|| (record.name.clone(), key))
 }
 
 /// The Machine's `OwnerRemediated=False` condition, as a server-side apply of its status.

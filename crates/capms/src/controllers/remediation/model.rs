@@ -19,6 +19,8 @@ pub struct Live {
     pub metal: Option<MetalFacts>,
     /// For a control-plane Machine: what its control plane can spare.
     pub control_plane: Option<ControlPlaneFacts>,
+    /// The MetalStackCluster of the Machine's cluster: where a retired machine is recorded.
+    pub cluster_record: Option<ClusterRecord>,
     /// When observe read.
     pub now: jiff::Timestamp,
 }
@@ -34,6 +36,13 @@ pub struct MetalFacts {
     /// When the machine last phoned home after its newest reboot or installation, if its newest
     /// event is `Phoned Home`.
     pub phoned_home: Option<jiff::Timestamp>,
+}
+
+/// A MetalStackCluster as a remediation sees it: its name and the machines it records retired.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterRecord {
+    pub name: String,
+    pub retired: std::collections::BTreeSet<String>,
 }
 
 /// What a control plane can spare while one of its machines is remediated.
@@ -57,6 +66,10 @@ pub enum Step {
     /// The Machine's remediate-machine annotation cleared and its remediation noted (the time):
     /// a merge patch of its annotations.
     Conclude(serde_json::Value),
+    /// The machine recorded retired on the named MetalStackCluster (a merge patch of its
+    /// annotations), before its Machine is given up: freed with neither the Machine nor by the
+    /// orphan sweep.
+    Retire(String, serde_json::Value),
     /// `OwnerRemediated=False` on the Machine: its owner replaces it.
     GiveUp(serde_json::Value),
     RemoveFinalizer,

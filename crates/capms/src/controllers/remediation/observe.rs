@@ -1,10 +1,11 @@
 //! What a MetalStackRemediation reconcile reads, in the order `decide` looks at it.
 
 use super::decide::FINALIZER;
-use super::model::{ControlPlaneFacts, Live, MetalFacts, Observed};
-use crate::api::MetalStackMachine;
+use super::model::{ClusterRecord, ControlPlaneFacts, Live, MetalFacts, Observed};
 use crate::api::remediation::{MetalStackRemediation, RemediationPhase};
+use crate::api::{MetalStackCluster, MetalStackMachine};
 use crate::capi::{Cluster, KubeadmControlPlane, Machine as CapiMachine};
+use crate::ownership::retired_machines;
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
@@ -47,6 +48,13 @@ pub async fn observe(msr: &MetalStackRemediation, ctx: &Context) -> Result<Obser
     let cluster = ctx.get::<Cluster>(&ns, &machine.spec.cluster_name).await?;
     if paused_reason(msr, cluster.as_ref()).is_some() {
         return Ok(Observed::HandsOff);
+    }
+    if let Some(name) = cluster.as_ref().and_then(Cluster::metal_stack_cluster) {
+        let msc = ctx.get::<MetalStackCluster>(&ns, name).await?;
+        live.cluster_record = msc.map(|msc| ClusterRecord {
+            name: name.to_owned(),
+            retired: retired_machines(&msc),
+        });
     }
     let Some(infrastructure) = machine.metal_stack_machine() else {
         return Ok(Observed::Live(Box::new(live)));

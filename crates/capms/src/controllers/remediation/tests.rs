@@ -1,11 +1,13 @@
 //! The remediation decision, case by case.
 
 use super::decide::{FINALIZER, GIVEN_UP_REASON, REMEDIATED_ANNOTATION, after_failure, decide};
-use super::model::{ControlPlaneFacts, Live, MetalFacts, Observed, Step};
+use super::model::{ClusterRecord, ControlPlaneFacts, Live, MetalFacts, Observed, Step};
 use crate::api::remediation::{
     MetalStackRemediation, MetalStackRemediationStatus, PowerActionRecord, RemediationPhase,
 };
 use crate::capi::{KubeadmControlPlane, Machine};
+use crate::ownership::RETIRED_PREFIX;
+use crate::reconciler::conditions::Type;
 use crate::reconciler::{Error, Requeue};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use serde_json::json;
@@ -49,6 +51,10 @@ fn live(node_ready: bool, metal: MetalFacts, now: i64) -> Live {
         infrastructure: Some(crate::api::MetalStackMachine::new("w1", Default::default())),
         metal: Some(metal),
         control_plane: None,
+        cluster_record: Some(ClusterRecord {
+            name: "c".into(),
+            retired: Default::default(),
+        }),
         now: at(now),
     }
 }
@@ -235,6 +241,47 @@ fn an_exhausted_remediation_marks_the_machine_once() {
         .unwrap_or_else(|e| panic!("{e}")),
     );
     assert_eq!(run(&msr, marked).step, Step::Nothing);
+}
+
+#[test]
+fn a_retiring_strategy_records_the_machine_on_its_cluster_before_giving_the_machine_up() {
+    let strategy = json!({"timeoutSeconds": 100, "onExhaustion": "Retire"});
+    let msr = remediation(strategy.clone(), attempted(1, 5, true));
+    let d = run(&msr, live(false, hung(), 207));
+    assert_eq!(d.status.phase, Some(RemediationPhase::Exhausted));
+    let Step::Retire(cluster, patch) = &d.step else {
+        panic!("{:?}", d.step)
+    };
+    assert_eq!(cluster, "c");
+    let key = format!("{RETIRED_PREFIX}{ID}");
+    let why = patch["metadata"]["annotations"][&key]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("Machine ns/w1 was given up"), "{why}");
+    let ready = crate::reconciler::conditions::find(&d.status.conditions, Type::Ready);
+    assert!(
+        ready.is_some_and(|c| c.message.contains("retired")),
+        "{ready:?}"
+    );
+    // Recorded (the cache shows it): the Machine is given up.
+    let msr = remediation(strategy, d.status);
+    let mut recorded = live(false, hung(), 208);
+    let record = recorded
+        .cluster_record
+        .as_mut()
+        .unwrap_or_else(|| panic!("record"));
+    record.retired.insert(ID.into());
+    assert!(matches!(run(&msr, recorded).step, Step::GiveUp(_)));
+    // Without a MetalStackCluster to record it on, the machine is freed as usual.
+    let mut nowhere = live(false, hung(), 208);
+    nowhere.cluster_record = None;
+    assert!(matches!(run(&msr, nowhere).step, Step::GiveUp(_)));
+    // Reusing (the default), nothing is recorded.
+    let msr = remediation(json!({"timeoutSeconds": 100}), attempted(1, 5, true));
+    assert!(matches!(
+        run(&msr, live(false, hung(), 207)).step,
+        Step::GiveUp(_)
+    ));
 }
 
 #[test]

@@ -294,7 +294,7 @@ fn without_a_firewall_the_cluster_is_ready_once_network_and_ip_are() {
 }
 
 #[test]
-fn teardown_goes_machines_firewall_ip_network_finalizer() {
+fn teardown_goes_machines_retired_machines_firewall_ip_network_finalizer() {
     let gone = |left: Left| decide(&msc(), &Observed::Deleting(Some(Box::new(left))));
     let d = gone(Left {
         machines: 2,
@@ -306,6 +306,15 @@ fn teardown_goes_machines_firewall_ip_network_finalizer() {
         condition(&d, Type::Ready)
             .2
             .contains("2 MetalStackMachine(s)")
+    );
+    let d = gone(Left {
+        retired: vec![("m-retired".into(), "worker-1".into())],
+        firewalls: vec![("prod-firewall".into(), false)],
+        ..Default::default()
+    });
+    assert!(
+        matches!(&d.step, Step::FreeRetired(id, owner) if id == "m-retired" && owner == "worker-1"),
+        "the retired machines go first, once the cluster's MetalStackMachines are gone"
     );
     let d = gone(Left {
         firewalls: vec![
