@@ -374,6 +374,7 @@ mod machine_sets;
 mod metal_faults;
 mod moving;
 mod orphans;
+mod remediation;
 mod resilience;
 mod rollout;
 mod seed;

@@ -1,10 +1,13 @@
 //! Remediation on the same machine, with Cluster API's real MachineHealthCheck: a hung worker
 //! is power-cycled once and comes back as itself; a reinstall brings one back as itself; one
 //! that hangs again within the cooldown is handed back at once and replaced; one that no
-//! power cycle cures is given up after its attempts and replaced, its machine freed.
+//! power cycle cures is given up after its attempts and replaced, its machine retired (kept
+//! allocated until the cluster goes).
 
 use super::*;
+use capms::api::MetalStackCluster;
 use capms::api::remediation::MetalStackRemediation;
+use capms::ownership::retired_machines;
 use std::collections::BTreeSet;
 
 /// The shipped template's MetalStackRemediationTemplate and MachineHealthCheck of the workers.
@@ -188,29 +191,75 @@ async fn a_hung_worker_comes_back_on_its_machine_and_one_that_does_not_is_replac
     );
     let cycles = calls(&stack, POWER_CYCLE);
     hang(&stack, a_id, true);
-    let replacement = replaced(&stack, a, a_id).await;
+    let replacement = replaced(&stack, a, a_id, Exhaustion::Reuse).await;
     assert_eq!(
         calls(&stack, POWER_CYCLE),
         cycles,
         "no power cycle within the cooldown"
     );
 
-    // A worker no power cycle cures is given up after its one attempt, and replaced.
+    // A worker no power cycle cures is given up after its one attempt and replaced; retired,
+    // its machine stays allocated, out of the pool, until the cluster goes.
+    health_check(
+        &stack,
+        json!({"type": "Reboot", "retryLimit": 1, "timeoutSeconds": 100, "onExhaustion": "Retire"}),
+    );
     let id = workers(client, ns)
         .await
         .get(&replacement)
         .cloned()
         .expect("the replacement's machine");
     hang(&stack, &id, true);
-    replaced(&stack, &replacement, &id).await;
+    replaced(&stack, &replacement, &id, Exhaustion::Retire).await;
     assert_eq!(calls(&stack, POWER_CYCLE), cycles + 1, "one attempt");
     stack.delete_cluster().await;
 }
 
+/// What becomes of a given-up Machine's machine.
+#[derive(PartialEq)]
+enum Exhaustion {
+    /// Freed (and here cured, so that it may serve again).
+    Reuse,
+    /// Kept allocated and recorded on the cluster.
+    Retire,
+}
+
+/// Waits until the given-up machine `id` of Machine `name` is freed; or, retired, until the
+/// Machine is gone and checks that it is not.
+async fn given_up(stack: &Stack, name: &str, id: &str, exhaustion: Exhaustion) {
+    let ns = stack.ns.name.as_str();
+    let held = || allocated(&stack.sim, ns).iter().any(|(m, _, _)| m == id);
+    if exhaustion == Exhaustion::Reuse {
+        let what = "the given-up machine freed";
+        eventually(what, LOADED_MACHINE_WAIT, || async {
+            (!held()).then_some(())
+        })
+        .await;
+        let mut state = stack.sim.sim.state();
+        state.faults.hung.remove(id);
+        state.faults.incurable.remove(id);
+        return;
+    }
+    let machines = capi(&stack.ns.client, ns, "Machine");
+    let gone = || async { machines.get_opt(name).await.ok()?.is_none().then_some(()) };
+    eventually("the given-up Machine gone", LOADED_MACHINE_WAIT, gone).await;
+    assert!(held(), "the retired machine {id} stays allocated");
+    let clusters = Api::<MetalStackCluster>::namespaced(stack.ns.client.clone(), ns);
+    let recorded = clusters.list(&Default::default()).await.expect("clusters");
+    let recorded = recorded
+        .items
+        .iter()
+        .any(|c| retired_machines(c).contains(id));
+    assert!(
+        recorded,
+        "machine {id} recorded retired on its MetalStackCluster"
+    );
+}
+
 /// Waits until Machine `name` was given up (its remediation Exhausted), replaced by a new
-/// Machine Running on another machine, and its machine `id` freed (and cured, so that it may
-/// serve again); the replacement's name.
-async fn replaced(stack: &Stack, name: &str, id: &str) -> String {
+/// Machine Running on another machine, and its machine `id` freed or retired; the
+/// replacement's name.
+async fn replaced(stack: &Stack, name: &str, id: &str, exhaustion: Exhaustion) -> String {
     let (client, ns) = (&stack.ns.client, stack.ns.name.as_str());
     let before = workers(client, ns).await;
     let what = format!("{name}'s remediation exhausted");
@@ -223,17 +272,7 @@ async fn replaced(stack: &Stack, name: &str, id: &str) -> String {
         }
     })
     .await;
-    let freed = || allocated(&stack.sim, ns).iter().all(|(m, _, _)| m != id);
-    let what = "the given-up machine freed";
-    eventually(what, LOADED_MACHINE_WAIT, || async {
-        freed().then_some(())
-    })
-    .await;
-    {
-        let mut state = stack.sim.sim.state();
-        state.faults.hung.remove(id);
-        state.faults.incurable.remove(id);
-    }
+    given_up(stack, name, id, exhaustion).await;
     wait_running(client, ns, 3, "the replacement Running").await;
     let now = workers(client, ns).await;
     assert!(!now.contains_key(name), "{name} replaced: {now:?}");

@@ -198,8 +198,8 @@ async fn the_apiserver_enforces_the_schema() {
     remediation_templates_out_of_range_are_refused(&client, &ns.name).await;
 }
 
-/// A remediation template with an unknown strategy, an absurd retry count or a timeout under
-/// 100 s is refused, naming the field and what it may be.
+/// A remediation template with an unknown strategy, an absurd retry count, a timeout under
+/// 100 s or an unknown exhaustion policy is refused, naming the field and what it may be.
 async fn remediation_templates_out_of_range_are_refused(client: &kube::Client, ns: &str) {
     let templates = api_for(client, ns, "v1alpha4", "MetalStackRemediationTemplate");
     let cases = [
@@ -231,6 +231,13 @@ async fn remediation_templates_out_of_range_are_refused(client: &kube::Client, n
                 "greater than or equal to 100",
             ],
         ),
+        (
+            json!({"onExhaustion": "Keep"}),
+            [
+                "spec.template.spec.strategy.onExhaustion",
+                "\"Reuse\", \"Retire\"",
+            ],
+        ),
     ];
     for (strategy, expected) in cases {
         let template: DynamicObject = serde_json::from_value(json!({
@@ -248,7 +255,7 @@ async fn remediation_templates_out_of_range_are_refused(client: &kube::Client, n
     let fine: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackRemediationTemplate",
         "metadata": {"name": "remediation"},
-        "spec": {"template": {"spec": {"strategy": {"type": "Reinstall", "retryLimit": 3, "timeoutSeconds": 900}}}}
+        "spec": {"template": {"spec": {"strategy": {"type": "Reinstall", "retryLimit": 3, "timeoutSeconds": 900, "onExhaustion": "Retire"}}}}
     }))
     .expect("object");
     templates
