@@ -188,7 +188,7 @@ fn begin_attempt(
     machine: &super::model::MetalFacts,
 ) -> RemediationDecision {
     status.retry_count += 1;
-    status.last_remediated = Some(Time(now));
+    status.last_remediated = Some(to_the_second(now));
     status.previous_reboot = machine.last_planned_reboot.map(MicroTime);
     status.phase = Some(RemediationPhase::Running);
     let (reason, what) = attempt_words(kind);
@@ -276,10 +276,18 @@ fn action_name(kind: RemediationType) -> &'static str {
 fn record(action: &str, at: jiff::Timestamp, accepted: bool, answer: &str) -> PowerActionRecord {
     PowerActionRecord {
         action: action.into(),
-        time: Time(at),
+        time: to_the_second(at),
         accepted,
         answer: answer.chars().take(1024).collect(),
     }
+}
+
+/// `at` to the second, as a status keeps a Time: a status equal on the wire is equal here too.
+/// A write the apiserver finds unchanged sends no watch event, and the reconcile after it would
+/// wait for one (`reconciler::own_writes`): two refusals within a second held the third back
+/// for 30 s.
+fn to_the_second(at: jiff::Timestamp) -> Time {
+    Time(jiff::Timestamp::from_second(at.as_second()).unwrap_or(at))
 }
 
 /// The node is back: the remediation succeeded, and the Machine's attempts are wound up.
