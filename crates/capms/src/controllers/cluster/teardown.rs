@@ -1,5 +1,6 @@
 //! Deleting a MetalStackCluster: wait for its machines, free the machines it records as
-//! retired, delete its firewall and wait for it, then free the control-plane IP and the network capms allocated (never ones it did not).
+//! retired, delete its firewall and wait for it, then free the control-plane IP and the network
+//! capms allocated (never ones it did not).
 
 use super::model::{ClusterDecision, Left, Step};
 use crate::api::{MetalStackCluster, MetalStackClusterStatus};

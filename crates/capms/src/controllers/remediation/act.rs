@@ -43,18 +43,21 @@ pub async fn act(msr: &MetalStackRemediation, ctx: &Context, step: &Step) -> Res
                 .during(|| format!("winding up the remediation of Machine {ns}/{name}"))?;
             Ok(())
         }
-        Step::Retire(cluster, annotations) => {
+        Step::Retire {
+            cluster,
+            machine,
+            record,
+        } => {
             ctx.api::<MetalStackCluster>(&ns)
-                .patch(cluster, &PatchParams::default(), &Patch::Merge(annotations))
+                .patch(cluster, &PatchParams::default(), &Patch::Merge(record))
                 .await
-                .during(|| format!("recording Machine {ns}/{name}'s machine retired on MetalStackCluster {ns}/{cluster}"))?;
-            let id = msr
-                .status
-                .as_ref()
-                .and_then(|s| s.machine_id.clone())
-                .unwrap_or_default();
+                .during(|| {
+                    format!(
+                        "recording machine {machine} retired on MetalStackCluster {ns}/{cluster}"
+                    )
+                })?;
             let note = format!(
-                "retired machine {id}: it stays allocated, out of the pool, recorded on MetalStackCluster {ns}/{cluster}"
+                "retired machine {machine}: it stays allocated, out of the pool, recorded on MetalStackCluster {ns}/{cluster}"
             );
             ctx.events.warn(msr, "MachineRetired", "Retire", note);
             Ok(())

@@ -372,12 +372,16 @@ fn given_up(
         .map(|c| c.message.clone())
         .unwrap_or_default();
     if let Some((cluster, key)) = retirement(msr, live, &status) {
-        let machine = format!("{}/{}", msr.namespace().unwrap_or_default(), msr.name_any());
-        let why = format!("Machine {machine} was given up by its remediation: {note}");
-        let patch = json!({"metadata": {"annotations": {key: why}}});
+        let of = format!("{}/{}", msr.namespace().unwrap_or_default(), msr.name_any());
+        let why = format!("Machine {of} was given up by its remediation: {note}");
+        let step = Step::Retire {
+            cluster,
+            machine: status.machine_id.clone().unwrap_or_default(),
+            record: json!({"metadata": {"annotations": {key: why}}}),
+        };
         // The MetalStackCluster's change does not wake a remediation.
         let next = Requeue::After(Duration::from_secs(1));
-        return Decision::new(Step::Retire(cluster, patch), status, next);
+        return Decision::new(step, status, next);
     }
     let marked = live.machine.as_ref().is_none_or(|m| {
         m.metadata.deletion_timestamp.is_some()

@@ -53,7 +53,7 @@ impl Reconciler for Remediations {
             Step::Nothing => Effect::Nothing,
             Step::AddFinalizer => Effect::OwnObject,
             Step::PowerCycle(_) | Step::Reinstall(..) => Effect::MetalApi,
-            Step::Conclude(_) | Step::Retire(..) | Step::GiveUp(_) => Effect::Elsewhere,
+            Step::Conclude(_) | Step::Retire { .. } | Step::GiveUp(_) => Effect::Elsewhere,
             Step::RemoveFinalizer => Effect::LetsGo,
         }
     }

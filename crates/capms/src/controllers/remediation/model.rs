@@ -66,10 +66,14 @@ pub enum Step {
     /// The Machine's remediate-machine annotation cleared and its remediation noted (the time):
     /// a merge patch of its annotations.
     Conclude(serde_json::Value),
-    /// The machine recorded retired on the named MetalStackCluster (a merge patch of its
-    /// annotations), before its Machine is given up: freed with neither the Machine nor by the
-    /// orphan sweep.
-    Retire(String, serde_json::Value),
+    /// The machine recorded retired on a MetalStackCluster before its Machine is given up:
+    /// freed neither with the Machine nor by the orphan sweep.
+    Retire {
+        cluster: String,
+        machine: String,
+        /// A merge patch of the MetalStackCluster's annotations.
+        record: serde_json::Value,
+    },
     /// `OwnerRemediated=False` on the Machine: its owner replaces it.
     GiveUp(serde_json::Value),
     RemoveFinalizer,

@@ -249,10 +249,15 @@ fn a_retiring_strategy_records_the_machine_on_its_cluster_before_giving_the_mach
     let msr = remediation(strategy.clone(), attempted(1, 5, true));
     let d = run(&msr, live(false, hung(), 207));
     assert_eq!(d.status.phase, Some(RemediationPhase::Exhausted));
-    let Step::Retire(cluster, patch) = &d.step else {
+    let Step::Retire {
+        cluster,
+        machine,
+        record: patch,
+    } = &d.step
+    else {
         panic!("{:?}", d.step)
     };
-    assert_eq!(cluster, "c");
+    assert_eq!((cluster.as_str(), machine.as_str()), ("c", ID));
     let key = format!("{RETIRED_PREFIX}{ID}");
     let why = patch["metadata"]["annotations"][&key]
         .as_str()
