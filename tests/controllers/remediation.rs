@@ -4,6 +4,7 @@
 //! is asked for, and accepted, once.
 
 use super::crash_points::inventory;
+use super::looks::version_of;
 use super::*;
 use capms::api::remediation::MetalStackRemediation;
 
@@ -88,6 +89,7 @@ async fn a_refused_reinstall_is_reported_and_asked_again_with_backoff_then_once_
     )
     .await;
     let first = answered(&env, REINSTALL, 400);
+    // sleep-ok: the refusals are counted over a window of time: a rate, not an event.
     tokio::time::sleep(REFUSED_FOR).await;
     let refusals = answered(&env, REINSTALL, 400) - first;
     eprintln!("{refusals} refused reinstalls asked again in {REFUSED_FOR:?}");
@@ -107,9 +109,12 @@ async fn a_refused_reinstall_is_reported_and_asked_again_with_backoff_then_once_
         },
     )
     .await;
-    // Accepted, it is not asked again within its attempt.
+    // Accepted, it is not asked again within its attempt: capms looked twice more (its attempt
+    // polls metal-api every 10 s) and asked nothing.
     let accepted = answered(&env, REINSTALL, 200);
-    tokio::time::sleep(Duration::from_secs(15)).await;
+    let msr = remediations.get("worker-r").await.expect("the remediation");
+    env.looked("MetalStackRemediation", "worker-r", version_of(&msr), 2)
+        .await;
     assert_eq!(
         (accepted, answered(&env, REINSTALL, 200)),
         (1, 1),
