@@ -2,7 +2,8 @@
 //! is power-cycled once and comes back as itself; a reinstall brings one back as itself; one
 //! that hangs again within the cooldown is handed back at once and replaced; one that no
 //! power cycle cures is given up after its attempts and replaced, its machine retired (kept
-//! allocated until the cluster goes).
+//! allocated until the cluster goes); without a remediation template, a hung worker is replaced
+//! as before.
 
 use super::*;
 use capms::api::MetalStackCluster;
@@ -16,23 +17,26 @@ const POWER_CYCLE: &str = "/v1/machine/{id}/power/cycle";
 const REINSTALL: &str = "/v1/machine/{id}/reinstall";
 
 /// The shipped MetalStackRemediationTemplate with `strategy`, and the shipped MachineHealthCheck
-/// of the workers taking a node NotReady for 5 s (not 300) as unhealthy.
-fn health_check(stack: &Stack, strategy: serde_json::Value) {
+/// of the workers taking a node NotReady for 5 s (not 300) as unhealthy; without a strategy, the
+/// check alone, without `remediation`, as before capms remediated.
+fn health_check(stack: &Stack, strategy: Option<serde_json::Value>) {
     let ns = &stack.ns.name;
-    let objects = [
-        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackRemediationTemplate",
+    let mut check = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
+        "metadata": {"name": TEMPLATE, "namespace": ns},
+        "spec": {"clusterName": CLUSTER,
+            "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": format!("{CLUSTER}-worker")}},
+            "checks": {"nodeStartupTimeoutSeconds": 600, "unhealthyNodeConditions": [
+                {"type": "Ready", "status": "Unknown", "timeoutSeconds": 5},
+                {"type": "Ready", "status": "False", "timeoutSeconds": 5}]}}});
+    let mut objects = vec![];
+    if let Some(strategy) = strategy {
+        objects.push(json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackRemediationTemplate",
             "metadata": {"name": TEMPLATE, "namespace": ns},
-            "spec": {"template": {"spec": {"strategy": strategy}}}}),
-        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
-            "metadata": {"name": TEMPLATE, "namespace": ns},
-            "spec": {"clusterName": CLUSTER,
-                "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": format!("{CLUSTER}-worker")}},
-                "checks": {"nodeStartupTimeoutSeconds": 600, "unhealthyNodeConditions": [
-                    {"type": "Ready", "status": "Unknown", "timeoutSeconds": 5},
-                    {"type": "Ready", "status": "False", "timeoutSeconds": 5}]},
-                "remediation": {"templateRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4",
-                    "kind": "MetalStackRemediationTemplate", "name": TEMPLATE}}}}),
-    ];
+            "spec": {"template": {"spec": {"strategy": strategy}}}}));
+        check["spec"]["remediation"] = json!({"templateRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4",
+            "kind": "MetalStackRemediationTemplate", "name": TEMPLATE}});
+    }
+    objects.push(check);
     let file = stack.work.path().join("remediation.json");
     let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
     std::fs::write(&file, list.to_string()).expect("write");
@@ -166,7 +170,9 @@ async fn a_hung_worker_comes_back_on_its_machine_and_one_that_does_not_is_replac
     wait_ready(client, ns, "every Machine Ready").await;
     health_check(
         &stack,
-        json!({"type": "Reboot", "retryLimit": 1, "timeoutSeconds": 100, "cooldownSeconds": 3600}),
+        Some(
+            json!({"type": "Reboot", "retryLimit": 1, "timeoutSeconds": 100, "cooldownSeconds": 3600}),
+        ),
     );
     let workers_at_start = workers(client, ns).await;
     let mut named = workers_at_start.iter();
@@ -179,7 +185,7 @@ async fn a_hung_worker_comes_back_on_its_machine_and_one_that_does_not_is_replac
     // Reinstalled, a worker comes back as itself too.
     health_check(
         &stack,
-        json!({"type": "Reinstall", "retryLimit": 1, "timeoutSeconds": 100}),
+        Some(json!({"type": "Reinstall", "retryLimit": 1, "timeoutSeconds": 100})),
     );
     hang(&stack, b_id, false);
     back_as_itself(&stack, b, b_id, REINSTALL).await;
@@ -187,7 +193,9 @@ async fn a_hung_worker_comes_back_on_its_machine_and_one_that_does_not_is_replac
     // Hanging again within the cooldown, a worker is handed back at once and replaced.
     health_check(
         &stack,
-        json!({"type": "Reboot", "retryLimit": 1, "timeoutSeconds": 100, "cooldownSeconds": 3600}),
+        Some(
+            json!({"type": "Reboot", "retryLimit": 1, "timeoutSeconds": 100, "cooldownSeconds": 3600}),
+        ),
     );
     let cycles = calls(&stack, POWER_CYCLE);
     hang(&stack, a_id, true);
@@ -202,7 +210,9 @@ async fn a_hung_worker_comes_back_on_its_machine_and_one_that_does_not_is_replac
     // its machine stays allocated, out of the pool, until the cluster goes.
     health_check(
         &stack,
-        json!({"type": "Reboot", "retryLimit": 1, "timeoutSeconds": 100, "onExhaustion": "Retire"}),
+        Some(
+            json!({"type": "Reboot", "retryLimit": 1, "timeoutSeconds": 100, "onExhaustion": "Retire"}),
+        ),
     );
     let id = workers(client, ns)
         .await
@@ -212,6 +222,18 @@ async fn a_hung_worker_comes_back_on_its_machine_and_one_that_does_not_is_replac
     hang(&stack, &id, true);
     replaced(&stack, &replacement, &id, Exhaustion::Retire).await;
     assert_eq!(calls(&stack, POWER_CYCLE), cycles + 1, "one attempt");
+
+    // Without a remediation template the MachineHealthCheck works as before: the Machine is
+    // deleted and replaced, its machine freed, nothing power-cycled.
+    health_check(&stack, None);
+    let (name, id) = workers(client, ns)
+        .await
+        .into_iter()
+        .next()
+        .expect("a worker");
+    hang(&stack, &id, false);
+    replaced(&stack, &name, &id, Exhaustion::Reuse).await;
+    assert_eq!(calls(&stack, POWER_CYCLE), cycles + 1, "no power cycle");
     stack.delete_cluster().await;
 }
 
