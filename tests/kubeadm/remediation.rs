@@ -7,7 +7,7 @@
 
 use super::*;
 use capms::api::MetalStackCluster;
-use capms::api::remediation::MetalStackRemediation;
+use capms::api::remediation::{ExhaustionPolicy, MetalStackRemediation};
 use capms::ownership::retired_machines;
 use std::collections::BTreeSet;
 
@@ -199,7 +199,7 @@ async fn a_hung_worker_comes_back_on_its_machine_and_one_that_does_not_is_replac
     );
     let cycles = calls(&stack, POWER_CYCLE);
     hang(&stack, a_id, true);
-    let replacement = replaced(&stack, a, a_id, Exhaustion::Reuse).await;
+    let replacement = replaced(&stack, a, a_id, ExhaustionPolicy::Reuse).await;
     assert_eq!(
         calls(&stack, POWER_CYCLE),
         cycles,
@@ -220,7 +220,7 @@ async fn a_hung_worker_comes_back_on_its_machine_and_one_that_does_not_is_replac
         .cloned()
         .expect("the replacement's machine");
     hang(&stack, &id, true);
-    replaced(&stack, &replacement, &id, Exhaustion::Retire).await;
+    replaced(&stack, &replacement, &id, ExhaustionPolicy::Retire).await;
     assert_eq!(calls(&stack, POWER_CYCLE), cycles + 1, "one attempt");
 
     // Without a remediation template the MachineHealthCheck works as before: the Machine is
@@ -232,26 +232,17 @@ async fn a_hung_worker_comes_back_on_its_machine_and_one_that_does_not_is_replac
         .next()
         .expect("a worker");
     hang(&stack, &id, false);
-    replaced(&stack, &name, &id, Exhaustion::Reuse).await;
+    replaced(&stack, &name, &id, ExhaustionPolicy::Reuse).await;
     assert_eq!(calls(&stack, POWER_CYCLE), cycles + 1, "no power cycle");
     stack.delete_cluster().await;
 }
 
-/// What becomes of a given-up Machine's machine.
-#[derive(PartialEq)]
-enum Exhaustion {
-    /// Freed (and here cured, so that it may serve again).
-    Reuse,
-    /// Kept allocated and recorded on the cluster.
-    Retire,
-}
-
 /// Waits until the given-up machine `id` of Machine `name` is freed; or, retired, until the
 /// Machine is gone and checks that it is not.
-async fn given_up(stack: &Stack, name: &str, id: &str, exhaustion: Exhaustion) {
+async fn given_up(stack: &Stack, name: &str, id: &str, exhaustion: ExhaustionPolicy) {
     let ns = stack.ns.name.as_str();
     let held = || allocated(&stack.sim, ns).iter().any(|(m, _, _)| m == id);
-    if exhaustion == Exhaustion::Reuse {
+    if exhaustion == ExhaustionPolicy::Reuse {
         let what = "the given-up machine freed";
         eventually(what, LOADED_MACHINE_WAIT, || async {
             (!held()).then_some(())
@@ -281,7 +272,7 @@ async fn given_up(stack: &Stack, name: &str, id: &str, exhaustion: Exhaustion) {
 /// Waits until Machine `name` was given up (its remediation Exhausted), replaced by a new
 /// Machine Running on another machine, and its machine `id` freed or retired; the
 /// replacement's name.
-async fn replaced(stack: &Stack, name: &str, id: &str, exhaustion: Exhaustion) -> String {
+async fn replaced(stack: &Stack, name: &str, id: &str, exhaustion: ExhaustionPolicy) -> String {
     let (client, ns) = (&stack.ns.client, stack.ns.name.as_str());
     let before = workers(client, ns).await;
     let what = format!("{name}'s remediation exhausted");
