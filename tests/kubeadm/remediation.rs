@@ -237,10 +237,14 @@ async fn a_hung_worker_comes_back_on_its_machine_and_one_that_does_not_is_replac
     stack.delete_cluster().await;
 }
 
-/// Waits until the given-up machine `id` of Machine `name` is freed; or, retired, until the
-/// Machine is gone and checks that it is not.
+/// Waits until the given-up Machine `name` is gone (a Machine being deleted is still listed,
+/// and its machine may be freed before Cluster API lets it go), then until its machine `id` is
+/// freed; or, retired, checks that it is not.
 async fn given_up(stack: &Stack, name: &str, id: &str, exhaustion: ExhaustionPolicy) {
     let ns = stack.ns.name.as_str();
+    let machines = capi(&stack.ns.client, ns, "Machine");
+    let gone = || async { machines.get_opt(name).await.ok()?.is_none().then_some(()) };
+    eventually("the given-up Machine gone", LOADED_MACHINE_WAIT, gone).await;
     let held = || allocated(&stack.sim, ns).iter().any(|(m, _, _)| m == id);
     if exhaustion == ExhaustionPolicy::Reuse {
         let what = "the given-up machine freed";
@@ -253,9 +257,6 @@ async fn given_up(stack: &Stack, name: &str, id: &str, exhaustion: ExhaustionPol
         state.faults.incurable.remove(id);
         return;
     }
-    let machines = capi(&stack.ns.client, ns, "Machine");
-    let gone = || async { machines.get_opt(name).await.ok()?.is_none().then_some(()) };
-    eventually("the given-up Machine gone", LOADED_MACHINE_WAIT, gone).await;
     assert!(held(), "the retired machine {id} stays allocated");
     let clusters = Api::<MetalStackCluster>::namespaced(stack.ns.client.clone(), ns);
     let recorded = clusters.list(&Default::default()).await.expect("clusters");
