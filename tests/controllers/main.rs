@@ -300,6 +300,15 @@ impl Env {
         assert!(response.status().is_success());
     }
 
+    /// The metal-stack machine of MetalStackMachine `name`, by its providerID.
+    async fn machine_of(&self, name: &str) -> String {
+        let machines: Api<MetalStackMachine> = Api::namespaced(self.client(), &self.ns.name);
+        let msm = machines.get(name).await.expect("the MetalStackMachine");
+        let provider_id = msm.spec.provider_id.expect("a providerID");
+        let id = metal_api::ProviderId::parse(&provider_id).expect("providerID");
+        id.machine_id
+    }
+
     async fn add_lab_machine(&self, cluster_name: &str, name: &str, secret: &str) {
         self.apply(json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",

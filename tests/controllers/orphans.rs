@@ -275,7 +275,7 @@ async fn a_retired_machine_outlives_its_machine_and_the_sweep_until_taken_off_or
     let env = sweeping("orphans-retired", "1s").await;
     provisioned(&env).await;
     let msm: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
-    let id = machine_of(&msm, "worker-o").await;
+    let id = env.machine_of("worker-o").await;
     record_retired(&env, &id, Some("given up by its remediation")).await;
     deleted(&msm, "worker-o").await;
     let sweeps = env.sweeps().await;
@@ -300,7 +300,7 @@ async fn a_retired_machine_outlives_its_machine_and_the_sweep_until_taken_off_or
         || async { env.all_ready(&["worker-p".to_owned()]).await.then_some(()) },
     )
     .await;
-    let id = machine_of(&msm, "worker-p").await;
+    let id = env.machine_of("worker-p").await;
     record_retired(&env, &id, Some("given up by its remediation")).await;
     deleted(&msm, "worker-p").await;
     let sweeps = env.sweeps().await;
@@ -320,12 +320,4 @@ async fn a_retired_machine_outlives_its_machine_and_the_sweep_until_taken_off_or
         .then_some(())
     })
     .await;
-}
-
-/// The machine of MetalStackMachine `name`.
-async fn machine_of(machines: &Api<MetalStackMachine>, name: &str) -> String {
-    let msm = machines.get(name).await.expect("the MetalStackMachine");
-    let provider_id = msm.spec.provider_id.expect("a providerID");
-    let id = metal_api::ProviderId::parse(&provider_id).expect("providerID");
-    id.machine_id
 }

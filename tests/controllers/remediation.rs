@@ -43,16 +43,7 @@ async fn a_refused_reinstall_is_reported_and_asked_again_with_backoff_then_once_
         env.all_ready(&workers).await.then_some(())
     })
     .await;
-    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
-    let provider_id = machines
-        .get("worker-r")
-        .await
-        .expect("worker")
-        .spec
-        .provider_id;
-    let id = metal_api::ProviderId::parse(&provider_id.expect("a providerID"))
-        .expect("providerID")
-        .machine_id;
+    let id = env.machine_of("worker-r").await;
     lock(&env, &id, true);
     env.apply(json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackRemediation",
         "metadata": {"name": "worker-r"}, "spec": {"strategy": {"type": "Reinstall", "timeoutSeconds": 3600}}}))

@@ -12,7 +12,7 @@ use metal_api::types::event;
 
 /// Remediations of `worker` (a Machine of the lab cluster with its machine), life after life.
 pub(super) async fn remediated(env: &Env, lives: &mut Lives, worker: &str) {
-    let id = machine_of(env, worker).await;
+    let id = env.machine_of(worker).await;
     let began = jiff::Timestamp::now();
     request(
         env,
@@ -91,16 +91,6 @@ pub(super) async fn remediated(env: &Env, lives: &mut Lives, worker: &str) {
         "one reinstall within its attempt: {status:?}; {events:?}"
     );
     withdraw(env, lives, worker, "a reinstall wound up").await;
-}
-
-/// The metal-stack machine of MetalStackMachine `name`.
-async fn machine_of(env: &Env, name: &str) -> String {
-    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
-    let msm = machines.get(name).await.expect("the MetalStackMachine");
-    let provider_id = msm.spec.provider_id.expect("a providerID");
-    metal_api::ProviderId::parse(&provider_id)
-        .expect("providerID")
-        .machine_id
 }
 
 /// A MetalStackRemediation of Machine `worker` with `strategy`, as the MachineHealthCheck makes
