@@ -4,10 +4,8 @@
 //! Cluster API by.
 
 use crate::measure::{APISERVER_REQUESTS, Counters};
-use crate::report::Report;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 /// The kube-apiserver's work while the machines were provisioned.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -72,67 +70,4 @@ pub struct ClusterApiAlone {
     /// signal for a provider to start.
     pub last_owned_seconds: f64,
     pub apiserver: ApiserverLoad,
-}
-
-impl Report {
-    /// Cluster API's pace with capms ÷ its pace alone (when the last MetalStackMachine was
-    /// owned); NaN without a baseline.
-    pub fn pace_times_alone(&self) -> f64 {
-        match &self.capi_alone {
-            Some(alone) => {
-                self.provisioning.last_owned_seconds / alone.last_owned_seconds.max(0.001)
-            }
-            None => f64::NAN,
-        }
-    }
-
-    /// Time to all ready ÷ (Cluster API's pace alone + the simulated lifecycle); NaN without a
-    /// baseline.
-    pub fn all_ready_times_alone_bound(&self) -> f64 {
-        let p = &self.provisioning;
-        let lifecycle = p.lower_bound_seconds - p.last_machine_created_seconds;
-        match &self.capi_alone {
-            Some(alone) => p.seconds_to_all_ready / (alone.last_owned_seconds + lifecycle),
-            None => f64::NAN,
-        }
-    }
-
-    /// Cluster API's pace and the apiserver's load, against the baseline when there is one.
-    pub fn write_shared_apiserver(&self, t: &mut String) {
-        let p = &self.provisioning;
-        let alone = self.capi_alone.as_ref();
-        let or_none = |f: fn(&ClusterApiAlone) -> f64| alone.map_or(f64::NAN, f);
-        let _ = writeln!(
-            t,
-            "  Cluster API's pace     last MetalStackMachine owned {:.1} s with capms, {:.1} s alone: {:.2}×; all ready {:.2}× (pace alone + lifecycle)",
-            p.last_owned_seconds,
-            or_none(|a| a.last_owned_seconds),
-            self.pace_times_alone(),
-            self.all_ready_times_alone_bound()
-        );
-        let (o, whole) = (&self.apiserver_until_owned, &self.apiserver);
-        let _ = writeln!(
-            t,
-            "  apiserver until owned  {:.1} CPU-s ({:.1} alone); requests per machine {:.2} ({:.2} alone): capms {:.2}, the rest {:.2}; admission calls {:.2}; Machine status conflicts {:.2} per worker ({:.2} alone)",
-            o.cpu_seconds,
-            or_none(|a| a.apiserver.cpu_seconds),
-            o.requests_per_machine,
-            or_none(|a| a.apiserver.requests_per_machine),
-            o.capms_requests_per_machine,
-            o.other_requests_per_machine,
-            o.admission_calls_per_machine,
-            o.machine_status_conflicts_per_worker,
-            or_none(|a| a.apiserver.machine_status_conflicts_per_worker)
-        );
-        let _ = writeln!(
-            t,
-            "  apiserver to all ready {:.1} CPU-s; requests per machine {:.2}: capms {:.2}, the rest {:.2}; admission calls {:.2}; Machine status conflicts {:.2} per worker",
-            whole.cpu_seconds,
-            whole.requests_per_machine,
-            whole.capms_requests_per_machine,
-            whole.other_requests_per_machine,
-            whole.admission_calls_per_machine,
-            whole.machine_status_conflicts_per_worker
-        );
-    }
 }

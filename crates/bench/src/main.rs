@@ -22,6 +22,7 @@ mod apiserver_load;
 mod measure;
 mod report;
 mod scenario;
+mod table;
 mod targets;
 mod watch;
 

@@ -304,142 +304,27 @@ pub struct Report {
 }
 
 impl Report {
-    /// The numbers a person looks at first.
-    pub fn table(&self) -> String {
-        let mut t = String::new();
-        self.write_times(&mut t);
-        self.write_shared_apiserver(&mut t);
-        self.write_costs(&mut t);
-        self.write_admission_and_capms(&mut t);
-        t
-    }
-
-    /// Size, time to all ready against the lower bound, and the latency percentiles.
-    fn write_times(&self, t: &mut String) {
-        let (s, p) = (&self.size, &self.provisioning);
-        let l = &p.worker_latency;
-        let _ = writeln!(
-            t,
-            "capms bench: {} clusters × {} workers ({} machines with firewalls), {} s lifecycle steps, capms {:?}, {}",
-            s.clusters,
-            s.workers_per_cluster,
-            s.machines,
-            s.lifecycle_step_seconds,
-            s.capms_args,
-            if s.workload_api {
-                "workload API reachable"
-            } else {
-                "no workload API"
+    /// Cluster API's pace with capms ÷ its pace alone (when the last MetalStackMachine was
+    /// owned); NaN without a baseline.
+    pub fn pace_times_alone(&self) -> f64 {
+        match &self.capi_alone {
+            Some(alone) => {
+                self.provisioning.last_owned_seconds / alone.last_owned_seconds.max(0.001)
             }
-        );
-        let _ = writeln!(
-            t,
-            "  all ready after        {:>8.1} s   lower bound {:.1} s (last machine created {:.1} s + lifecycle): {:.2}×",
-            p.seconds_to_all_ready,
-            p.lower_bound_seconds,
-            p.last_machine_created_seconds,
-            p.times_lower_bound
-        );
-        let _ = writeln!(
-            t,
-            "  Cluster API's bound    {:>8.1} s   (last owner reference + lifecycle): {:.2}× the lower bound, created → ready p90 {:.1} s",
-            p.owned_bound_seconds,
-            p.owned_bound_times_lower_bound,
-            p.owned_bound_created_to_ready_p90_s
-        );
-        let spans = [
-            ("created → owned (CAPI)", &l.created_to_owned_s),
-            ("owned → allocated", &l.owned_to_allocated_s),
-            ("allocated → ready", &l.allocated_to_ready_s),
-            ("owned → ready (capms)", &l.owned_to_ready_s),
-            ("created → ready", &l.created_to_ready_s),
-        ];
-        for (label, p) in spans {
-            let _ = writeln!(
-                t,
-                "  {label:<22} p50 {:>6.1} s  p90 {:>6.1} s  max {:>6.1} s",
-                p.p50, p.p90, p.max
-            );
+            None => f64::NAN,
         }
     }
 
-    /// metal-api calls, apiserver requests, reconciles and queue waits, orphans, deletion.
-    fn write_costs(&self, t: &mut String) {
-        let (p, i, d) = (&self.provisioning, &self.idle, &self.deletion);
-        let _ = writeln!(
-            t,
-            "  metal-api calls        {:>8.2} per machine to provision, {:.2} to delete, {:.3}/s idle",
-            p.metal_calls_per_machine, d.metal_calls_per_machine, i.metal_calls_per_second
-        );
-        let _ = writeln!(
-            t,
-            "  apiserver requests     {:>8.2} per machine to provision, {:.2} to delete, {:.2}/s idle",
-            p.apiserver_requests_per_machine,
-            d.apiserver_requests_per_machine,
-            i.apiserver_requests_per_second
-        );
-        let _ = writeln!(
-            t,
-            "  reconciles             {:>8.2} per worker, {:.1} per cluster; {} admission calls",
-            p.reconciles_per_worker, p.reconciles_per_cluster, p.admission_calls
-        );
-        let wait = |q: &str| p.queue_wait_mean_s.get(q).copied().unwrap_or(0.0) * 1000.0;
-        let _ = writeln!(
-            t,
-            "  work-queue wait (mean) {:>8.1} ms MetalStackMachine, {:.1} ms MetalStackCluster",
-            wait("metalstackmachine"),
-            wait("metalstackcluster")
-        );
-        let _ = writeln!(
-            t,
-            "  orphans                {:>8} MetalStackMachines Cluster API left without a Machine (capms wrote to none)",
-            p.orphans_left_by_cluster_api
-        );
-        let _ = writeln!(t, "  deletion               {:>8.1} s", d.seconds);
+    /// Time to all ready ÷ (Cluster API's pace alone + the simulated lifecycle); NaN without a
+    /// baseline.
+    pub fn all_ready_times_alone_bound(&self) -> f64 {
+        let p = &self.provisioning;
+        let lifecycle = p.lower_bound_seconds - p.last_machine_created_seconds;
+        match &self.capi_alone {
+            Some(alone) => p.seconds_to_all_ready / (alone.last_owned_seconds + lifecycle),
+            None => f64::NAN,
+        }
     }
-
-    /// Admission latency, capms's CPU and memory, and the calls by route and resource.
-    fn write_admission_and_capms(&self, t: &mut String) {
-        let (p, a) = (&self.provisioning, &self.admission);
-        let _ = writeln!(
-            t,
-            "  admission {:>4}/s × {:.0} s: p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms, {} errors, {} metal-api calls",
-            a.rate,
-            a.seconds,
-            a.latency_ms.p50,
-            a.latency_ms.p99,
-            a.latency_ms.max,
-            a.errors,
-            a.metal_calls
-        );
-        let _ = writeln!(
-            t,
-            "  capms                  {:>8.1} CPU s ({}), peak RSS {:.1} MiB (the peak so far at the end of {})",
-            self.capms.cpu_seconds,
-            by_phase(&self.capms.cpu_seconds_by_phase),
-            self.capms.peak_rss_mib,
-            by_phase(&self.capms.peak_rss_mib_by_phase)
-        );
-        let _ = writeln!(
-            t,
-            "  metal-api calls to provision by route: {:?}",
-            p.metal_calls
-        );
-        let _ = writeln!(
-            t,
-            "  apiserver requests to provision by resource: {:?}",
-            p.apiserver_requests_by_resource
-        );
-    }
-}
-
-/// "phase value, …", one decimal each.
-fn by_phase(values: &BTreeMap<String, f64>) -> String {
-    values
-        .iter()
-        .map(|(phase, value)| format!("{phase} {value:.1}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The ready-over-time curve, the created curve and the lower bound, as a small SVG.
