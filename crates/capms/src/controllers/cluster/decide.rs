@@ -4,6 +4,7 @@
 
 use super::model::{ClusterDecision, EndpointSeen, Live, NetworkSeen, Observed, Step};
 use super::requests::{ip_request, network_request};
+use super::rollout::Outcome;
 use super::{FINALIZER, firewall, teardown};
 use crate::api::{ApiEndpoint, Initialization, MetalStackCluster, MetalStackClusterStatus};
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
@@ -211,9 +212,9 @@ impl Progress<'_> {
             Conditions::of(&mut self.status.conditions, self.msc.metadata.generation);
         let rollout = &mut self.status.firewall;
         match firewall::decide(self.msc, cluster_name, seen, &mut conditions, rollout) {
-            firewall::Outcome::Ready => self.ready(Step::Nothing, Requeue::Resync),
-            firewall::Outcome::Serving(step, next) => self.ready(step, next),
-            firewall::Outcome::Step(step, next) => self.provisioning(Ok(Some((step, next)))),
+            Outcome::Ready => self.ready(Step::Nothing, Requeue::Resync),
+            Outcome::Serving(step, next) => self.ready(step, next),
+            Outcome::Step(step, next) => self.provisioning(Ok(Some((step, next)))),
         }
     }
 

@@ -5,7 +5,7 @@
 use super::deployment::{self, Whose};
 use super::firewall_name;
 use super::model::{FirewallSeen, Step};
-use super::rollout::Rollout;
+use super::rollout::{Outcome, Rollout};
 use crate::api::{
     FirewallRolloutStatus, MetalStackCluster, MetalStackClusterSpec, MetalStackFirewall,
     MetalStackFirewallSpec, TemplateMeta,
@@ -20,13 +20,6 @@ use std::time::Duration;
 
 /// A template's creation brings the cluster back (the template watch); a safety net too.
 const TEMPLATE_SAFETY_NET: Duration = Duration::from_secs(300);
-
-pub enum Outcome {
-    Ready,
-    /// A ready firewall serves the cluster while the rollout takes this step.
-    Serving(Step, Requeue),
-    Step(Step, Requeue),
-}
 
 /// The MetalStackFirewall a cluster creates: its spec from the cluster's firewallSpec or from its
 /// firewall template, the template's labels and annotations, and where it was cloned from.
@@ -134,28 +127,6 @@ fn desired(
             ),
         }),
     })
-}
-
-/// Has the firewall the spec the cluster wants? spec.providerID is the firewall controller's, not
-/// compared.
-pub fn same_spec(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
-    let mut spec = current.spec.clone();
-    spec.provider_id.clone_from(&desired.spec.provider_id);
-    spec == desired.spec
-}
-
-/// Does the firewall lack labels or annotations the cluster sets on it?
-pub fn metadata_differs(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
-    let subset = |want: &Option<BTreeMap<String, String>>, have: &BTreeMap<String, String>| {
-        want.iter().flatten().all(|(k, v)| have.get(k) == Some(v))
-    };
-    !subset(&desired.metadata.labels, current.labels())
-        || !subset(&desired.metadata.annotations, current.annotations())
-}
-
-/// Is the firewall allocated in metal-api (its spec then no longer applies)?
-pub fn allocated(fw: &MetalStackFirewall) -> bool {
-    fw.spec.provider_id.is_some() || fw.status.as_ref().is_some_and(|s| s.machine_id.is_some())
 }
 
 /// While the cluster's firewall deployment is not the cluster's: the step that claims it, or

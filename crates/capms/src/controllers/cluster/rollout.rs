@@ -7,7 +7,6 @@
 //! Everything here is decided from the cluster's firewalls as they are, so a restarted capms
 //! resumes a rollout where it stood without making a second firewall.
 
-use super::firewall::{Outcome, allocated, metadata_differs, same_spec};
 use super::firewall_name;
 use super::model::{FirewallSeen, Retire, Step};
 use crate::api::{FirewallRolloutStatus, MetalStackCluster, MetalStackFirewall, RolloutPhase};
@@ -16,7 +15,38 @@ use crate::reconciler::Requeue;
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// What the cluster's firewall needs: nothing more, or a step (while a ready firewall serves).
+pub enum Outcome {
+    Ready,
+    /// A ready firewall serves the cluster while the rollout takes this step.
+    Serving(Step, Requeue),
+    Step(Step, Requeue),
+}
+
+/// Has the firewall the spec the cluster wants? spec.providerID is the firewall controller's, not
+/// compared.
+pub fn same_spec(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
+    let mut spec = current.spec.clone();
+    spec.provider_id.clone_from(&desired.spec.provider_id);
+    spec == desired.spec
+}
+
+/// Does the firewall lack labels or annotations the cluster sets on it?
+pub fn metadata_differs(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
+    let subset = |want: &Option<BTreeMap<String, String>>, have: &BTreeMap<String, String>| {
+        want.iter().flatten().all(|(k, v)| have.get(k) == Some(v))
+    };
+    !subset(&desired.metadata.labels, current.labels())
+        || !subset(&desired.metadata.annotations, current.annotations())
+}
+
+/// Is the firewall allocated in metal-api (its spec then no longer applies)?
+pub fn allocated(fw: &MetalStackFirewall) -> bool {
+    fw.spec.provider_id.is_some() || fw.status.as_ref().is_some_and(|s| s.machine_id.is_some())
+}
 
 /// The firewall's status changes bring the cluster back; this is only a safety net.
 const SAFETY_NET: Duration = Duration::from_secs(60);
