@@ -11,7 +11,8 @@ use axum::body::Body;
 use axum::http::Request;
 use base64::Engine;
 use capms::cache::catalog::CatalogCache;
-use capms::webhooks::{Kind, Route, WebhookState, router, routes};
+use capms::webhooks::{AdmittedKind, Route, WebhookState, router, routes};
+use capms_test_support::RunningSim;
 use capms_test_support::mock_apiserver::MockApiserver;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -33,16 +34,16 @@ fn management_cluster() -> MockApiserver {
     api.put::<capms::capi::Cluster>(&typed(json!({"metadata": meta("fuzz"),
         "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": "fuzz"}}})));
     api.put::<capms::api::MetalStackCluster>(&typed(
-        json!({"metadata": meta("fuzz"), "spec": spec(Kind::Cluster)}),
+        json!({"metadata": meta("fuzz"), "spec": spec(AdmittedKind::Cluster)}),
     ));
-    let mut templated = spec(Kind::Cluster);
+    let mut templated = spec(AdmittedKind::Cluster);
     templated["firewallSpec"] = Value::Null;
     templated["firewallTemplateRef"] = json!({"name": "edge"});
     api.put::<capms::api::MetalStackCluster>(&typed(
         json!({"metadata": meta("templated"), "spec": templated}),
     ));
     api.put::<capms::api::MetalStackFirewallTemplate>(&typed(
-        json!({"metadata": meta("edge"), "spec": spec(Kind::FirewallTemplate)}),
+        json!({"metadata": meta("edge"), "spec": spec(AdmittedKind::FirewallTemplate)}),
     ));
     api.put::<capms::api::v1alpha1::MetalStackFirewallDeployment>(&typed(
         json!({"metadata": meta("fwd"),
@@ -51,19 +52,19 @@ fn management_cluster() -> MockApiserver {
     api
 }
 
-fn state(api: &MockApiserver) -> WebhookState {
-    let metal = metal_api::Client::new(metal_api::Config::new(
-        url::Url::parse("http://127.0.0.1:9/").expect("url"),
-        metal_api::Auth::None,
-    ))
-    .expect("client");
-    WebhookState {
-        client: Some(api.client()),
+/// The handlers' state, their catalog read from a simulator holding the lab (which must live as
+/// long as the state is used).
+async fn state(api: &MockApiserver) -> (WebhookState, RunningSim) {
+    let metal = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    *metal.sim.state() = lab();
+    let state = WebhookState {
+        client: api.client(),
         caches: Default::default(),
-        catalog: CatalogCache::with_catalog(metal, lab().catalog()),
+        catalog: CatalogCache::new(metal.editor()),
         deny_when_metal_unreachable: false,
         metrics: Default::default(),
-    }
+    };
+    (state, metal)
 }
 
 fn firewall_spec() -> Value {
@@ -73,7 +74,7 @@ fn firewall_spec() -> Value {
 }
 
 /// A valid spec of `kind`, with every field capms knows set.
-pub(super) fn spec(kind: Kind) -> Value {
+pub(super) fn spec(kind: AdmittedKind) -> Value {
     let cluster = json!({"partition": "mini-lab", "projectID": PROJECT, "publicNetworkID": "internet-mini-lab",
         "controlPlaneEndpoint": {"host": "127.100.0.9", "port": 6443}, "firewallSpec": firewall_spec()});
     let machine =
@@ -81,16 +82,16 @@ pub(super) fn spec(kind: Kind) -> Value {
     let template =
         |spec: Value| json!({"template": {"metadata": {"labels": {"team": "a"}}, "spec": spec}});
     match kind {
-        Kind::Cluster => cluster,
-        Kind::ClusterTemplate => template(cluster),
-        Kind::Firewall => firewall_spec(),
-        Kind::FirewallTemplate => template(firewall_spec()),
-        Kind::Machine => machine,
-        Kind::MachineTemplate => template(machine),
+        AdmittedKind::Cluster => cluster,
+        AdmittedKind::ClusterTemplate => template(cluster),
+        AdmittedKind::Firewall => firewall_spec(),
+        AdmittedKind::FirewallTemplate => template(firewall_spec()),
+        AdmittedKind::Machine => machine,
+        AdmittedKind::MachineTemplate => template(machine),
     }
 }
 
-pub(super) fn object(kind: Kind, spec: Value) -> Value {
+pub(super) fn object(kind: AdmittedKind, spec: Value) -> Value {
     json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": kind.name(),
            "metadata": {"name": "fuzz", "namespace": "default", "uid": "0d9c1b7e-0000-4000-8000-000000000001"},
            "spec": spec})
@@ -99,13 +100,13 @@ pub(super) fn object(kind: Kind, spec: Value) -> Value {
 /// A valid object of `kind` that makes admission read the management cluster: a machine
 /// without a partition (its cluster's is taken), a cluster naming firewall template `edge` or
 /// one there is not, template `edge` itself (which clusters and a deployment use).
-fn reading(kind: Kind, rng: &mut StdRng) -> Value {
+fn reading(kind: AdmittedKind, rng: &mut StdRng) -> Value {
     let mut valid = object(kind, spec(kind));
     match kind {
-        Kind::Machine | Kind::MachineTemplate => {
+        AdmittedKind::Machine | AdmittedKind::MachineTemplate => {
             valid["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "fuzz"});
             if rng.random_bool(0.5) {
-                let at = if kind == Kind::Machine {
+                let at = if kind == AdmittedKind::Machine {
                     "/spec"
                 } else {
                     "/spec/template/spec"
@@ -115,7 +116,7 @@ fn reading(kind: Kind, rng: &mut StdRng) -> Value {
                 }
             }
         }
-        Kind::Cluster if rng.random_bool(0.5) => {
+        AdmittedKind::Cluster if rng.random_bool(0.5) => {
             // A template there is, or one there is not (yet).
             let template = ["edge", "edge-to-come"][rng.random_range(0..2)];
             valid["spec"]["firewallSpec"] = Value::Null;
@@ -124,7 +125,7 @@ fn reading(kind: Kind, rng: &mut StdRng) -> Value {
                 spec.retain(|_, v| !v.is_null());
             }
         }
-        Kind::FirewallTemplate => {
+        AdmittedKind::FirewallTemplate => {
             valid["metadata"]["name"] = json!("edge");
             // A change the clusters and the deployment using it must be able to take.
             if rng.random_bool(0.3) {
@@ -139,20 +140,22 @@ fn reading(kind: Kind, rng: &mut StdRng) -> Value {
 
 /// A valid object of `kind` as the Go provider's users write it (`v1alpha1`), for the kinds
 /// served in it.
-fn go_provider_object(kind: Kind) -> Option<Value> {
+fn go_provider_object(kind: AdmittedKind) -> Option<Value> {
     let spec = match kind {
-        Kind::Cluster => json!({"partition": "mini-lab", "projectID": PROJECT,
+        AdmittedKind::Cluster => json!({"partition": "mini-lab", "projectID": PROJECT,
             "controlPlaneEndpoint": {"host": "127.100.0.9", "port": 443}}),
-        Kind::Machine => json!({"image": "ubuntu-26.4", "size": "v1-small-x86"}),
-        Kind::MachineTemplate => {
+        AdmittedKind::Machine => json!({"image": "ubuntu-26.4", "size": "v1-small-x86"}),
+        AdmittedKind::MachineTemplate => {
             json!({"template": {"spec": {"image": "ubuntu-26.4", "size": "v1-small-x86"}}})
         }
-        Kind::FirewallTemplate => json!({"image": "firewall-ubuntu-3.0", "size": "v1-small-x86",
+        AdmittedKind::FirewallTemplate => {
+            json!({"image": "firewall-ubuntu-3.0", "size": "v1-small-x86",
             "networks": ["internet-mini-lab"], "partition": "mini-lab", "project": PROJECT,
-            "initialRuleSet": {"egress": [{"protocol": "TCP", "ports": [443], "to": ["0.0.0.0/0"]}]}}),
-        Kind::ClusterTemplate | Kind::Firewall => return None,
+            "initialRuleSet": {"egress": [{"protocol": "TCP", "ports": [443], "to": ["0.0.0.0/0"]}]}})
+        }
+        AdmittedKind::ClusterTemplate | AdmittedKind::Firewall => return None,
     };
-    let name = if kind == Kind::FirewallTemplate {
+    let name = if kind == AdmittedKind::FirewallTemplate {
         "edge"
     } else {
         "fuzz"
@@ -164,7 +167,7 @@ fn go_provider_object(kind: Kind) -> Option<Value> {
 }
 
 /// The review the apiserver sends for `object`, asked for as `version`.
-fn review(kind: Kind, version: &str, op: &str, object: Value, old: Option<Value>) -> Value {
+fn review(kind: AdmittedKind, version: &str, op: &str, object: Value, old: Option<Value>) -> Value {
     let group = "infrastructure.cluster.x-k8s.io";
     let name = object["metadata"]["name"].clone();
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -226,7 +229,10 @@ fn field_of_schema<'a>(message: &'a str, schema: &Value) -> Option<&'a str> {
 /// held it (for an update) and the spoilt one, both as the webhooks get them (`v1alpha4`). Half
 /// the Go provider's kinds are written and spoilt in `v1alpha1` and converted as the apiserver
 /// converts them; None when it could not.
-fn spoilt_review_objects(kind: Kind, rng: &mut StdRng) -> Option<(&'static str, Value, Value)> {
+fn spoilt_review_objects(
+    kind: AdmittedKind,
+    rng: &mut StdRng,
+) -> Option<(&'static str, Value, Value)> {
     if let Some(go) = go_provider_object(kind).filter(|_| rng.random_bool(0.5)) {
         let bad = spoilt(rng, &go, &[Step::Key("spec".into())]);
         let hub = |o: &Value| {
@@ -238,7 +244,7 @@ fn spoilt_review_objects(kind: Kind, rng: &mut StdRng) -> Option<(&'static str, 
     let bad = spoilt(rng, &valid, &[Step::Key("spec".into())]);
     // An update starts from the template as the management cluster holds it.
     let old = match kind {
-        Kind::FirewallTemplate => {
+        AdmittedKind::FirewallTemplate => {
             let mut held = object(kind, spec(kind));
             held["metadata"]["name"] = json!("edge");
             held
@@ -252,7 +258,7 @@ fn spoilt_review_objects(kind: Kind, rng: &mut StdRng) -> Option<(&'static str, 
 async fn spoilt_objects_of_every_kind_are_answered_and_every_denial_names_a_field_of_its_schema() {
     capms::tls::install_default_provider();
     let api = management_cluster();
-    let state = state(&api);
+    let (state, _metal) = state(&api).await;
     let routes = routes();
     let mut rng = rng(0xAD_0155);
     let (mut allowed, mut denied, mut not_converted) = (0, 0, 0);
@@ -313,7 +319,7 @@ async fn spoilt_objects_of_every_kind_are_answered_and_every_denial_names_a_fiel
 async fn random_bytes_and_json_are_answered_without_a_panic_or_a_5xx() {
     capms::tls::install_default_provider();
     let api = management_cluster();
-    let state = state(&api);
+    let (state, _metal) = state(&api).await;
     let routes = routes();
     let mut rng = rng(0xCA9_5EED);
     for i in 0..cases() {
@@ -369,17 +375,17 @@ fn a_denial_names_a_field_only_when_its_schema_has_it() {
 async fn a_cluster_naming_a_missing_template_is_warned_with_the_templates_there_are() {
     capms::tls::install_default_provider();
     let api = management_cluster();
-    let state = state(&api);
+    let (state, _metal) = state(&api).await;
     let route = routes()
         .into_iter()
-        .find(|r| r.kind == Kind::Cluster && r.path().starts_with("/validate"))
+        .find(|r| r.kind == AdmittedKind::Cluster && r.path().starts_with("/validate"))
         .expect("the cluster's validating webhook");
-    let mut cluster = object(Kind::Cluster, spec(Kind::Cluster));
+    let mut cluster = object(AdmittedKind::Cluster, spec(AdmittedKind::Cluster));
     cluster["spec"]
         .as_object_mut()
         .map(|s| s.remove("firewallSpec"));
     cluster["spec"]["firewallTemplateRef"] = json!({"name": "nope"});
-    let body = review(Kind::Cluster, "v1alpha4", "CREATE", cluster, None);
+    let body = review(AdmittedKind::Cluster, "v1alpha4", "CREATE", cluster, None);
     let (_, out) = call(&state, route, serde_json::to_vec(&body).expect("json")).await;
     let warnings = out["response"]["warnings"].to_string();
     assert!(warnings.contains("edge"), "{out}");

@@ -9,7 +9,7 @@ use super::*;
 use axum::body::Body;
 use axum::http::Request;
 use capms::conversion::{SERVED_VERSIONS, convert, review};
-use capms::webhooks::Kind;
+use capms::webhooks::AdmittedKind;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -152,9 +152,9 @@ fn complete(object: &Value, version: &str) -> bool {
 }
 
 /// A valid object of `kind` in `version`.
-fn valid(kind: Kind, version: &str) -> Value {
+fn valid(kind: AdmittedKind, version: &str) -> Value {
     let mut object = object(kind, spec(kind));
-    if kind == Kind::FirewallTemplate && version == "v1alpha1" {
+    if kind == AdmittedKind::FirewallTemplate && version == "v1alpha1" {
         // The Go provider's template needs its partition and project, which capms's has not.
         object["apiVersion"] = json!(api_version(version));
         object["spec"] = json!({"image": "firewall-ubuntu-3.0", "size": "v1-small-x86",
@@ -169,7 +169,7 @@ fn valid(kind: Kind, version: &str) -> Value {
 async fn spoilt_objects_convert_back_unchanged_or_are_refused_naming_what() {
     let mut rng = rng(0xC0_1E27);
     // The kinds served in more than one version.
-    let kinds: Vec<Kind> = Kind::ALL
+    let kinds: Vec<AdmittedKind> = AdmittedKind::ALL
         .into_iter()
         .filter(|k| capms::conversion::kinds::Kind::named(k.name()).is_some())
         .collect();

@@ -53,7 +53,8 @@ async fn rig_timed(settings: Settings, timings: metal_sim::Timings) -> Rig {
     let sim = RunningSim::start_with(Inventory::default_lab(), "/metal", timings).await;
     let api = MockApiserver::default();
     let metrics = Arc::new(capms::metrics::Metrics::new());
-    let ctx = Context::new(api.client(), sim.editor(), settings, None, metrics);
+    let catalog = capms::cache::catalog::CatalogCache::new(sim.editor());
+    let ctx = Context::new(api.client(), sim.editor(), settings, None, metrics, catalog);
     Rig {
         api,
         sim,

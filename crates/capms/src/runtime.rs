@@ -137,15 +137,14 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
         machine_set_wait: config.machine_set_wait,
         orphan_sweep: (config.orphan_sweep_interval, config.orphan_grace),
     };
-    let mut ctx = Context::new(
+    let ctx = Arc::new(Context::new(
         client.clone(),
         metal,
         settings,
         Some(identity.clone()),
         metrics.clone(),
-    );
-    ctx.catalog = Some(catalog.clone());
-    let ctx = Arc::new(ctx);
+        catalog.clone(),
+    ));
     let readiness = Arc::new(Readiness::default());
     let health = tokio::spawn(server::serve_plain(
         config.health_addr,
@@ -154,7 +153,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
     ));
     let metrics_server = start_metrics(&config, metrics.clone(), &client, &shutdown);
     let webhook_state = webhooks::WebhookState {
-        client: Some(client.clone()),
+        client: client.clone(),
         caches: ctx.caches.clone(),
         catalog,
         deny_when_metal_unreachable: config.deny_when_metal_unreachable,

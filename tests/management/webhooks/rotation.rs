@@ -61,8 +61,8 @@ async fn on_a_new_connection(port: u16, ca: &[u8], n: usize) -> Result<(), Strin
         .build()
         .map_err(|e| e.to_string())?;
     let route = capms::webhooks::Route {
-        kind: capms::webhooks::Kind::Cluster,
-        step: capms::webhooks::Step::Validate,
+        kind: capms::webhooks::AdmittedKind::Cluster,
+        phase: capms::webhooks::AdmissionPhase::Validating,
     };
     let name = format!("direct-{n}");
     let mut object = lab_cluster(

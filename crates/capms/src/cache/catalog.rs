@@ -34,8 +34,9 @@ impl CatalogCache {
         })
     }
 
-    /// A cache that starts out with `catalog` (tests, and callers that fetched one already).
-    pub fn with_catalog(client: metal_api::Client, catalog: Catalog) -> Arc<CatalogCache> {
+    /// A cache that starts out with `catalog`.
+    #[cfg(test)]
+    pub(crate) fn with_catalog(client: metal_api::Client, catalog: Catalog) -> Arc<CatalogCache> {
         let cache = Self::new(client);
         *cache.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
             catalog: Arc::new(catalog),

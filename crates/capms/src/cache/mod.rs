@@ -100,7 +100,7 @@ where
 }
 
 /// Shared by the controllers and the webhooks: the caches, once the controllers run (on the
-/// leader). Without them (a standby replica, a reconcile under test) reads go to the apiserver.
+/// leader). Without them (a standby replica) reads go to the apiserver.
 pub type Caches = std::sync::Arc<std::sync::OnceLock<Stores>>;
 
 /// The `K` named `name` in `namespace`, from `caches` when the controllers fill them, else from

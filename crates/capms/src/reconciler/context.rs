@@ -69,16 +69,15 @@ pub struct Context {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Each cluster's machines as metal-api last listed them.
     pub listings: Listings,
-    /// The watch caches, once the controllers run; without them (a reconcile under test) reads
+    /// The watch caches, once the controllers run; without them (a standby replica) reads
     /// go to the apiserver.
     pub caches: Caches,
     /// The objects capms wrote to lately: their older copies wait for the watch.
     pub own_writes: OwnWrites,
     /// Each object's growing wait while it polls metal-api.
     pub backoff: Backoff,
-    /// The admission webhooks' metal-api catalog, refreshed in the background; None (a
-    /// reconcile under test) reads metal-api instead.
-    pub catalog: Option<Arc<crate::cache::catalog::CatalogCache>>,
+    /// The admission webhooks' metal-api catalog, refreshed in the background.
+    pub catalog: Arc<crate::cache::catalog::CatalogCache>,
 }
 
 impl Context {
@@ -88,6 +87,7 @@ impl Context {
         settings: Settings,
         instance: Option<String>,
         metrics: Arc<crate::metrics::Metrics>,
+        catalog: Arc<crate::cache::catalog::CatalogCache>,
     ) -> Context {
         Context {
             events: Events::new(client.clone(), instance),
@@ -99,12 +99,12 @@ impl Context {
             caches: Default::default(),
             own_writes: Default::default(),
             backoff: Default::default(),
-            catalog: None,
+            catalog,
         }
     }
 
     /// The `K` named `name` in `namespace`: from the watch cache, which holds every object the
-    /// controllers follow, else (no cache: a reconcile under test) from the apiserver.
+    /// controllers follow, else (no cache yet: a standby replica) from the apiserver.
     pub async fn get<K>(&self, namespace: &str, name: &str) -> Result<Option<K>>
     where
         K: Stored

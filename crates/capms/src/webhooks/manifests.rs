@@ -1,7 +1,10 @@
 //! The webhook configurations and the install manifests of `webhooks/`, generated from the
 //! route table the server mounts.
 
-use super::{GROUP, Kind, Step, routes};
+use super::admit::AdmissionPhase;
+use super::kinds::AdmittedKind;
+use super::routes::routes;
+use crate::api::common::GROUP;
 use crate::api::common::{
     MANAGER_SERVICE_ACCOUNT, SERVING_CERT, WEBHOOK_NAMESPACE, WEBHOOK_SERVICE,
 };
@@ -38,7 +41,7 @@ pub fn not_updated_by(manager_user: &str) -> String {
 /// template's, which the template webhook checked; sending each replica would put two admission
 /// calls into every replica Cluster API creates, one after the other. Its partition is left
 /// unwritten: the machine takes its cluster's, as the mutating webhook would have written.
-pub fn not_cloned_from_template(template: Kind) -> String {
+pub(crate) fn not_cloned_from_template(template: AdmittedKind) -> String {
     let annotation = CLONED_FROM_GROUPKIND;
     let group_kind = format!("{}.{GROUP}", template.name());
     format!(
@@ -48,15 +51,15 @@ pub fn not_cloned_from_template(template: Kind) -> String {
 
 /// When the apiserver calls `kind`'s webhooks: spec changes, except the manager's own updates
 /// and, for machines, replicas Cluster API clones from a template.
-fn match_conditions(kind: Kind, manager_user: Option<&str>) -> Vec<Value> {
+fn match_conditions(kind: AdmittedKind, manager_user: Option<&str>) -> Vec<Value> {
     // Updates that leave the spec alone (finalizers, labels, owner references, most of
     // Cluster API's and capms's own writes) never reach the webhook.
     let mut conditions = vec![json!({"name": "spec-changed", "expression": SPEC_CHANGED})];
     if let Some(user) = manager_user {
         conditions.push(json!({"name": "not-the-manager", "expression": not_updated_by(user)}));
     }
-    if kind == Kind::Machine {
-        let expression = not_cloned_from_template(Kind::MachineTemplate);
+    if kind == AdmittedKind::Machine {
+        let expression = not_cloned_from_template(AdmittedKind::MachineTemplate);
         conditions.push(json!({"name": "not-a-template-replica", "expression": expression}));
     }
     conditions
@@ -69,11 +72,11 @@ pub fn webhook_configurations(
     cert_annotation: Option<&str>,
     manager_user: Option<&str>,
 ) -> [Value; 2] {
-    let entries = |step: Step| -> Vec<Value> {
+    let entries = |phase: AdmissionPhase| -> Vec<Value> {
         routes()
             .into_iter()
-            .filter(|r| r.step == step)
-            .filter(|r| !(r.step == Step::Mutate && r.kind == Kind::MachineTemplate))
+            .filter(|r| r.phase == phase)
+            .filter(|r| r.phase == AdmissionPhase::Validating || r.kind.defaulted())
             .map(|r| {
                 let client = match client_config {
                     ClientConfig::Service { namespace, name } => json!({"service": {"namespace": namespace, "name": name, "path": r.path()}}),
@@ -111,9 +114,9 @@ pub fn webhook_configurations(
     };
     [
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-               "metadata": metadata("capms-mutating-webhook-configuration"), "webhooks": entries(Step::Mutate)}),
+               "metadata": metadata("capms-mutating-webhook-configuration"), "webhooks": entries(AdmissionPhase::Mutating)}),
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-               "metadata": metadata("capms-validating-webhook-configuration"), "webhooks": entries(Step::Validate)}),
+               "metadata": metadata("capms-validating-webhook-configuration"), "webhooks": entries(AdmissionPhase::Validating)}),
     ]
 }
 

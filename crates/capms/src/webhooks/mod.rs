@@ -1,17 +1,23 @@
-//! Admission webhooks: one route per kind and operation, in the kubebuilder path scheme. The same
-//! route table mounts the handlers and generates the webhook configurations in `webhooks/`.
+//! Admission webhooks: one route per admitted kind and phase (`routes`), each kind's defaults
+//! and checks in its file of `kinds/` (the `Admit` trait). The same route table mounts the
+//! handlers and generates the webhook configurations in `webhooks/`.
 
-mod admission;
+mod admit;
 mod decode;
-mod firewall_templates;
-
+mod kinds;
 mod manifests;
-pub mod rules;
+mod routes;
+mod rules;
 
+pub use admit::AdmissionPhase;
+pub use admit::WebhookState;
+pub use kinds::AdmittedKind;
 pub use manifests::{ClientConfig, install_manifests_yaml, webhook_configurations};
+pub use routes::{Route, routes};
 
-use crate::cache::catalog::CatalogCache;
+use crate::api::common::GROUP;
 use crate::conversion::{Schema, paths};
+use admit::{Allowed, Denial, Review};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -20,121 +26,9 @@ use axum::routing::post;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::time::Instant;
 
-pub use crate::api::common::GROUP;
-/// Annotation of Cluster API's ClusterClass dry runs, exempt from template immutability.
-pub const DRY_RUN_ANNOTATION: &str = "topology.cluster.x-k8s.io/dry-run";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Cluster,
-    ClusterTemplate,
-    Firewall,
-    FirewallTemplate,
-    Machine,
-    MachineTemplate,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 6] = [
-        Kind::Cluster,
-        Kind::ClusterTemplate,
-        Kind::Firewall,
-        Kind::FirewallTemplate,
-        Kind::Machine,
-        Kind::MachineTemplate,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Cluster => "MetalStackCluster",
-            Kind::ClusterTemplate => "MetalStackClusterTemplate",
-            Kind::Firewall => "MetalStackFirewall",
-            Kind::FirewallTemplate => "MetalStackFirewallTemplate",
-            Kind::Machine => "MetalStackMachine",
-            Kind::MachineTemplate => "MetalStackMachineTemplate",
-        }
-    }
-
-    fn singular(self) -> String {
-        self.name().to_lowercase()
-    }
-
-    pub fn plural(self) -> String {
-        format!("{}s", self.singular())
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
-    Mutate,
-    Validate,
-}
-
-/// One webhook: a kind and what is done to it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Route {
-    pub kind: Kind,
-    pub step: Step,
-}
-
-impl Route {
-    pub fn path(&self) -> String {
-        let verb = match self.step {
-            Step::Mutate => "mutate",
-            Step::Validate => "validate",
-        };
-        format!(
-            "/{verb}-infrastructure-cluster-x-k8s-io-v1alpha4-{}",
-            self.kind.singular()
-        )
-    }
-
-    /// The webhook's name in its configuration.
-    pub fn webhook_name(&self) -> String {
-        let verb = match self.step {
-            Step::Mutate => "default",
-            Step::Validate => "validate",
-        };
-        format!("{verb}.{}.{GROUP}", self.kind.singular())
-    }
-}
-
-/// Every webhook capms serves.
-pub fn routes() -> Vec<Route> {
-    Kind::ALL
-        .iter()
-        .flat_map(|&kind| {
-            [
-                Route {
-                    kind,
-                    step: Step::Mutate,
-                },
-                Route {
-                    kind,
-                    step: Step::Validate,
-                },
-            ]
-        })
-        .collect()
-}
-
-/// What the handlers need.
-#[derive(Clone)]
-pub struct WebhookState {
-    /// For a MetalStackMachine's cluster partition and a cluster's firewall template; None in
-    /// unit tests.
-    pub client: Option<kube::Client>,
-    /// The controllers' caches, read instead of the apiserver once they are filled.
-    pub caches: crate::cache::Caches,
-    pub catalog: Arc<CatalogCache>,
-    /// Deny instead of admitting with a warning when metal-api cannot be reached.
-    pub deny_when_metal_unreachable: bool,
-    pub metrics: Arc<crate::metrics::Metrics>,
-}
-
+/// Mounts every route on one router.
 pub fn router(state: WebhookState) -> Router {
     let mut router = Router::new();
     for route in routes() {
@@ -186,8 +80,8 @@ async fn admit(state: WebhookState, route: Route, body: Bytes) -> Response {
     let operation = format!("{:?}", request.operation).to_uppercase();
     let response = AdmissionResponse::from(&request);
     let response = match decide(&state, route, &request).await {
-        Ok(decision) => decision.apply(response),
-        Err(message) => response.deny(message),
+        Ok(allowed) => allowed.apply(response),
+        Err(denial) => response.deny(denial.to_string()),
     };
     let result = if response.allowed {
         "allowed"
@@ -196,7 +90,7 @@ async fn admit(state: WebhookState, route: Route, body: Bytes) -> Response {
     };
     state.metrics.admission(
         route.kind.name(),
-        route_step(route),
+        route.phase.verb(),
         &operation,
         result,
         started.elapsed(),
@@ -204,21 +98,7 @@ async fn admit(state: WebhookState, route: Route, body: Bytes) -> Response {
     reply(response)
 }
 
-fn route_step(route: Route) -> &'static str {
-    match route.step {
-        Step::Mutate => "mutate",
-        Step::Validate => "validate",
-    }
-}
-
-/// The outcome of one admission, before it becomes an AdmissionResponse.
-#[derive(Debug, Default)]
-pub struct Decision {
-    pub patch: Option<json_patch::Patch>,
-    pub warnings: Vec<String>,
-}
-
-impl Decision {
+impl Allowed {
     fn apply(self, mut response: AdmissionResponse) -> AdmissionResponse {
         if !self.warnings.is_empty() {
             response.warnings = Some(self.warnings);
@@ -237,26 +117,28 @@ async fn decide(
     state: &WebhookState,
     route: Route,
     request: &AdmissionRequest<DynamicObject>,
-) -> Result<Decision, String> {
+) -> Result<Allowed, Denial> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         // Deletion is never blocked.
-        return Ok(Decision::default());
+        return Ok(Allowed::default());
     }
     if request.kind.kind != route.kind.name() || request.kind.group != GROUP {
-        return Err(format!(
+        return Err(Denial::Malformed(format!(
             "this webhook handles {}.{GROUP}, not {}.{}",
             route.kind.name(),
             request.kind.kind,
             request.kind.group
-        ));
+        )));
     }
-    let object = request
-        .object
-        .as_ref()
-        .ok_or("the AdmissionReview carries no object")?;
+    let no_object = || Denial::Malformed("the AdmissionReview carries no object".into());
+    let object = request.object.as_ref().ok_or_else(no_object)?;
     if spec_unchanged(request, object) {
-        return Ok(Decision::default());
+        return Ok(Allowed::default());
     }
+    let encoded = |o: &DynamicObject| {
+        serde_json::to_value(o)
+            .map_err(|e| Denial::Malformed(format!("{}: {e}", route.kind.name())))
+    };
     // A v1alpha1 object (the Go provider's API) reaches the webhook converted to v1alpha4; what
     // is said about it names its fields as v1alpha1 has them.
     let schema = request
@@ -264,28 +146,23 @@ async fn decide(
         .as_ref()
         .and_then(|k| Schema::of(&k.version))
         .unwrap_or(Schema::Capms);
-    let in_schema = |message: String| paths::in_schema(route.kind.name(), schema, &message);
-    let decided = match route.step {
-        Step::Mutate => {
-            let creating = matches!(request.operation, Operation::Create);
-            admission::mutate(state, (route.kind, creating), object, schema).await
+    let review = Review {
+        state,
+        request,
+        object,
+        raw: encoded(object)?,
+        old_raw: request.old_object.as_ref().map(encoded).transpose()?,
+        schema,
+    };
+    let in_schema = |message: &str| paths::in_schema(route.kind.name(), schema, message);
+    let decided = kinds::review(route.kind, route.phase, &review).await;
+    match (decided, route.phase) {
+        (Ok(mut allowed), AdmissionPhase::Validating) => {
+            allowed.warnings = allowed.warnings.iter().map(|w| in_schema(w)).collect();
+            Ok(allowed)
         }
-        Step::Validate => admission::validate(state, route.kind, request, object)
-            .await
-            .map(|mut decision| {
-                decision.warnings = decision.warnings.into_iter().map(in_schema).collect();
-                decision
-            })
-            .map_err(in_schema),
-    };
-    // Only a denial can come from an object that does not fit its type: then it names every
-    // misfit field and what the checks say about the rest.
-    let Err(denial) = decided else {
-        return decided;
-    };
-    match admission::misfit(state, route.kind, request, object).await {
-        Some(misfit) => Err(in_schema(misfit)),
-        None => Err(denial),
+        (Ok(allowed), AdmissionPhase::Mutating) => Ok(allowed),
+        (Err(denial), _) => Err(denial.renamed(in_schema)),
     }
 }
 

@@ -271,13 +271,11 @@ async fn newest_image(seen: &FirewallSeen, ctx: &Context) -> Result<Option<Strin
     let knows_image = |c: &metal_api::Catalog| {
         metal_api::images::resolve(image, c.images.iter().map(|i| i.id.as_str())).is_ok()
     };
-    let catalog = match &ctx.catalog {
-        Some(cache) => cache.knowing(knows_image).await,
-        None => None,
-    };
+    let catalog = ctx.catalog.knowing(knows_image).await;
     let fetched;
     let images = match &catalog {
         Some(catalog) => &catalog.images,
+        // Not within the catalog's wait: asked directly, so that its error is this reconcile's.
         None => {
             fetched = ctx.metal.images().await?;
             &fetched

@@ -65,7 +65,7 @@ fn the_configurations_send_spec_changes_but_not_the_managers_updates_nor_templat
         not_updated_by(user),
         format!("request.operation != 'UPDATE' || request.userInfo.username != \"{user}\"")
     );
-    let replicas = not_cloned_from_template(Kind::MachineTemplate);
+    let replicas = not_cloned_from_template(AdmittedKind::MachineTemplate);
     assert!(
         replicas.contains("object.metadata.annotations['cluster.x-k8s.io/cloned-from-groupkind'] != 'MetalStackMachineTemplate.infrastructure.cluster.x-k8s.io'"),
         "{replicas}"

@@ -1,6 +1,8 @@
 //! The admission handlers over HTTP: reviews in, responses out.
 
 use super::*;
+use crate::cache::catalog::CatalogCache;
+use crate::webhooks::admit::DRY_RUN_ANNOTATION;
 
 // ---- handlers -----------------------------------------------------------------------------
 
@@ -16,11 +18,25 @@ pub(super) fn state_with(catalog: Option<Catalog>, deny: bool) -> WebhookState {
     };
     WebhookState {
         caches: Default::default(),
-        client: None,
+        client: unanswering_apiserver(),
         catalog: cache,
         deny_when_metal_unreachable: deny,
         metrics: Default::default(),
     }
+}
+
+/// An apiserver that answers every request 503: what admission reads of it is then missing,
+/// as when the apiserver cannot answer.
+pub(super) fn unanswering_apiserver() -> kube::Client {
+    let service = tower::service_fn(|_: axum::http::Request<kube::client::Body>| async {
+        let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+            "message": "unavailable", "reason": "ServiceUnavailable", "code": 503});
+        axum::http::Response::builder()
+            .status(StatusCode::SERVICE_UNAVAILABLE)
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(status.to_string().into_bytes()))
+    });
+    kube::Client::new(service, "default")
 }
 
 pub(super) fn review(
@@ -86,8 +102,8 @@ async fn validation_denies_with_every_field_error() {
     let (status, out) = call(
         state,
         &Route {
-            kind: Kind::Machine,
-            step: Step::Validate,
+            kind: AdmittedKind::Machine,
+            phase: AdmissionPhase::Validating,
         }
         .path(),
         serde_json::to_vec(&body).expect("json"),
@@ -120,8 +136,8 @@ async fn defaulting_returns_a_patch_that_only_adds_defaults() {
     let (_, out) = call(
         state,
         &Route {
-            kind: Kind::Cluster,
-            step: Step::Mutate,
+            kind: AdmittedKind::Cluster,
+            phase: AdmissionPhase::Mutating,
         }
         .path(),
         serde_json::to_vec(&body).expect("json"),
@@ -158,8 +174,8 @@ async fn unreachable_metal_api_admits_with_a_warning_or_denies() {
     ))
     .expect("json");
     let path = Route {
-        kind: Kind::Machine,
-        step: Step::Validate,
+        kind: AdmittedKind::Machine,
+        phase: AdmissionPhase::Validating,
     }
     .path();
     let (_, out) = call(state_with(None, false), &path, body.clone()).await;
@@ -187,8 +203,8 @@ async fn templates_are_immutable_except_for_clusterclass_dry_runs() {
         t
     };
     let path = Route {
-        kind: Kind::MachineTemplate,
-        step: Step::Validate,
+        kind: AdmittedKind::MachineTemplate,
+        phase: AdmissionPhase::Validating,
     }
     .path();
     let update = |dry_run: bool, annotated: bool| {
@@ -224,10 +240,10 @@ fn firewall_template(spec: &Value) -> Value {
         "metadata": {"name": "edge", "namespace": "default"}, "spec": {"template": {"spec": spec}}})
 }
 
-/// The answer of `step` to a review of a firewall template with `spec` (and `old` before it).
+/// The answer of `phase` to a review of a firewall template with `spec` (and `old` before it).
 pub(super) async fn firewall_template_review(
     state: &WebhookState,
-    step: Step,
+    phase: AdmissionPhase,
     spec: &Value,
     old: Option<&Value>,
 ) -> Value {
@@ -240,8 +256,8 @@ pub(super) async fn firewall_template_review(
         false,
     );
     let route = Route {
-        kind: Kind::FirewallTemplate,
-        step,
+        kind: AdmittedKind::FirewallTemplate,
+        phase,
     };
     let body = serde_json::to_vec(&review).expect("json");
     call(state.clone(), &route.path(), body).await.1
@@ -253,7 +269,7 @@ async fn firewall_templates_are_defaulted_checked_and_may_change() {
     let spec = json!({"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86",
         "rules": {"egress": [{"ports": [443], "to": ["0.0.0.0/0"]}]}});
 
-    let out = firewall_template_review(&state, Step::Mutate, &spec, None).await;
+    let out = firewall_template_review(&state, AdmissionPhase::Mutating, &spec, None).await;
     let patch = out["response"]["patch"].as_str().expect("a patch");
     use base64::Engine;
     let patch: Value = serde_json::from_slice(
@@ -267,21 +283,23 @@ async fn firewall_templates_are_defaulted_checked_and_may_change() {
         json!([{"op": "add", "path": "/spec/template/spec/rules/egress/0/protocol", "value": "tcp"}])
     );
 
-    let out = firewall_template_review(&state, Step::Validate, &spec, None).await;
+    let out = firewall_template_review(&state, AdmissionPhase::Validating, &spec, None).await;
     assert_eq!(out["response"]["allowed"], true, "{out}");
 
     let mut pinned = spec.clone();
     pinned["providerID"] = json!("metal://mini-lab/00000000-0000-0000-0000-0000000000f1");
-    let out = firewall_template_review(&state, Step::Validate, &pinned, None).await;
+    let out = firewall_template_review(&state, AdmissionPhase::Validating, &pinned, None).await;
     assert_eq!(out["response"]["allowed"], false);
 
     // A change rolls the firewalls made from the template, so it is checked, not refused.
     let mut changed = spec.clone();
     changed["image"] = json!("firewall-ubuntu-3");
-    let out = firewall_template_review(&state, Step::Validate, &changed, Some(&spec)).await;
+    let out =
+        firewall_template_review(&state, AdmissionPhase::Validating, &changed, Some(&spec)).await;
     assert_eq!(out["response"]["allowed"], true, "{out}");
     changed["machineType"] = json!("c1-large-x86");
-    let out = firewall_template_review(&state, Step::Validate, &changed, Some(&spec)).await;
+    let out =
+        firewall_template_review(&state, AdmissionPhase::Validating, &changed, Some(&spec)).await;
     let message = out["response"]["status"]["message"]
         .as_str()
         .expect("message");
@@ -295,8 +313,8 @@ async fn firewall_templates_are_defaulted_checked_and_may_change() {
 async fn malformed_and_foreign_reviews_get_well_formed_denials() {
     let state = state_with(Some(catalog()), false);
     let path = Route {
-        kind: Kind::Cluster,
-        step: Step::Validate,
+        kind: AdmittedKind::Cluster,
+        phase: AdmissionPhase::Validating,
     }
     .path();
     for body in [
@@ -364,10 +382,10 @@ async fn one_misfit_field_hides_no_other_error() {
                  "firewallSpec": {"image": "firewall-ubuntu-3.0", "machineType": "v1-small-x86",
                     "rules": {"egress": [{"protocol": "icmp", "ports": [443], "to": ["0.0.0.0/0"]},
                                          {"protocol": "tcp", "ports": [70000], "to": ["0.0.0.0/0"]}]}}}});
-    for step in [Step::Mutate, Step::Validate] {
+    for phase in [AdmissionPhase::Mutating, AdmissionPhase::Validating] {
         let route = Route {
-            kind: Kind::Cluster,
-            step,
+            kind: AdmittedKind::Cluster,
+            phase,
         };
         let body = review("MetalStackCluster", "CREATE", object.clone(), None, false);
         let (_, out) = call(

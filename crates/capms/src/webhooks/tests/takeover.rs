@@ -38,8 +38,8 @@ async fn admitted(labels: Value) -> Value {
                  "providerID": format!("metal://mini-lab/{MACHINE}")}});
     let body = review("MetalStackFirewall", "CREATE", object, None, false);
     let path = Route {
-        kind: Kind::Firewall,
-        step: Step::Validate,
+        kind: AdmittedKind::Firewall,
+        phase: AdmissionPhase::Validating,
     }
     .path();
     let state = state_with(Some(catalog_with_go_provider_firewall()), false);

@@ -68,9 +68,9 @@ fn apiserver(failing: bool) -> kube::Client {
 #[tokio::test]
 async fn a_template_is_refused_naming_the_cluster_using_it_that_it_could_not_serve() {
     let mut state = state_with(Some(catalog()), false);
-    state.client = Some(apiserver(false));
+    state.client = apiserver(false);
     let spec = &template("edge", &UNDERLAY)["spec"]["template"]["spec"];
-    let out = firewall_template_review(&state, Step::Validate, spec, None).await;
+    let out = firewall_template_review(&state, AdmissionPhase::Validating, spec, None).await;
     let message = out["response"]["status"]["message"]
         .as_str()
         .unwrap_or_default();
@@ -80,12 +80,12 @@ async fn a_template_is_refused_naming_the_cluster_using_it_that_it_could_not_ser
         "{out}"
     );
     let fine = &template("edge", &UNDERLAY[..1])["spec"]["template"]["spec"];
-    let out = firewall_template_review(&state, Step::Validate, fine, None).await;
+    let out = firewall_template_review(&state, AdmissionPhase::Validating, fine, None).await;
     assert_eq!(out["response"]["allowed"], true, "{out}");
 
     // An apiserver that cannot answer leaves the template checked on its own.
-    state.client = Some(apiserver(true));
-    let out = firewall_template_review(&state, Step::Validate, spec, None).await;
+    state.client = apiserver(true);
+    let out = firewall_template_review(&state, AdmissionPhase::Validating, spec, None).await;
     assert_eq!(out["response"]["allowed"], true, "{out}");
 }
 
@@ -93,8 +93,8 @@ async fn a_template_is_refused_naming_the_cluster_using_it_that_it_could_not_ser
 async fn cluster_review(state: &WebhookState, name: &str) -> Value {
     let review = review("MetalStackCluster", "CREATE", cluster(name), None, false);
     let route = Route {
-        kind: Kind::Cluster,
-        step: Step::Validate,
+        kind: AdmittedKind::Cluster,
+        phase: AdmissionPhase::Validating,
     };
     let body = serde_json::to_vec(&review).expect("json");
     call(state.clone(), &route.path(), body).await.1
@@ -103,7 +103,7 @@ async fn cluster_review(state: &WebhookState, name: &str) -> Value {
 #[tokio::test]
 async fn a_cluster_naming_a_template_is_checked_against_it_or_warned_that_it_is_missing() {
     let mut state = state_with(Some(catalog()), false);
-    state.client = Some(apiserver(false));
+    state.client = apiserver(false);
     let out = cluster_review(&state, "edge-underlay").await;
     let message = out["response"]["status"]["message"]
         .as_str()

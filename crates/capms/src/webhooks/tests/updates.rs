@@ -16,11 +16,11 @@ fn allocated_machine(image: &str, finalizers: Value) -> Value {
     object
 }
 
-async fn admit(step: Step, object: Value, old: Value) -> Value {
+async fn admit(phase: AdmissionPhase, object: Value, old: Value) -> Value {
     let body = review("MetalStackMachine", "UPDATE", object, Some(old), false);
     let path = Route {
-        kind: Kind::Machine,
-        step,
+        kind: AdmittedKind::Machine,
+        phase,
     }
     .path();
     let state = state_with(Some(catalog()), false);
@@ -33,9 +33,9 @@ async fn admit(step: Step, object: Value, old: Value) -> Value {
 async fn a_finalizer_can_go_after_the_image_left_the_catalog() {
     let before = allocated_machine("gone-1.0", json!(["capms"]));
     let after = allocated_machine("gone-1.0", json!([]));
-    let validated = admit(Step::Validate, after.clone(), before.clone()).await;
+    let validated = admit(AdmissionPhase::Validating, after.clone(), before.clone()).await;
     assert_eq!(validated["allowed"], true, "{validated}");
-    let mutated = admit(Step::Mutate, after, before).await;
+    let mutated = admit(AdmissionPhase::Mutating, after, before).await;
     assert_eq!(mutated["allowed"], true, "{mutated}");
     assert!(mutated.get("patch").is_none_or(Value::is_null), "{mutated}");
 }
@@ -45,7 +45,7 @@ async fn a_changed_spec_is_still_checked() {
     let before = allocated_machine("gone-1.0", json!(["capms"]));
     let mut after = before.clone();
     after["spec"]["machineType"] = json!("v1-large-x86");
-    let validated = admit(Step::Validate, after, before).await;
+    let validated = admit(AdmissionPhase::Validating, after, before).await;
     assert_eq!(validated["allowed"], false, "{validated}");
     let message = validated["status"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("spec.machineType"), "{message}");

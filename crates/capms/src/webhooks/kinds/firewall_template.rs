@@ -3,15 +3,12 @@
 //! So a template is checked against each of those clusters, and refused naming the cluster it
 //! could not serve; a cluster newly naming a template is checked against it the same way.
 
-use super::Decision;
-use super::WebhookState;
-use super::admission::{typed, with_catalog};
-use super::rules::{self, Report};
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackCluster, MetalStackClusterSpec, MetalStackFirewallTemplate};
+use crate::webhooks::admit::{self, Admit, Allowed, Denial, Review, WebhookState};
+use crate::webhooks::rules::{self, Report};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::core::DynamicObject;
 use metal_api::Catalog;
 
 /// The clusters using `template` (but those being deleted), asked of the apiserver: the
@@ -71,30 +68,28 @@ fn check_user(
     );
 }
 
-/// A MetalStackFirewallTemplate, created or changed: a firewall spec that names no machine, and
-/// one that can serve every cluster using it.
-pub(super) async fn validate(
-    state: &WebhookState,
-    object: &DynamicObject,
-) -> Result<Decision, String> {
-    let (_, template): (_, MetalStackFirewallTemplate) =
-        typed(object, "MetalStackFirewallTemplate")?;
-    let users = match &state.client {
-        Some(client) => users(client, &template).await.unwrap_or_default(),
-        None => Vec::new(),
-    };
-    with_catalog(state, |catalog| {
-        let mut report = Report::default();
-        let spec = &template.spec.template.spec;
-        rules::validate_firewall_template(&mut report, "spec.template.spec", spec, catalog);
-        if let Some(catalog) = catalog.filter(|_| report.errors.is_empty()) {
-            for cluster in &users {
-                check_user(&mut report, &template, cluster, catalog);
+impl Admit for MetalStackFirewallTemplate {
+    async fn default(&mut self, _review: &Review<'_>) {
+        rules::default_firewall(&mut self.spec.template.spec);
+    }
+
+    /// A firewall spec that names no machine, and one that can serve every cluster using the
+    /// template. Unlike Cluster API's templates, it may change.
+    async fn validate(&self, _old: Option<&Self>, review: &Review<'_>) -> Result<Allowed, Denial> {
+        let users = users(&review.state.client, self).await.unwrap_or_default();
+        admit::with_catalog(review.state, |catalog| {
+            let mut report = Report::default();
+            let spec = &self.spec.template.spec;
+            rules::validate_firewall_template(&mut report, "spec.template.spec", spec, catalog);
+            if let Some(catalog) = catalog.filter(|_| report.errors.is_empty()) {
+                for cluster in &users {
+                    check_user(&mut report, self, cluster, catalog);
+                }
             }
-        }
-        report
-    })
-    .await
+            report
+        })
+        .await
+    }
 }
 
 /// The template a cluster newly names, or a warning that it does not exist (yet): manifests may
@@ -102,10 +97,10 @@ pub(super) async fn validate(
 /// apiserver cannot answer.
 pub(super) async fn named(
     state: &WebhookState,
-    client: &kube::Client,
     namespace: &str,
     name: &str,
 ) -> Option<Result<MetalStackFirewallTemplate, String>> {
+    let client = &state.client;
     let found = crate::cache::read_through(&state.caches, client, namespace, name).await;
     if let Some(template) = found.ok()? {
         return Some(Ok(template));

@@ -1,0 +1,78 @@
+//! MetalStackMachine and MetalStackMachineTemplate: a new machine's partition from its
+//! cluster, and the spec against metal-api's catalog.
+
+use crate::api::{MetalStackCluster, MetalStackMachine, MetalStackMachineTemplate};
+use crate::cache::read_through;
+use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
+use crate::conversion::Schema;
+use crate::ownership::{OwnerKind, identity_of};
+use crate::webhooks::admit::{self, Admit, Allowed, Denial, Review};
+use crate::webhooks::rules::{self, Report};
+use kube::ResourceExt;
+
+/// The partition of a MetalStackMachine's cluster, through its cluster-name label.
+async fn cluster_partition(review: &Review<'_>) -> Option<String> {
+    let (state, client) = (review.state, &review.state.client);
+    let ns = review.object.namespace()?;
+    let cluster_name = review.object.labels().get(CLUSTER_NAME_LABEL)?.clone();
+    let cluster: Cluster = read_through(&state.caches, client, &ns, &cluster_name)
+        .await
+        .ok()??;
+    let infra = cluster.metal_stack_cluster()?;
+    let msc: MetalStackCluster = read_through(&state.caches, client, &ns, infra)
+        .await
+        .ok()??;
+    Some(msc.spec.partition)
+}
+
+impl Admit for MetalStackMachine {
+    /// The Go provider's machines take their cluster's partition, as capms's do when they name
+    /// none; written down, it would only burden the v1alpha1 object with an annotation.
+    fn defaulted_in(schema: Schema) -> bool {
+        schema == Schema::Capms
+    }
+
+    async fn default(&mut self, review: &Review<'_>) {
+        // Only a new machine's partition is written down: a replica Cluster API cloned from a
+        // template was never sent here, and writing its partition on a later update would
+        // change a field that is fixed once the machine is allocated.
+        let partition = match &self.spec.partition {
+            None if review.creating() => cluster_partition(review).await,
+            _ => None,
+        };
+        rules::default_machine(&mut self.spec, partition.as_deref());
+    }
+
+    async fn validate(&self, old: Option<&Self>, review: &Review<'_>) -> Result<Allowed, Denial> {
+        let ours = identity_of(OwnerKind::Machine, self);
+        let old_spec = old.map(|o| &o.spec);
+        admit::with_catalog(review.state, |catalog| {
+            let mut report = Report::default();
+            rules::validate_machine(
+                &mut report,
+                "spec",
+                &self.spec,
+                old_spec,
+                catalog,
+                Some(&ours),
+            );
+            report
+        })
+        .await
+    }
+}
+
+impl Admit for MetalStackMachineTemplate {
+    /// Nothing to default: the machines made from a template take their cluster's partition.
+    fn defaulted_in(_schema: Schema) -> bool {
+        false
+    }
+
+    async fn validate(&self, old: Option<&Self>, review: &Review<'_>) -> Result<Allowed, Denial> {
+        admit::validate_template(self, old, review, |report, t, catalog| {
+            let spec = &t.spec.template.spec;
+            rules::validate_machine(report, "spec.template.spec", spec, None, catalog, None);
+        })
+        .await
+    }
+}
