@@ -82,9 +82,11 @@ controlplane-down:
 fmt:
 	$(CARGO) fmt --all
 
+## Formatting, clippy, and the house rules of docs/architecture.md (layers, no import circles).
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --locked --all-targets -- -D warnings
+	$(CARGO) test --locked --quiet -p capms --test layers
 
 ## The clusterctl release files (infrastructure-components.yaml, metadata.yaml,
 ## cluster-template.yaml) in out/release.
