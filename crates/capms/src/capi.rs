@@ -5,18 +5,18 @@ use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
 /// Label Cluster API sets on every object of a cluster.
-pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+pub(crate) const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// Annotation that pauses reconciliation of one object.
-pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+pub(crate) const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 /// Annotation clusterctl move puts on the objects it deletes from the source cluster after
 /// moving them: their infrastructure lives on, managed from the target.
 pub const DELETE_FOR_MOVE_ANNOTATION: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
 /// Annotation of objects an external system manages; capms leaves them alone.
 pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
 /// Label of the Machines of a control plane.
-pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+pub(crate) const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
 /// Label selecting which manager instance reconciles an object (`--watch-filter`).
-pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
+pub(crate) const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
 pub const GROUP: &str = "cluster.x-k8s.io";
 /// Cluster API's annotations naming the template an object was cloned from (its name, and its
 /// `Kind.group`).
@@ -101,13 +101,13 @@ pub struct MachineStatus {
 }
 
 /// A Machine's condition: its Node is Ready.
-pub const NODE_READY: &str = "NodeReady";
+pub(crate) const NODE_READY: &str = "NodeReady";
 /// A Machine's condition, set False by the owner (its MachineSet or control plane) remediating it
 /// or, with external remediation, by the remediating provider giving it up.
-pub const OWNER_REMEDIATED: &str = "OwnerRemediated";
+pub(crate) const OWNER_REMEDIATED: &str = "OwnerRemediated";
 /// Annotation asking the MachineHealthCheck to treat a Machine as unhealthy; the remediating
 /// provider clears it.
-pub const REMEDIATE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/remediate-machine";
+pub(crate) const REMEDIATE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/remediate-machine";
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -164,14 +164,14 @@ impl MachineSet {
 
     /// When this MachineSet last created a replica, as far as `machine` tells: its creation, if
     /// it is one of them.
-    pub fn replica_created(&self, machine: &Machine) -> Option<jiff::Timestamp> {
+    pub(crate) fn replica_created(&self, machine: &Machine) -> Option<jiff::Timestamp> {
         let created = machine.metadata.creation_timestamp.as_ref()?;
         self.owns(machine).then_some(created.0)
     }
 }
 
 impl Cluster {
-    pub fn is_paused(&self) -> bool {
+    pub(crate) fn is_paused(&self) -> bool {
         self.spec.paused == Some(true)
     }
 
@@ -223,13 +223,13 @@ impl Machine {
     }
 
     /// Is the Machine's Node Ready, as Cluster API last saw it?
-    pub fn node_ready(&self) -> bool {
+    pub(crate) fn node_ready(&self) -> bool {
         self.condition(NODE_READY)
             .is_some_and(|c| c.status == "True")
     }
 
     /// Is the Machine one of a control plane's?
-    pub fn is_control_plane(&self) -> bool {
+    pub(crate) fn is_control_plane(&self) -> bool {
         self.metadata
             .labels
             .as_ref()

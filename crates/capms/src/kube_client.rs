@@ -53,7 +53,7 @@ pub async fn connect(
 
 /// The resource a Kubernetes API path addresses: the plural after the group/version (and
 /// namespace), plus `/status` for the status subresource; `-` for anything else.
-pub fn resource_of(path: &str) -> String {
+pub(crate) fn resource_of(path: &str) -> String {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let rest = match parts.as_slice() {
         ["api", _version, rest @ ..] => rest,

@@ -7,7 +7,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
-pub struct LeaseSettings {
+pub(crate) struct LeaseSettings {
     pub namespace: String,
     pub name: String,
     pub identity: String,
@@ -19,7 +19,7 @@ pub struct LeaseSettings {
     pub retry_period: Duration,
 }
 
-pub struct LeaderElector {
+pub(crate) struct LeaderElector {
     api: Api<Lease>,
     settings: LeaseSettings,
 }
@@ -37,7 +37,7 @@ impl LeaderElector {
     }
 
     /// One attempt to take or renew the lease. Ok(true) means we hold it now.
-    pub async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
+    pub(crate) async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
         let s = &self.settings;
         let secs = i32::try_from(s.lease_duration.as_secs()).unwrap_or(i32::MAX);
         let Some(mut lease) = self.api.get_opt(&s.name).await? else {

@@ -276,12 +276,12 @@ impl Metrics {
     }
 
     /// The orphan sweep looked at the clusters capms manages.
-    pub fn orphan_sweep(&self) {
+    pub(crate) fn orphan_sweep(&self) {
         self.orphans.sweeps.inc();
     }
 
     /// The orphan sweep freed a `what` (machine, firewall, ip, network).
-    pub fn orphan_freed(&self, what: &str) {
+    pub(crate) fn orphan_freed(&self, what: &str) {
         self.orphans
             .freed
             .get_or_create(&OrphanFreed { what: what.into() })
@@ -294,7 +294,7 @@ impl Metrics {
     }
 
     /// One request to the Kubernetes API (`code` None: no answer).
-    pub fn kube_request(&self, host: &str, method: &str, resource: &str, code: Option<u16>) {
+    pub(crate) fn kube_request(&self, host: &str, method: &str, resource: &str, code: Option<u16>) {
         self.kube_requests
             .get_or_create(&KubeRequest {
                 code: code.map_or_else(|| "<error>".to_owned(), |c| c.to_string()),

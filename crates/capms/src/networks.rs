@@ -7,12 +7,12 @@ use metal_api::types::Network;
 use std::net::IpAddr;
 
 /// An external network: no parent, neither a private super network nor an underlay.
-pub fn is_external(n: &Network) -> bool {
+pub(crate) fn is_external(n: &Network) -> bool {
     n.parentnetworkid.is_none() && !n.privatesuper && !n.underlay
 }
 
 /// A private network (a child of a private super network) of `project` in `partition`.
-pub fn is_private_of(n: &Network, project: &str, partition: &str) -> bool {
+pub(crate) fn is_private_of(n: &Network, project: &str, partition: &str) -> bool {
     n.parentnetworkid.is_some() && n.projectid == project && n.partitionid == partition
 }
 
@@ -25,13 +25,13 @@ pub fn contains(n: &Network, address: IpAddr) -> bool {
 }
 
 /// "valid external networks: …"
-pub fn external_choices<'a>(all: impl IntoIterator<Item = &'a Network>) -> String {
+pub(crate) fn external_choices<'a>(all: impl IntoIterator<Item = &'a Network>) -> String {
     let ids = all.into_iter().filter(|n| is_external(n)).map(|n| &n.id);
     format!("valid external networks: {}", crate::choices(ids))
 }
 
 /// "valid private networks of the project: …"
-pub fn private_choices<'a>(
+pub(crate) fn private_choices<'a>(
     all: impl IntoIterator<Item = &'a Network>,
     project: &str,
     partition: &str,
@@ -48,7 +48,7 @@ pub fn private_choices<'a>(
 
 /// The public network of a cluster that names none: the one external network metal-api labels
 /// `network.metal-stack.io/default`; Err names what is wrong and the valid choices.
-pub fn default_external(all: &[Network]) -> Result<&Network, String> {
+pub(crate) fn default_external(all: &[Network]) -> Result<&Network, String> {
     let key = metal_api::tags::NETWORK_DEFAULT;
     let mut defaults = all
         .iter()
@@ -70,7 +70,7 @@ pub fn default_external(all: &[Network]) -> Result<&Network, String> {
 /// (when known), cannot be placed into `n` besides that one: capms adds the cluster's own
 /// private network itself, and metal-api places a machine into at most one private network that
 /// is not shared. None when it can.
-pub fn unfit_for_firewall(
+pub(crate) fn unfit_for_firewall(
     n: &Network,
     project: &str,
     partition: &str,
@@ -115,7 +115,7 @@ pub fn unfit_for_firewall(
 
 /// "valid: …" for a firewall's networks: the external networks and the shared private networks
 /// of `partition`.
-pub fn firewall_choices(all: &[Network], partition: &str) -> String {
+pub(crate) fn firewall_choices(all: &[Network], partition: &str) -> String {
     let shared = all
         .iter()
         .filter(|n| n.parentnetworkid.is_some() && n.shared && n.partitionid == partition)

@@ -36,23 +36,25 @@ pub const FIREWALL_DEPLOYMENT_LABEL: &str =
 /// Annotation on a MetalStackFirewall rolled in for a changed firewall spec. Of a firewall
 /// deployment's firewalls, only the first carries the deployment's mark in metal-api: two
 /// firewalls with one mark would each take the other's machine for its own.
-pub const ROLLED_IN_ANNOTATION: &str = "metal-stack.infrastructure.cluster.x-k8s.io/rolled-in";
+pub(crate) const ROLLED_IN_ANNOTATION: &str =
+    "metal-stack.infrastructure.cluster.x-k8s.io/rolled-in";
 
 /// Label on a cluster's MetalStackFirewalls: `Serving` on the ready one the cluster uses,
 /// `RollingIn` on one on its way beside a serving one, `Provisioning` on one on its way while
 /// none serves (the cluster's first, or the one rolling in when the serving one was lost). Set
 /// on the firewall with the current spec only: one being replaced keeps its label until it is
 /// deleted. `kubectl get metalstackfirewalls` shows it as the Role column.
-pub const FIREWALL_ROLE_LABEL: &str = "metal-stack.infrastructure.cluster.x-k8s.io/firewall-role";
+pub(crate) const FIREWALL_ROLE_LABEL: &str =
+    "metal-stack.infrastructure.cluster.x-k8s.io/firewall-role";
 
 /// The Go provider's `firewall.metal-stack.io/managed-by` value: on the firewalls of its
 /// firewall deployments, which capms writes too, so that its users' filters still find them.
-pub const GO_PROVIDER_MANAGER: &str = "cluster-api-provider-metal-stack";
+pub(crate) const GO_PROVIDER_MANAGER: &str = "cluster-api-provider-metal-stack";
 
 /// What finds a firewall's machine again: for the first one made for a firewall deployment, the
 /// Go provider's `firewall-deployment-resource=<namespace>.<deployment>` tag (so that the
 /// firewall the Go provider allocated for it is taken over); for any other, [`identity_of`].
-pub fn firewall_identity<K: Resource>(fw: &K) -> BTreeMap<String, String> {
+pub(crate) fn firewall_identity<K: Resource>(fw: &K) -> BTreeMap<String, String> {
     let rolled_in = fw.annotations().contains_key(ROLLED_IN_ANNOTATION);
     match fw.labels().get(FIREWALL_DEPLOYMENT_LABEL) {
         Some(deployment) if !rolled_in => [(
@@ -117,7 +119,7 @@ pub fn owner_tags(marks: &BTreeMap<String, String>) -> Vec<String> {
 }
 
 /// Does a tag list carry every owner mark?
-pub fn has_owner_tags(tags: &[String], marks: &BTreeMap<String, String>) -> bool {
+pub(crate) fn has_owner_tags(tags: &[String], marks: &BTreeMap<String, String>) -> bool {
     owner_tags(marks).iter().all(|t| tags.contains(t))
 }
 
@@ -125,7 +127,7 @@ pub fn has_owner_tags(tags: &[String], marks: &BTreeMap<String, String>) -> bool
 /// [`owner_marks`]' `<kind>-resource=<namespace>.<name>` mark (a namespace has no dot, so the
 /// first dot ends it). A machine or firewall mark wins over a cluster mark, which the Go
 /// provider puts on its machines too.
-pub fn owner_of(tags: &[String]) -> Option<(OwnerKind, String, String)> {
+pub(crate) fn owner_of(tags: &[String]) -> Option<(OwnerKind, String, String)> {
     let prefix = format!("{DOMAIN}/");
     [OwnerKind::Machine, OwnerKind::Firewall, OwnerKind::Cluster]
         .into_iter()
@@ -142,7 +144,7 @@ pub fn owner_of(tags: &[String]) -> Option<(OwnerKind, String, String)> {
 /// The object an allocation belongs to, when capms made it: besides its `<kind>-resource` mark
 /// it carries the `<kind>-uid` mark only capms writes (metal-stack's Go provider marks its
 /// allocations by name alone, and they are not capms's to free on its own).
-pub fn allocated_by_capms(tags: &[String]) -> Option<(OwnerKind, String, String)> {
+pub(crate) fn allocated_by_capms(tags: &[String]) -> Option<(OwnerKind, String, String)> {
     let (kind, namespace, name) = owner_of(tags)?;
     let uid = format!("{DOMAIN}/{}-uid=", kind.word());
     tags.iter()
@@ -160,7 +162,7 @@ pub fn cluster_id(namespace: &str, name: &str) -> String {
 /// Retire`). The machine's ID follows the prefix; the value says why. Machines so recorded are
 /// freed neither with their MetalStackMachine nor by the orphan sweep, only with the cluster,
 /// or by the sweep once an operator deleted the annotation.
-pub const RETIRED_PREFIX: &str = "retired.metal-stack.infrastructure.cluster.x-k8s.io/";
+pub(crate) const RETIRED_PREFIX: &str = "retired.metal-stack.infrastructure.cluster.x-k8s.io/";
 
 /// The annotation recording machine `id` retired, when the ID can be an annotation's name
 /// (metal-stack's machine IDs are UUIDs: up to 63 letters, digits, `-`, `_` and `.`).

@@ -85,7 +85,7 @@ pub enum RuntimeError {
 }
 
 /// A future every task can wait on: resolved once, by the caller's shutdown.
-pub type Shutdown = Shared<BoxFuture<'static, ()>>;
+pub(crate) type Shutdown = Shared<BoxFuture<'static, ()>>;
 
 /// Resolves on SIGINT or SIGTERM.
 pub fn shutdown_signal() -> Shutdown {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 /// ring: the provider kube's client and the metal-api client are built with, so only one is
 /// compiled in.
-pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 

@@ -8,22 +8,22 @@ use std::collections::BTreeMap;
 /// API group of every kind capms serves.
 pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 /// The version objects are stored in.
-pub const STORAGE_VERSION: &str = "v1alpha4";
+pub(crate) const STORAGE_VERSION: &str = "v1alpha4";
 /// Served for manifests written against the first metal-stack provider; same schema, no conversion.
-pub const LEGACY_VERSION: &str = "v1alpha3";
+pub(crate) const LEGACY_VERSION: &str = "v1alpha3";
 /// Where the install manifests' webhooks live: the namespace and Service in front of the
 /// manager's webhook port, and the cert-manager Certificate whose CA is injected.
-pub const WEBHOOK_NAMESPACE: &str = "capms-system";
-pub const WEBHOOK_SERVICE: &str = "capms-webhook-service";
-pub const SERVING_CERT: &str = "capms-system/capms-serving-cert";
+pub(crate) const WEBHOOK_NAMESPACE: &str = "capms-system";
+pub(crate) const WEBHOOK_SERVICE: &str = "capms-webhook-service";
+pub(crate) const SERVING_CERT: &str = "capms-system/capms-serving-cert";
 /// The ServiceAccount the installed manager runs as, in [`WEBHOOK_NAMESPACE`].
-pub const MANAGER_SERVICE_ACCOUNT: &str = "capms-manager";
+pub(crate) const MANAGER_SERVICE_ACCOUNT: &str = "capms-manager";
 /// Path of the conversion webhook on the webhook server.
 pub const CONVERSION_PATH: &str = "/convert";
 /// Port of the control-plane endpoint when the spec does not name one.
-pub const DEFAULT_API_PORT: i32 = 6443;
+pub(crate) const DEFAULT_API_PORT: i32 = 6443;
 /// Label that marks every object capms ships, as clusterctl expects.
-pub const PROVIDER_LABEL: (&str, &str) =
+pub(crate) const PROVIDER_LABEL: (&str, &str) =
     ("cluster.x-k8s.io/provider", "infrastructure-metal-stack");
 
 /// Endpoint of the workload cluster's API server.
@@ -97,7 +97,7 @@ pub struct LocalObjectReference {
 
 /// Schema of a `conditions` list: `[]metav1.Condition` as a list-map keyed by `type`, so that
 /// server-side apply merges conditions one by one, capped at 32 entries.
-pub fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(crate) fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut schema = generator.subschema_for::<Vec<Condition>>();
     schema.insert("x-kubernetes-list-type".into(), "map".into());
     schema.insert(
@@ -109,16 +109,16 @@ pub fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars:
 }
 
 /// Patterns the schema enforces; kept here so webhooks and tests use the same text.
-pub mod patterns {
+pub(crate) mod patterns {
     /// A UUID as metal-stack uses for projects and machines.
     pub const UUID: &str =
         r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
     /// Both providerID forms capms accepts: `metalstack://<uuid>` (first metal-stack provider)
     /// and `metal://<partition>/<uuid>` (what capms writes, and what metal-ccm sets on Nodes).
-    pub const PROVIDER_ID: &str = r"^(metalstack://|metal://[A-Za-z0-9][A-Za-z0-9._-]*/)[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+    pub(crate) const PROVIDER_ID: &str = r"^(metalstack://|metal://[A-Za-z0-9][A-Za-z0-9._-]*/)[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
     /// A Kubernetes object name (DNS-1123 subdomain).
-    pub const DNS_SUBDOMAIN: &str =
+    pub(crate) const DNS_SUBDOMAIN: &str =
         r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
     /// A metal-stack firewall rule comment: letters, `_`, `-` and space, no digits.
-    pub const RULE_COMMENT: &str = r"^[A-Za-z_ -]*$";
+    pub(crate) const RULE_COMMENT: &str = r"^[A-Za-z_ -]*$";
 }

@@ -35,8 +35,8 @@ pub use templates::{
     MetalStackClusterTemplate, MetalStackClusterTemplateResource, MetalStackClusterTemplateSpec,
     MetalStackFirewallTemplate, MetalStackFirewallTemplateResource, MetalStackFirewallTemplateSpec,
     MetalStackMachineTemplate, MetalStackMachineTemplateResource, MetalStackMachineTemplateSpec,
-    clusters_using_template, missing_reference,
 };
+pub(crate) use templates::{clusters_using_template, missing_reference};
 
 use common::{
     CONVERSION_PATH, LEGACY_VERSION, PROVIDER_LABEL, SERVING_CERT, STORAGE_VERSION,

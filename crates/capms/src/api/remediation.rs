@@ -10,18 +10,18 @@ use serde::{Deserialize, Serialize};
 
 /// The attempts of a remediation before its Machine is given up, when the template leaves it
 /// out.
-pub const DEFAULT_RETRY_LIMIT: i32 = 1;
+pub(crate) const DEFAULT_RETRY_LIMIT: i32 = 1;
 /// The most attempts a remediation may make: beyond this a node that keeps hanging is better
 /// replaced.
-pub const MAX_RETRY_LIMIT: i32 = 10;
+pub(crate) const MAX_RETRY_LIMIT: i32 = 10;
 /// How long capms waits for the node after an attempt, when the template leaves it out.
-pub const DEFAULT_TIMEOUT_SECONDS: i64 = 600;
+pub(crate) const DEFAULT_TIMEOUT_SECONDS: i64 = 600;
 /// The shortest wait for a node after an attempt: a bare-metal reboot takes minutes.
-pub const MIN_TIMEOUT_SECONDS: i64 = 100;
+pub(crate) const MIN_TIMEOUT_SECONDS: i64 = 100;
 /// The longest wait for a node after an attempt (a day).
-pub const MAX_TIMEOUT_SECONDS: i64 = 86_400;
+pub(crate) const MAX_TIMEOUT_SECONDS: i64 = 86_400;
 /// The longest cooldown (30 days).
-pub const MAX_COOLDOWN_SECONDS: i64 = 2_592_000;
+pub(crate) const MAX_COOLDOWN_SECONDS: i64 = 2_592_000;
 
 /// Desired state of a MetalStackRemediation.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -101,18 +101,18 @@ pub struct RemediationStrategy {
     pub type_: Option<RemediationType>,
     /// Attempts before the Machine is given up (1 to 10). Defaults to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 10))]
+    #[schemars(range(min = 1, max = MAX_RETRY_LIMIT))]
     pub retry_limit: Option<i32>,
     /// How long to wait for the node to be Ready again after each attempt (100 to 86400).
     /// Defaults to 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 100, max = 86400))]
+    #[schemars(range(min = MIN_TIMEOUT_SECONDS, max = MAX_TIMEOUT_SECONDS))]
     pub timeout_seconds: Option<i64>,
     /// A Machine remediated successfully less than this many seconds ago is not remediated
     /// again but handed back for replacement at once: a node that keeps hanging is replaced.
     /// 0 (the default) disables it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = 2592000))]
+    #[schemars(range(min = 0, max = MAX_COOLDOWN_SECONDS))]
     pub cooldown_seconds: Option<i64>,
     /// What becomes of the metal-stack machine once capms gives its Machine up (after the last
     /// attempt, or within the cooldown). Reuse (the default): freed as usual when the Machine is
@@ -149,7 +149,7 @@ impl RemediationStrategy {
         self.type_.unwrap_or_default()
     }
 
-    pub fn retry_limit(&self) -> i32 {
+    pub(crate) fn retry_limit(&self) -> i32 {
         self.retry_limit.unwrap_or(DEFAULT_RETRY_LIMIT)
     }
 
@@ -158,7 +158,7 @@ impl RemediationStrategy {
         std::time::Duration::from_secs(seconds.max(0).unsigned_abs())
     }
 
-    pub fn on_exhaustion(&self) -> ExhaustionPolicy {
+    pub(crate) fn on_exhaustion(&self) -> ExhaustionPolicy {
         self.on_exhaustion.unwrap_or_default()
     }
 

@@ -141,7 +141,7 @@ pub struct MetalStackFirewallTemplateResource {
 /// What a person reads when `field` names a `kind` (a firewall template or deployment) that does
 /// not exist: the name, and those of the kind the namespace does have (the controller's condition
 /// and the webhook's warning).
-pub fn missing_reference(
+pub(crate) fn missing_reference(
     field: &str,
     kind: &str,
     namespace: &str,
@@ -157,7 +157,7 @@ pub fn missing_reference(
 /// The MetalStackClusters (of `clusters`) that take their firewall from `template`: by their
 /// firewallTemplateRef, or through the firewall deployment (of `deployments`) they name. Both
 /// references are local to the template's namespace.
-pub fn clusters_using_template<'a, C: Borrow<MetalStackCluster>>(
+pub(crate) fn clusters_using_template<'a, C: Borrow<MetalStackCluster>>(
     template: &MetalStackFirewallTemplate,
     clusters: &'a [C],
     deployments: &[impl Borrow<MetalStackFirewallDeployment>],

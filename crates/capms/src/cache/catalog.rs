@@ -88,7 +88,7 @@ impl CatalogCache {
 
     /// After a miss (a name the cached catalog does not know), a fresher catalog if one can be
     /// had within `max_wait`; the cached one otherwise.
-    pub async fn refreshed_after_miss(&self, cached: Arc<Catalog>) -> Arc<Catalog> {
+    pub(crate) async fn refreshed_after_miss(&self, cached: Arc<Catalog>) -> Arc<Catalog> {
         let since = self.current().map(|(_, t)| t);
         // A snapshot from the last second is fresh enough: do not hammer metal-api on typos.
         // Nor does a miss wait within a second of a refresh that failed: while metal-api is down,
@@ -124,7 +124,7 @@ impl CatalogCache {
     }
 
     /// Refreshes every `period` until the process ends.
-    pub fn spawn_refresher(self: &Arc<Self>, period: Duration) {
+    pub(crate) fn spawn_refresher(self: &Arc<Self>, period: Duration) {
         let cache = self.clone();
         tokio::spawn(async move {
             loop {

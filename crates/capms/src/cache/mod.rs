@@ -20,7 +20,7 @@ use kube::{Resource, ResourceExt};
 use std::fmt::Debug;
 use std::hash::Hash;
 
-pub use skipped_fields::WithoutManagedFields;
+pub(crate) use skipped_fields::WithoutManagedFields;
 
 /// The stores of every kind capms reads, filled by the watches.
 #[derive(Clone)]
@@ -101,7 +101,7 @@ where
 
 /// Shared by the controllers and the webhooks: the caches, once the controllers run (on the
 /// leader). Without them (a standby replica) reads go to the apiserver.
-pub type Caches = std::sync::Arc<std::sync::OnceLock<Stores>>;
+pub(crate) type Caches = std::sync::Arc<std::sync::OnceLock<Stores>>;
 
 /// The `K` named `name` in `namespace`, from `caches` when the controllers fill them, else from
 /// the apiserver.
@@ -129,7 +129,7 @@ where
 
 /// What `pick` takes of each `K` in `namespace`, from `caches` when the controllers fill them
 /// (without copying the objects), else from the apiserver.
-pub async fn pick_all<K, T>(
+pub(crate) async fn pick_all<K, T>(
     caches: &Caches,
     client: &kube::Client,
     namespace: &str,
@@ -159,7 +159,7 @@ where
 /// Like [`read`], but a cache miss asks the apiserver too. For the webhooks: the caches of
 /// capms's own kinds follow `--watch-filter`, while admission sees every object, so a miss
 /// there does not mean the object is absent.
-pub async fn read_through<K>(
+pub(crate) async fn read_through<K>(
     caches: &Caches,
     client: &kube::Client,
     namespace: &str,

@@ -38,7 +38,7 @@ where
 }
 
 /// A follower's objects: every object applied, listed or deleted, after the store has it.
-pub type Followed<K> = futures::stream::BoxStream<'static, Arc<K>>;
+pub(crate) type Followed<K> = futures::stream::BoxStream<'static, Arc<K>>;
 
 impl<K> Feed<K>
 where
@@ -72,7 +72,7 @@ where
 
     /// One more follower that sees an object only when `changed` says something it reads
     /// changed (and always the first time): kube-runtime's predicate filter.
-    pub fn follow_changes(&mut self, changed: fn(&K) -> u64) -> Followed<K> {
+    pub(crate) fn follow_changes(&mut self, changed: fn(&K) -> u64) -> Followed<K> {
         self.follow()
             .map(|o| Ok::<_, watcher::Error>(Shared(o)))
             .predicate_filter(move |o: &Shared<K>| Some(changed(&o.0)), Default::default())
@@ -169,7 +169,7 @@ impl<K: Resource + Clone> Resource for Shared<K> {
 }
 
 /// Hashes `value` into a predicate's fingerprint.
-pub fn fingerprint<T: Hash>(value: &T) -> u64 {
+pub(crate) fn fingerprint<T: Hash>(value: &T) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     value.hash(&mut h);
     h.finish()
@@ -177,7 +177,7 @@ pub fn fingerprint<T: Hash>(value: &T) -> u64 {
 
 /// What a controller reads of its own objects outside status: a status write (capms's own, the
 /// only writer of status) wakes nothing.
-pub fn own_change<K: Resource>(obj: &K) -> u64 {
+pub(crate) fn own_change<K: Resource>(obj: &K) -> u64 {
     let m = obj.meta();
     let owners: Vec<_> = m
         .owner_references

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The field a preset machine is named in.
-pub const PROVIDER_ID_FIELD: &str = "spec.providerID";
+pub(crate) const PROVIDER_ID_FIELD: &str = "spec.providerID";
 
 /// Which machine spec.providerID means for allocation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -100,7 +100,7 @@ impl Lost {
 
 impl Found {
     /// The message naming the field, for a preset capms cannot use.
-    pub fn preset_problem(&self) -> Option<String> {
+    pub(crate) fn preset_problem(&self) -> Option<String> {
         match self {
             Found::PresetMissing(id) => Some(format!(
                 "{PROVIDER_ID_FIELD}: machine {id} does not exist in metal-api"
@@ -131,7 +131,7 @@ pub fn teardown_query(namespace: &str, name: &str) -> Query {
 
 /// The query for deleting an object of Cluster `cluster` in `namespace`, while the Cluster and
 /// its MetalStackCluster are there (they wait for their machines and firewall to go).
-pub async fn teardown_query_of(
+pub(crate) async fn teardown_query_of(
     ctx: &Context,
     namespace: &str,
     cluster: Option<&str>,
@@ -245,7 +245,7 @@ async fn still_ours(
 
 /// The machine an object names: the one recorded in its status, else the one its providerID
 /// names.
-pub fn named_machine(provider_id: Option<&str>, recorded: Option<&str>) -> Option<String> {
+pub(crate) fn named_machine(provider_id: Option<&str>, recorded: Option<&str>) -> Option<String> {
     let named = || ProviderId::parse(provider_id?).ok().map(|p| p.machine_id);
     recorded.map(str::to_owned).or_else(named)
 }
@@ -387,7 +387,7 @@ pub fn announce<K: kube::Resource<DynamicType = ()>>(
 
 /// When to look again at a machine that is not ready: a provisioning machine soon (it is about
 /// to progress), a failing one with the growing backoff (a person has to act).
-pub fn health_requeue(health: &MachineHealth) -> Requeue {
+pub(crate) fn health_requeue(health: &MachineHealth) -> Requeue {
     match health {
         MachineHealth::Ready => Requeue::Resync,
         MachineHealth::Provisioning(_) => Requeue::Booting,
@@ -398,7 +398,7 @@ pub fn health_requeue(health: &MachineHealth) -> Requeue {
 }
 
 /// (healthy, reason, message) of the health condition.
-pub fn health_condition(health: &MachineHealth) -> (bool, Reason, String) {
+pub(crate) fn health_condition(health: &MachineHealth) -> (bool, Reason, String) {
     match health {
         MachineHealth::Ready => (true, Reason::PhonedHome, "the machine has phoned home and is alive".into()),
         MachineHealth::Provisioning(event) => (true, Reason::Provisioning, format!("provisioning; last event: {event}")),

@@ -154,7 +154,7 @@ impl Gates {
 }
 
 /// The fingerprint of a Cluster's gates (and identity, so a re-created Cluster wakes too).
-pub fn cluster_gates(cluster: &Cluster) -> u64 {
+pub(crate) fn cluster_gates(cluster: &Cluster) -> u64 {
     fingerprint(&(
         &cluster.metadata.uid,
         Gates::of(cluster),
@@ -165,7 +165,7 @@ pub fn cluster_gates(cluster: &Cluster) -> u64 {
 /// A Cluster `c` in `ns`, paused or not, its infrastructure provisioned as given (the watch
 /// tests of every kind start from it).
 #[cfg(test)]
-pub fn test_cluster(paused: bool, provisioned: Option<bool>) -> Cluster {
+pub(crate) fn test_cluster(paused: bool, provisioned: Option<bool>) -> Cluster {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
         "metadata": {"name": "c", "namespace": "ns"},

@@ -213,7 +213,7 @@ pub static CLUSTER: Kind = Kind {
     capms_required: &["/spec/partition", "/spec/projectID"],
 };
 
-pub static MACHINE: Kind = Kind {
+pub(crate) static MACHINE: Kind = Kind {
     name: "MetalStackMachine",
     fields: &[
         &SHARED_STATUS,
@@ -253,7 +253,7 @@ pub static MACHINE_TEMPLATE: Kind = Kind {
 
 /// The Go provider's firewall template is the firewall-controller-manager's FirewallSpec;
 /// capms's describes a MetalStackFirewall. The rules differ in the case of their protocol.
-pub static FIREWALL_TEMPLATE: Kind = Kind {
+pub(crate) static FIREWALL_TEMPLATE: Kind = Kind {
     name: "MetalStackFirewallTemplate",
     fields: &[&[
         moved("/spec/image", "/spec/template/spec/image"),

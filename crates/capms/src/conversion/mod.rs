@@ -24,7 +24,7 @@ use crate::api::common::GROUP;
 
 /// Annotation holding, per schema, what an object had that the version it is now in cannot
 /// express: restored when it is converted back.
-pub const KEPT_ANNOTATION: &str = "conversion.capms.metal-stack.io/kept";
+pub(crate) const KEPT_ANNOTATION: &str = "conversion.capms.metal-stack.io/kept";
 
 /// The schemas the served versions belong to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -10,7 +10,7 @@ use super::kinds::Kind;
 /// field's path in `schema` (unchanged for capms's own schema and for fields the other schema
 /// lacks). A path is replaced only as a whole: at the start of a word, followed by no further
 /// letter of a name.
-pub fn in_schema(kind: &str, schema: Schema, message: &str) -> String {
+pub(crate) fn in_schema(kind: &str, schema: Schema, message: &str) -> String {
     let Some(kind) = Kind::named(kind).filter(|_| schema != Schema::Capms) else {
         return message.to_owned();
     };

@@ -74,7 +74,7 @@ impl WorkQueues {
     }
 
     /// `controller`'s queue exists (empty, its gauges at 0) before anything wakes.
-    pub fn declare(&self, controller: &str) {
+    pub(crate) fn declare(&self, controller: &str) {
         self.with(controller, |_| ());
         self.adds.get_or_create(&name(controller)).inc_by(0);
     }
@@ -119,7 +119,7 @@ impl WorkQueues {
     }
 
     /// `key`'s reconcile ended.
-    pub fn finished(&self, controller: &str, key: &str) {
+    pub(crate) fn finished(&self, controller: &str, key: &str) {
         self.with(controller, |q| q.running.remove(key));
     }
 

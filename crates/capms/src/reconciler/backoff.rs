@@ -9,26 +9,26 @@ use std::time::Duration;
 /// most about one metal-api find per cluster per second while machines boot), and each new
 /// listing wakes the objects whose machine changed stage, so a machine reports ready when any
 /// look of its cluster sees it phone home, not only at its own next poll.
-pub const BOOTING_POLL: Duration = Duration::from_secs(2);
+pub(crate) const BOOTING_POLL: Duration = Duration::from_secs(2);
 
 /// How often a booting object that others wait for is looked at: a cluster's firewall, whose
 /// readiness provisions the cluster and so lets its machines allocate. Just over the age a
 /// booting look accepts ([`crate::cache::listings::BOOTING_MAX_AGE`]), even its lowest jitter,
 /// so each look of a lone firewall lists its cluster anew and it is seen phoning home within
 /// about a second (at [`BOOTING_POLL`], about two), for one find per cluster per look.
-pub const GATE_POLL: Duration = Duration::from_millis(1300);
+pub(crate) const GATE_POLL: Duration = Duration::from_millis(1300);
 
 /// How far a booting poll strays from its interval, as a fraction of it.
-pub const JITTER: f64 = 0.2;
+pub(crate) const JITTER: f64 = 0.2;
 
 /// `base` ± [`JITTER`], at random, so that a cluster's machines do not poll in step.
-pub fn jittered(base: Duration) -> Duration {
+pub(crate) fn jittered(base: Duration) -> Duration {
     base.mul_f64(rand::random_range(1.0 - JITTER..1.0 + JITTER))
 }
 
 /// The bounded, growing poll interval after `attempt` unsuccessful polls: 2 s, 4 s, 8 s, 16 s,
 /// then 30 s.
-pub fn poll_interval(attempt: u32) -> Duration {
+pub(crate) fn poll_interval(attempt: u32) -> Duration {
     Duration::from_secs((1u64 << attempt.clamp(1, 5)).min(30))
 }
 
@@ -40,7 +40,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// The next wait of the object with `key` while it polls metal-api for progress.
-    pub fn next_poll(&self, key: &str) -> Duration {
+    pub(crate) fn next_poll(&self, key: &str) -> Duration {
         let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
         let n = polls.entry(key.to_owned()).or_default();
         *n = n.saturating_add(1);

@@ -34,7 +34,7 @@ impl Type {
 
 /// Why a condition has its status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
-pub enum Reason {
+pub(crate) enum Reason {
     Paused,
     NotPaused,
     Deleting,
@@ -58,8 +58,6 @@ pub enum Reason {
     FirewallDeploymentNotFound,
     /// The firewall deployment is another cluster's.
     FirewallDeploymentTaken,
-    /// The cluster's firewall spec changed after the firewall was allocated.
-    FirewallSpecChanged,
     FirewallRolledOut,
     /// A firewall for the changed firewall spec is on its way.
     RollingOut,
@@ -104,7 +102,7 @@ impl Reason {
 
 /// Sets conditions of one object at one generation, keeping each condition's
 /// lastTransitionTime while its status stays the same.
-pub struct Conditions<'a> {
+pub(crate) struct Conditions<'a> {
     list: &'a mut Vec<Condition>,
     generation: Option<i64>,
 }
@@ -114,16 +112,22 @@ impl<'a> Conditions<'a> {
         Conditions { list, generation }
     }
 
-    pub fn set_true(&mut self, type_: Type, reason: Reason, message: impl Into<String>) {
+    pub(crate) fn set_true(&mut self, type_: Type, reason: Reason, message: impl Into<String>) {
         self.set(type_, "True", reason, message.into());
     }
 
-    pub fn set_false(&mut self, type_: Type, reason: Reason, message: impl Into<String>) {
+    pub(crate) fn set_false(&mut self, type_: Type, reason: Reason, message: impl Into<String>) {
         self.set(type_, "False", reason, message.into());
     }
 
     /// True or False as `ok` says.
-    pub fn set_to(&mut self, ok: bool, type_: Type, reason: Reason, message: impl Into<String>) {
+    pub(crate) fn set_to(
+        &mut self,
+        ok: bool,
+        type_: Type,
+        reason: Reason,
+        message: impl Into<String>,
+    ) {
         self.set(
             type_,
             if ok { "True" } else { "False" },

@@ -48,7 +48,7 @@ pub async fn within<F: Future>(site: impl FnOnce() -> String, work: F) -> F::Out
 
 /// Armed, the turn of one reconcile among all of capms's controllers (held for the whole
 /// reconcile); otherwise none, and reconciles run as configured.
-pub async fn one_at_a_time() -> Option<tokio::sync::MutexGuard<'static, ()>> {
+pub(crate) async fn one_at_a_time() -> Option<tokio::sync::MutexGuard<'static, ()>> {
     #[cfg(debug_assertions)]
     if armed::points().is_some() {
         static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -28,7 +28,7 @@ pub fn elapsed(then: jiff::Timestamp, now: jiff::Timestamp, skew: Duration) -> O
 }
 
 /// Is reconciliation paused, by the Cluster or by the object's own annotation?
-pub fn paused_reason<K: Resource>(obj: &K, cluster: Option<&Cluster>) -> Option<String> {
+pub(crate) fn paused_reason<K: Resource>(obj: &K, cluster: Option<&Cluster>) -> Option<String> {
     if cluster.is_some_and(|c| c.is_paused()) {
         return Some("Cluster spec.paused is true".into());
     }
@@ -40,7 +40,7 @@ pub fn paused_reason<K: Resource>(obj: &K, cluster: Option<&Cluster>) -> Option<
 /// Must a deletion leave everything as it is? While the object or its Cluster is paused, and
 /// when clusterctl move deletes the object from the source after moving it, the allocations
 /// stay for whoever manages the object now: capms removes no finalizer and frees nothing.
-pub async fn deletion_hands_off<K: Resource>(
+pub(crate) async fn deletion_hands_off<K: Resource>(
     ctx: &Context,
     obj: &K,
     cluster_name: Option<&str>,
@@ -60,7 +60,7 @@ pub async fn deletion_hands_off<K: Resource>(
 
 /// Keeps the `Paused` condition true to the cause (True with it, or False/NotPaused) and tells
 /// whether reconciliation stops here.
-pub fn record_pause<K: Resource>(
+pub(crate) fn record_pause<K: Resource>(
     conditions: &mut Conditions<'_>,
     obj: &K,
     cluster: Option<&Cluster>,
@@ -78,12 +78,12 @@ pub fn record_pause<K: Resource>(
 }
 
 /// Cluster API's managed-by annotation: another controller owns the object.
-pub fn is_externally_managed<K: Resource>(obj: &K) -> bool {
+pub(crate) fn is_externally_managed<K: Resource>(obj: &K) -> bool {
     obj.annotations().contains_key(MANAGED_BY_ANNOTATION)
 }
 
 /// The name of the owner of `kind` in the `cluster.x-k8s.io` group, if any.
-pub fn capi_owner<K: Resource>(obj: &K, kind: &str) -> Option<String> {
+pub(crate) fn capi_owner<K: Resource>(obj: &K, kind: &str) -> Option<String> {
     obj.owner_references()
         .iter()
         .find(|o| o.kind == kind && o.api_version.starts_with("cluster.x-k8s.io/"))

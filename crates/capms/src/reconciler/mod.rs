@@ -150,7 +150,10 @@ pub trait Reconciler {
 /// Does a failure belong in the object's conditions? metal-api's answers do, met while
 /// observing or in a step that writes to metal-api; a failed Kubernetes read or write does not
 /// (it is retried and logged).
-pub fn shows_in_status<R: Reconciler + ?Sized>(error: &Error, step: Option<&R::Step>) -> bool {
+pub(crate) fn shows_in_status<R: Reconciler + ?Sized>(
+    error: &Error,
+    step: Option<&R::Step>,
+) -> bool {
     match step {
         Some(step) => R::effect(step) == Effect::MetalApi,
         None => matches!(error, Error::Metal(_)),
@@ -206,7 +209,7 @@ impl<Live, Left> Observed<Live, Left> {
 }
 
 /// How often a paused deletion looks again: unpausing a Cluster sends no event to every kind.
-pub const HANDS_OFF_RECHECK: Duration = Duration::from_secs(30);
+pub(crate) const HANDS_OFF_RECHECK: Duration = Duration::from_secs(30);
 
 /// observe → decide → act → one status write; a copy from before capms's own latest write
 /// waits for the watch's newer one instead.

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// only matters when a write changed nothing (the apiserver then keeps the version and sends no
 /// event), which happens when an older copy is written again while the write before it is on
 /// its way back, so a newer copy follows anyway.
-pub const HOLD: Duration = Duration::from_secs(30);
+pub(crate) const HOLD: Duration = Duration::from_secs(30);
 
 /// The objects written lately, by uid: the resourceVersion each had when capms wrote to it.
 #[derive(Default)]
@@ -45,7 +45,7 @@ impl OwnWrites {
 
     /// How long to wait before reconciling `obj`, when it is the copy from before capms's
     /// latest write to it; None once the watch has brought a newer one (or HOLD passed).
-    pub fn hold_back<K: Resource>(&self, obj: &K) -> Option<Duration> {
+    pub(crate) fn hold_back<K: Resource>(&self, obj: &K) -> Option<Duration> {
         let uid = obj.uid()?;
         let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
         let (version, at) = written.get(&uid)?;

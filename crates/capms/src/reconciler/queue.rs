@@ -35,7 +35,7 @@ where
 }
 
 /// `stream` of the controller's own objects, recording each in its work queue.
-pub fn counted_own<K>(
+pub(crate) fn counted_own<K>(
     queues: &WorkQueues,
     stream: Followed<K>,
 ) -> impl Stream<Item = Arc<K>> + Send + 'static
@@ -52,7 +52,7 @@ where
 }
 
 /// `owners` (namespace, name) of kind `K` to wake, recorded in their work queue.
-pub fn counted_refs<K>(
+pub(crate) fn counted_refs<K>(
     queues: &WorkQueues,
     owners: impl Stream<Item = (String, String)> + Send + 'static,
 ) -> impl Stream<Item = ObjectRef<K>> + Send + 'static

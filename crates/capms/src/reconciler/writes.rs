@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 
 /// Field manager of every write capms makes.
-pub const FIELD_MANAGER: &str = "capms";
+pub(crate) const FIELD_MANAGER: &str = "capms";
 
 /// `Kind namespace/name`, as error messages name an object.
 pub fn describe<K: Resource<DynamicType = ()>>(obj: &K) -> String {
@@ -39,13 +39,13 @@ fn guarded_patch_error(operation: String, e: kube::Error) -> Error {
 }
 
 /// Does `obj` carry `finalizer`?
-pub fn has_finalizer<K: Resource>(obj: &K, finalizer: &str) -> bool {
+pub(crate) fn has_finalizer<K: Resource>(obj: &K, finalizer: &str) -> bool {
     obj.finalizers().iter().any(|f| f == finalizer)
 }
 
 /// Adds `finalizer` (guarded by resourceVersion against concurrent writers). Returns whether it
 /// had to be added.
-pub async fn ensure_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool>
+pub(crate) async fn ensure_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
@@ -78,7 +78,7 @@ where
 }
 
 /// Removes `finalizer`, guarded by a test of its position.
-pub async fn remove_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<()>
+pub(crate) async fn remove_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<()>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
@@ -107,7 +107,7 @@ where
 }
 
 /// Writes the whole status in one server-side apply: fields capms no longer sets go away.
-pub async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<()>
+pub(crate) async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<()>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize,

@@ -31,7 +31,7 @@ pub enum Decision {
     Forbidden,
 }
 
-pub struct MetricsAuth {
+pub(crate) struct MetricsAuth {
     client: kube::Client,
     decisions: Mutex<HashMap<Vec<u8>, (Instant, Decision)>>,
 }
@@ -45,7 +45,7 @@ impl MetricsAuth {
     }
 
     /// The decision for `token`, from the cache or the apiserver.
-    pub async fn decide(&self, token: &str) -> Result<Decision, kube::Error> {
+    pub(crate) async fn decide(&self, token: &str) -> Result<Decision, kube::Error> {
         let key = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
             .as_ref()
             .to_vec();
@@ -111,7 +111,7 @@ impl MetricsAuth {
 
 /// Middleware in front of `/metrics`: 401 without a valid bearer token, 403 without the right
 /// to get /metrics, 503 while the apiserver cannot be asked.
-pub async fn require_metrics_reader(
+pub(crate) async fn require_metrics_reader(
     State(auth): State<Arc<MetricsAuth>>,
     request: Request,
     next: Next,

@@ -1,7 +1,7 @@
 //! The manager's plain-HTTP endpoints: `/healthz` and `/readyz` for the kubelet, `/metrics` in
 //! OpenMetrics text format.
 
-pub mod metrics_auth;
+pub(crate) mod metrics_auth;
 pub mod tls;
 
 use axum::Router;
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What `/readyz` reports.
 #[derive(Default, Debug)]
-pub struct Readiness {
+pub(crate) struct Readiness {
     /// The process is up and its HTTP endpoints serve.
     pub started: AtomicBool,
     /// This replica leads and its controllers run (false on a standby replica).
@@ -26,7 +26,7 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    pub fn set_started(&self) {
+    pub(crate) fn set_started(&self) {
         self.started.store(true, Ordering::SeqCst);
     }
 }
@@ -70,7 +70,7 @@ async fn serve_metrics(State(metrics): State<Arc<crate::metrics::Metrics>>) -> i
     )
 }
 
-pub fn health_router(readiness: Arc<Readiness>) -> Router {
+pub(crate) fn health_router(readiness: Arc<Readiness>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -78,7 +78,7 @@ pub fn health_router(readiness: Arc<Readiness>) -> Router {
 }
 
 /// `/metrics`; with `auth`, only for callers allowed to get it (see [`metrics_auth`]).
-pub fn metrics_router(
+pub(crate) fn metrics_router(
     metrics: Arc<crate::metrics::Metrics>,
     auth: Option<Arc<metrics_auth::MetricsAuth>>,
 ) -> Router {
@@ -95,7 +95,7 @@ pub fn metrics_router(
 }
 
 /// Serves `router` on `addr` until `shutdown` resolves.
-pub async fn serve_plain(
+pub(crate) async fn serve_plain(
     addr: std::net::SocketAddr,
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -85,7 +85,7 @@ impl ReloadingCert {
     }
 
     /// True once a certificate has been loaded (what `/readyz` reports).
-    pub fn is_loaded(&self) -> bool {
+    pub(crate) fn is_loaded(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }
 
@@ -149,7 +149,7 @@ impl ReloadingCert {
     }
 
     /// The server config: TLS 1.2 and 1.3 only, HTTP/2 and HTTP/1.1, this resolver.
-    pub fn server_config(self: &Arc<Self>) -> Result<rustls::ServerConfig, rustls::Error> {
+    pub(crate) fn server_config(self: &Arc<Self>) -> Result<rustls::ServerConfig, rustls::Error> {
         let mut config = rustls::ServerConfig::builder_with_provider(self.provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
             .with_no_client_auth()

@@ -16,7 +16,7 @@ const MAX_MISFITS: usize = 16;
 
 /// Why an object does not fit its type.
 #[derive(Debug)]
-pub struct Misfit {
+pub(crate) struct Misfit {
     pub errors: Vec<FieldError>,
     /// The object without its misfit fields, when that fits and no array lost an element (the
     /// rules would name the elements after it by indices that are not the user's).

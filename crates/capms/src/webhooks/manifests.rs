@@ -22,16 +22,16 @@ pub enum ClientConfig {
 /// The CEL condition under which the apiserver calls a webhook: a creation, or an update that
 /// changes the spec. An object without a spec (never one of ours) is sent too, rather than the
 /// condition failing to evaluate.
-pub const SPEC_CHANGED: &str = "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec";
+pub(crate) const SPEC_CHANGED: &str = "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec";
 
 /// The user the installed manager runs as: its ServiceAccount.
-pub fn installed_manager_user() -> String {
+pub(crate) fn installed_manager_user() -> String {
     format!("system:serviceaccount:{WEBHOOK_NAMESPACE}:{MANAGER_SERVICE_ACCOUNT}")
 }
 
 /// The CEL condition that leaves out the manager's own updates: it only writes what it decided
 /// itself (finalizers, `spec.providerID`, labels), nothing a person typed.
-pub fn not_updated_by(manager_user: &str) -> String {
+pub(crate) fn not_updated_by(manager_user: &str) -> String {
     let quoted = serde_json::to_string(manager_user).unwrap_or_default();
     format!("request.operation != 'UPDATE' || request.userInfo.username != {quoted}")
 }

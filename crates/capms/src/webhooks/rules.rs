@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
+pub(crate) struct FieldError {
     pub path: String,
     pub message: String,
 }
@@ -64,7 +64,7 @@ fn default_rules(rules: &mut Option<FirewallRules>) {
 }
 
 /// Control-plane port 6443; firewall rule protocol tcp.
-pub fn default_cluster(spec: &mut MetalStackClusterSpec) {
+pub(crate) fn default_cluster(spec: &mut MetalStackClusterSpec) {
     let endpoint = spec
         .control_plane_endpoint
         .get_or_insert_with(ApiEndpoint::default);
@@ -79,7 +79,7 @@ pub fn default_cluster(spec: &mut MetalStackClusterSpec) {
 /// A cluster written in the Go provider's `v1alpha1`: its API server listens where the Go
 /// provider puts it, on port 443 of spec.controlPlaneIP, or of the IP capms allocates when
 /// there is none (an endpoint of only a port, which `v1alpha1` shows once the host is known).
-pub fn default_go_provider_cluster(spec: &mut MetalStackClusterSpec) {
+pub(crate) fn default_go_provider_cluster(spec: &mut MetalStackClusterSpec) {
     let endpoint = spec
         .control_plane_endpoint
         .get_or_insert_with(Default::default);
@@ -90,12 +90,12 @@ pub fn default_go_provider_cluster(spec: &mut MetalStackClusterSpec) {
     }
 }
 
-pub fn default_firewall(spec: &mut MetalStackFirewallSpec) {
+pub(crate) fn default_firewall(spec: &mut MetalStackFirewallSpec) {
     default_rules(&mut spec.rules);
 }
 
 /// A machine's partition defaults to its cluster's.
-pub fn default_machine(spec: &mut MetalStackMachineSpec, cluster_partition: Option<&str>) {
+pub(crate) fn default_machine(spec: &mut MetalStackMachineSpec, cluster_partition: Option<&str>) {
     if spec.partition.is_none() {
         spec.partition = cluster_partition.map(str::to_owned);
     }
@@ -104,7 +104,7 @@ pub fn default_machine(spec: &mut MetalStackMachineSpec, cluster_partition: Opti
 // ---- validation -------------------------------------------------------------------------
 
 mod cluster;
-pub use cluster::{check_firewall_networks, validate_cluster};
+pub(crate) use cluster::{check_firewall_networks, validate_cluster};
 
 fn check_partition(report: &mut Report, path: &str, partition: &str, catalog: &Catalog) {
     if !catalog.partitions.iter().any(|p| p.id == partition) {
@@ -293,7 +293,7 @@ fn check_rules(report: &mut Report, path: &str, rules: &FirewallRules) {
 }
 
 /// A MetalStackFirewall spec (also a cluster's firewallSpec), under `path`.
-pub fn validate_firewall(
+pub(crate) fn validate_firewall(
     report: &mut Report,
     path: &str,
     spec: &MetalStackFirewallSpec,
@@ -407,7 +407,7 @@ pub fn validate_machine(
 
 /// A MetalStackFirewallTemplate's firewall spec, under `path`: a firewall spec that names no
 /// machine, since every firewall made from the template would claim it.
-pub fn validate_firewall_template(
+pub(crate) fn validate_firewall_template(
     report: &mut Report,
     path: &str,
     spec: &MetalStackFirewallSpec,
@@ -424,7 +424,7 @@ pub fn validate_firewall_template(
 
 /// Templates are immutable, except for Cluster API's ClusterClass dry runs, which carry the
 /// `topology.cluster.x-k8s.io/dry-run` annotation.
-pub fn validate_template_update(
+pub(crate) fn validate_template_update(
     report: &mut Report,
     old: &serde_json::Value,
     new: &serde_json::Value,

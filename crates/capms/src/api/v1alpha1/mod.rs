@@ -24,10 +24,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 /// The version's name.
-pub const VERSION: &str = "v1alpha1";
+pub(crate) const VERSION: &str = "v1alpha1";
 /// Port of the control-plane endpoint the Go provider writes: its kubeadm templates bind the
 /// API server to 443.
-pub const API_PORT: i32 = 443;
+pub(crate) const API_PORT: i32 = 443;
 
 /// An integer without a format, as the Go provider's schema has ports.
 fn integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -84,7 +84,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// The Go provider v0.8.0's own CRD of `plural`, read from the shared reference (never copied
 /// into this repository): what the `v1alpha1` types and the conversion tables are checked against.
 #[cfg(test)]
-pub fn go_provider_crd(plural: &str) -> serde_json::Value {
+pub(crate) fn go_provider_crd(plural: &str) -> serde_json::Value {
     let file = format!(
         "{}/../../../shared/reference/capms-v0.8.0/crd/infrastructure.cluster.x-k8s.io_{plural}.yaml",
         env!("CARGO_MANIFEST_DIR")

@@ -34,11 +34,11 @@ const FREED_KNOWN_FOR: Duration = Duration::from_secs(120);
 /// How old a listing a booting machine accepts. Each new listing wakes the objects whose machine
 /// changed stage, so while a cluster's machines boot, their polls list the cluster about once
 /// per this interval and a machine that phoned home is seen within about as long.
-pub const BOOTING_MAX_AGE: Duration = Duration::from_secs(1);
+pub(crate) const BOOTING_MAX_AGE: Duration = Duration::from_secs(1);
 
 /// How old a listing a deleted object accepts to find what it must free. A listing holds
 /// capms's own frees, so a cluster's objects going together share one.
-pub const TEARDOWN_MAX_AGE: Duration = Duration::from_secs(2);
+pub(crate) const TEARDOWN_MAX_AGE: Duration = Duration::from_secs(2);
 
 /// Which cluster's listing a reconcile reads (by the cluster's tag), and how old it may be
 /// (short while a machine boots, half the sync period once it is ready).
@@ -51,7 +51,7 @@ pub struct Query {
 impl Query {
     /// For an object of the cluster with id `cluster_id` (`<namespace>.<name>`), at most
     /// `max_age` old.
-    pub fn of_cluster(cluster_id: &str, max_age: Duration) -> Query {
+    pub(crate) fn of_cluster(cluster_id: &str, max_age: Duration) -> Query {
         Query {
             cluster_tag: format!("{}={cluster_id}", metal_api::tags::CLUSTER_ID),
             max_age,
@@ -78,7 +78,7 @@ struct Freed {
 }
 
 /// An object of capms's, by namespace and name.
-pub type Owner = (String, String);
+pub(crate) type Owner = (String, String);
 
 #[derive(Default)]
 struct Slot {
@@ -174,7 +174,7 @@ impl Listings {
     /// An allocation carrying `cluster_tag` may have happened without capms knowing the
     /// machine (it failed, or its answer was lost): listings requested before are not used
     /// again.
-    pub fn invalidate(&self, cluster_tag: &str) {
+    pub(crate) fn invalidate(&self, cluster_tag: &str) {
         self.slot(cluster_tag)
             .allocations
             .fetch_add(1, Ordering::SeqCst);
@@ -218,7 +218,7 @@ impl Listings {
     /// longer has it) in the last [`FREED_KNOWN_FOR`], and not allocate it again since? Then
     /// that object, being deleted and naming it, need not ask metal-api whether it is still its
     /// own.
-    pub fn freed_by_capms(&self, id: &str, owner: &BTreeMap<String, String>) -> bool {
+    pub(crate) fn freed_by_capms(&self, id: &str, owner: &BTreeMap<String, String>) -> bool {
         let freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
         freed
             .get(id)
@@ -249,7 +249,7 @@ impl Listings {
 
     /// A machine of any cluster may have changed under capms's hands (a free that failed, an
     /// allocation without a cluster tag): no listing from before is used again.
-    pub fn invalidate_all(&self) {
+    pub(crate) fn invalidate_all(&self) {
         self.unknown.fetch_add(1, Ordering::SeqCst);
     }
 }

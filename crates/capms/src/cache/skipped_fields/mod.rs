@@ -19,7 +19,7 @@ use std::fmt;
 pub type Paths = &'static [&'static [&'static str]];
 
 /// The last step of a path to a list of which only the first element is decoded.
-pub const FIRST: &str = "[0]";
+pub(crate) const FIRST: &str = "[0]";
 
 /// The path skipped in a watched object.
 const MANAGED_FIELDS: Paths = &[&["metadata", "managedFields"]];
@@ -37,7 +37,7 @@ impl<'de, K: de::Deserialize<'de>> de::Deserialize<'de> for WithoutManagedFields
 /// Decodes a `T` as it decodes from `deserializer`, except that the value under each of `paths`
 /// is skipped unread, as if the key were absent (a path through a list is not followed). More
 /// than 64 paths are a programming error: the ones after the 64th are not skipped.
-pub fn decode_skipping<'de, T: de::Deserialize<'de>, D: Deserializer<'de>>(
+pub(crate) fn decode_skipping<'de, T: de::Deserialize<'de>, D: Deserializer<'de>>(
     deserializer: D,
     paths: Paths,
 ) -> Result<T, D::Error> {

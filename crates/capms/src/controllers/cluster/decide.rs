@@ -18,7 +18,7 @@ use std::time::Duration;
 /// How long to wait for a Cluster that does not exist (yet).
 const ABSENT: Duration = Duration::from_secs(10);
 
-pub fn decide(msc: &MetalStackCluster, observed: &Observed) -> ClusterDecision {
+pub(crate) fn decide(msc: &MetalStackCluster, observed: &Observed) -> ClusterDecision {
     let status = msc.status.clone().unwrap_or_default();
     match observed.phase() {
         Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
@@ -240,7 +240,7 @@ impl Progress<'_> {
 
 /// The status after a failed step or an unusable spec: Ready says why, and so does the
 /// condition of the step that failed.
-pub fn after_failure(
+pub(crate) fn after_failure(
     msc: &MetalStackCluster,
     mut status: MetalStackClusterStatus,
     error: &Error,

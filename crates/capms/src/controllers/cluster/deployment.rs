@@ -59,7 +59,10 @@ pub fn claim(
 /// A firewall made for one of the Go provider's firewall deployments: labelled with its name, so
 /// that it is tagged as the Go provider tags its firewalls, and on the machine the deployment
 /// names (the firewall the Go provider allocated, taken over).
-pub fn for_deployment(fw: &mut MetalStackFirewall, deployment: &MetalStackFirewallDeployment) {
+pub(crate) fn for_deployment(
+    fw: &mut MetalStackFirewall,
+    deployment: &MetalStackFirewallDeployment,
+) {
     let labels = fw.metadata.labels.get_or_insert_with(Default::default);
     labels.insert(FIREWALL_DEPLOYMENT_LABEL.to_owned(), deployment.name_any());
     let managed = deployment.spec.managed_resource_ref.as_ref();
@@ -69,7 +72,7 @@ pub fn for_deployment(fw: &mut MetalStackFirewall, deployment: &MetalStackFirewa
 /// The firewall's machine, once allocated, written to the deployment's
 /// spec.managedResourceRef where the Go provider keeps it: what it finds again if an operator
 /// goes back to it.
-pub fn record_on_deployment(fw: &MetalStackFirewall, seen: &FirewallSeen) -> Option<Step> {
+pub(crate) fn record_on_deployment(fw: &MetalStackFirewall, seen: &FirewallSeen) -> Option<Step> {
     let deployment = seen.deployment.as_ref()?.as_ref().ok()?;
     let provider_id = fw.spec.provider_id.clone()?;
     let recorded = deployment.spec.managed_resource_ref.as_ref();
@@ -78,7 +81,7 @@ pub fn record_on_deployment(fw: &MetalStackFirewall, seen: &FirewallSeen) -> Opt
 }
 
 /// Does the cluster's firewall deployment ask for the newest firewall image?
-pub fn auto_updates(deployment: &MetalStackFirewallDeployment) -> bool {
+pub(crate) fn auto_updates(deployment: &MetalStackFirewallDeployment) -> bool {
     let auto_update = deployment.spec.auto_update.as_ref();
     auto_update.and_then(|a| a.machine_image) == Some(true)
 }
@@ -86,7 +89,7 @@ pub fn auto_updates(deployment: &MetalStackFirewallDeployment) -> bool {
 /// With spec.autoUpdate.machineImage, the firewall gets the newest firewall image of its
 /// template image's operating system and minor version, which rolls the firewall when a newer
 /// one appears.
-pub fn follow_newest_image(fw: &mut MetalStackFirewall, seen: &FirewallSeen) {
+pub(crate) fn follow_newest_image(fw: &mut MetalStackFirewall, seen: &FirewallSeen) {
     let follows = seen.deployment.as_ref().and_then(|d| d.as_ref().ok());
     if let (Some(newest), true) = (&seen.newest_image, follows.is_some_and(auto_updates)) {
         fw.spec.image.clone_from(newest);

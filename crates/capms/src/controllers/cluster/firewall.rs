@@ -23,7 +23,7 @@ const TEMPLATE_SAFETY_NET: Duration = Duration::from_secs(300);
 
 /// The MetalStackFirewall a cluster creates: its spec from the cluster's firewallSpec or from its
 /// firewall template, the template's labels and annotations, and where it was cloned from.
-pub fn plan_firewall(
+pub(crate) fn plan_firewall(
     msc: &MetalStackCluster,
     cluster_name: &str,
     spec: MetalStackFirewallSpec,
@@ -60,7 +60,7 @@ pub fn plan_firewall(
 }
 
 /// Does the cluster have a firewall: inline, from a template or through a firewall deployment?
-pub fn wants_firewall(spec: &MetalStackClusterSpec) -> bool {
+pub(crate) fn wants_firewall(spec: &MetalStackClusterSpec) -> bool {
     spec.firewall_spec.is_some()
         || spec.firewall_template_ref.is_some()
         || spec.firewall_deployment_ref.is_some()
@@ -158,7 +158,7 @@ fn unclaimed(
 
 /// The firewall step, FirewallReady and the rollout; Ready when the cluster needs nothing more
 /// from its firewall.
-pub fn decide(
+pub(crate) fn decide(
     msc: &MetalStackCluster,
     cluster_name: &str,
     seen: Option<&FirewallSeen>,

@@ -22,8 +22,6 @@ use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, fai
 use kube::ResourceExt;
 use model::{ClusterDecision, Observed, Step};
 
-pub use firewall::plan_firewall;
-
 pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/cluster";
 /// Tag of the control-plane IP, next to the owner tags.
 const PURPOSE_CONTROL_PLANE: &str =
@@ -36,7 +34,7 @@ pub fn firewall_name(cluster: &str) -> String {
 
 /// Is `fw` one of MetalStackCluster `cluster`'s firewalls (it is their controller)? By name, not
 /// UID: `clusterctl move` and restores re-create the cluster with a new UID.
-pub fn belongs_to(fw: &MetalStackFirewall, cluster: &str) -> bool {
+pub(crate) fn belongs_to(fw: &MetalStackFirewall, cluster: &str) -> bool {
     fw.owner_references()
         .iter()
         .any(|o| o.controller == Some(true) && o.kind == "MetalStackCluster" && o.name == cluster)

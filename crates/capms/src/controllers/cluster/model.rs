@@ -143,4 +143,4 @@ pub enum Retire {
     Failed(String),
 }
 
-pub type ClusterDecision = Decision<Step, MetalStackClusterStatus>;
+pub(crate) type ClusterDecision = Decision<Step, MetalStackClusterStatus>;

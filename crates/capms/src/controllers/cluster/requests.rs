@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use metal_api::tags::CLUSTER_ID;
 use metal_api::types::{IpAllocateRequest, NetworkAllocateRequest};
 
-pub fn network_request(msc: &MetalStackCluster) -> NetworkAllocateRequest {
+pub(crate) fn network_request(msc: &MetalStackCluster) -> NetworkAllocateRequest {
     let ns = msc.namespace().unwrap_or_default();
     let name = msc.name_any();
     let mut labels = owner_marks_of(OwnerKind::Cluster, msc);
@@ -25,7 +25,7 @@ pub fn network_request(msc: &MetalStackCluster) -> NetworkAllocateRequest {
 
 /// The control-plane IP in the public network `network`: `type_` ephemeral when capms picks it,
 /// static when it reserves the given host; `how` is "allocated" or "reserved".
-pub fn ip_request(
+pub(crate) fn ip_request(
     msc: &MetalStackCluster,
     network: &str,
     type_: &str,

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// What the cluster's firewall needs: nothing more, or a step (while a ready firewall serves).
-pub enum Outcome {
+pub(crate) enum Outcome {
     Ready,
     /// A ready firewall serves the cluster while the rollout takes this step.
     Serving(Step, Requeue),
@@ -28,14 +28,14 @@ pub enum Outcome {
 
 /// Has the firewall the spec the cluster wants? spec.providerID is the firewall controller's, not
 /// compared.
-pub fn same_spec(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
+pub(crate) fn same_spec(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
     let mut spec = current.spec.clone();
     spec.provider_id.clone_from(&desired.spec.provider_id);
     spec == desired.spec
 }
 
 /// Does the firewall lack labels or annotations the cluster sets on it?
-pub fn metadata_differs(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
+pub(crate) fn metadata_differs(current: &MetalStackFirewall, desired: &MetalStackFirewall) -> bool {
     let subset = |want: &Option<BTreeMap<String, String>>, have: &BTreeMap<String, String>| {
         want.iter().flatten().all(|(k, v)| have.get(k) == Some(v))
     };
@@ -52,7 +52,7 @@ pub fn allocated(fw: &MetalStackFirewall) -> bool {
 const SAFETY_NET: Duration = Duration::from_secs(60);
 
 /// Attempts to roll in one spec before capms waits for the next change.
-pub const MAX_ATTEMPTS: u32 = 5;
+pub(crate) const MAX_ATTEMPTS: u32 = 5;
 
 /// The wait before attempt `failed + 1`: 1, 2, 4, 8 minutes.
 pub fn backoff(failed: u32) -> Duration {
@@ -61,7 +61,7 @@ pub fn backoff(failed: u32) -> Duration {
 
 /// Name of a firewall rolled in for `spec`: the cluster's firewall name and a digest of the
 /// spec, the same on every reconcile and after a restart.
-pub fn rolled_name(cluster: &str, fw: &MetalStackFirewall) -> String {
+pub(crate) fn rolled_name(cluster: &str, fw: &MetalStackFirewall) -> String {
     // The machine is the firewall controller's choice, not part of the spec asked for.
     let mut spec = fw.spec.clone();
     spec.provider_id = None;
@@ -136,7 +136,7 @@ fn said(fw: &MetalStackFirewall) -> String {
 }
 
 /// Everything the rollout decision reads.
-pub struct Rollout<'a, 'c> {
+pub(crate) struct Rollout<'a, 'c> {
     pub msc: &'a MetalStackCluster,
     pub desired: MetalStackFirewall,
     pub seen: &'a FirewallSeen,
@@ -204,7 +204,7 @@ impl Rollout<'_, '_> {
 
     /// The rollout's step, or the firewall of the current spec when it serves alone (the caller
     /// then reports it ready) with the patch of its labels it still needs, if any.
-    pub fn decide(mut self) -> Result<(MetalStackFirewall, Option<Step>), Outcome> {
+    pub(crate) fn decide(mut self) -> Result<(MetalStackFirewall, Option<Step>), Outcome> {
         let live: Vec<MetalStackFirewall> = self.live().cloned().collect();
         let serving = live.iter().find(|f| ready(f) && !self.current(f)).cloned();
         // Of two firewalls with the current spec, the ready one; the other goes once it serves.

@@ -8,7 +8,7 @@ use crate::reconciler::conditions::{Conditions, Reason, Type};
 use crate::reconciler::{Decision, Requeue};
 use std::time::Duration;
 
-pub fn decide(
+pub(crate) fn decide(
     msc: &MetalStackCluster,
     left: &Left,
     mut status: MetalStackClusterStatus,
@@ -69,7 +69,7 @@ pub fn decide(
 
 /// metal-api refuses to free a network whose prefixes still hold IPs (422) while it releases
 /// the machines' IPs asynchronously: that is a wait, not a failure.
-pub fn network_still_busy(
+pub(crate) fn network_still_busy(
     msc: &MetalStackCluster,
     mut status: MetalStackClusterStatus,
     id: &str,

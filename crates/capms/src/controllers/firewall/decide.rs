@@ -17,7 +17,7 @@ use std::time::Duration;
 /// How long to wait for a MetalStackCluster that does not exist (yet).
 const ABSENT: Duration = Duration::from_secs(10);
 
-pub fn decide(fw: &MetalStackFirewall, observed: &Observed) -> FirewallDecision {
+pub(crate) fn decide(fw: &MetalStackFirewall, observed: &Observed) -> FirewallDecision {
     let mut status = fw.status.clone().unwrap_or_default();
     match observed.phase() {
         Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
@@ -141,7 +141,7 @@ fn allocated(
 }
 
 /// The status after a failed step or an unusable spec.
-pub fn after_failure(
+pub(crate) fn after_failure(
     fw: &MetalStackFirewall,
     mut status: MetalStackFirewallStatus,
     error: &Error,

@@ -33,7 +33,7 @@ pub enum Step {
     RemoveFinalizer,
 }
 
-pub type FirewallDecision = Decision<Step, MetalStackFirewallStatus>;
+pub(crate) type FirewallDecision = Decision<Step, MetalStackFirewallStatus>;
 
 /// Which machine the firewall means: the one noted in status, else spec.providerID's.
 pub fn target(fw: &MetalStackFirewall, msc: &MetalStackCluster) -> Result<Target, String> {

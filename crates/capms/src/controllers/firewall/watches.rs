@@ -46,7 +46,7 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
 
 /// The MetalStackFirewalls of MetalStackCluster `msc` in `ns`: its first one (named after it,
 /// which may not be stored yet) and every other it is the controller of (a rollout's).
-pub fn firewalls_of(
+pub(crate) fn firewalls_of(
     store: &Store<MetalStackFirewall>,
     ns: &str,
     msc: &str,

@@ -13,7 +13,10 @@ use std::time::Duration;
 /// too).
 const FIREWALL_GONE_RECHECK: Duration = Duration::from_secs(5);
 
-pub fn decide(fwd: &MetalStackFirewallDeployment, observed: &Observed) -> DeploymentDecision {
+pub(crate) fn decide(
+    fwd: &MetalStackFirewallDeployment,
+    observed: &Observed,
+) -> DeploymentDecision {
     let status = fwd.status.clone().unwrap_or_default();
     match observed.phase() {
         Phase::Idle(next) => Decision::new(Step::Nothing, status, next),

@@ -37,10 +37,10 @@ pub enum Step {
     RemoveFinalizer,
 }
 
-pub type DeploymentDecision = Decision<Step, FirewallDeploymentStatus>;
+pub(crate) type DeploymentDecision = Decision<Step, FirewallDeploymentStatus>;
 
 /// The MetalStackFirewallDeployment controller's parts.
-pub struct FirewallDeployments;
+pub(crate) struct FirewallDeployments;
 
 impl Reconciler for FirewallDeployments {
     type Object = MetalStackFirewallDeployment;

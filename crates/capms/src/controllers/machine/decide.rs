@@ -26,7 +26,7 @@ const ABSENT: Duration = Duration::from_secs(10);
 /// MachineHealthy while the machine provisions.
 const PROVISIONING: &str = "provisioning (metal-api's machine events show how far)";
 /// How long a new object waits at a gate before its status says so.
-pub const UNREPORTED_WAIT: Duration = Duration::from_secs(20);
+pub(crate) const UNREPORTED_WAIT: Duration = Duration::from_secs(20);
 /// How often a replica waiting for its MachineSet looks again. The MachineSet's report wakes
 /// its replicas; this look only catches one whose Machine capms's cache did not hold yet when
 /// the report came. Each look is a reconcile: every 5 s, 1,000 waiting replicas made 20,000 of
@@ -36,7 +36,7 @@ const HOLD_POLL: Duration = Duration::from_secs(30);
 /// while the MachineSet keeps creating replicas.
 const HOLD_LIMIT: u32 = 10;
 
-pub fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
+pub(crate) fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
     let mut status = msm.status.clone().unwrap_or_default();
     match observed.phase() {
         Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
@@ -340,11 +340,11 @@ fn lost_machine(
 }
 
 /// Cluster API's v1beta1 MachineStatusError for a machine that changed under its feet.
-pub const FAILURE_REASON_LOST: &str = "UpdateError";
+pub(crate) const FAILURE_REASON_LOST: &str = "UpdateError";
 
 /// The status after a failed step or an unusable spec: the allocation condition and Ready
 /// carry the reason. A provisioned machine stays provisioned.
-pub fn after_failure(
+pub(crate) fn after_failure(
     msm: &MetalStackMachine,
     mut status: MetalStackMachineStatus,
     error: &Error,
@@ -361,7 +361,7 @@ pub fn after_failure(
 
 /// The merge patch writing spec.providerID (unless the user preset one, which is kept as
 /// written) and the rack and ASN labels; None when the object has them already.
-pub fn record_patch(
+pub(crate) fn record_patch(
     msm: &MetalStackMachine,
     m: &Machine,
     partition: &str,
@@ -392,7 +392,7 @@ pub fn record_patch(
 
 /// Addresses as Cluster API shows them: InternalIP from the private networks, ExternalIP from
 /// external ones, the hostname as Hostname and InternalDNS.
-pub fn addresses_of(m: &Machine) -> Vec<MachineAddress> {
+pub(crate) fn addresses_of(m: &Machine) -> Vec<MachineAddress> {
     let Some(a) = &m.allocation else {
         return Vec::new();
     };

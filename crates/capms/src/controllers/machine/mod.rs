@@ -16,15 +16,12 @@ use crate::api::{MetalStackMachine, MetalStackMachineStatus};
 use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, failure};
 use model::{MachineDecision, Observed, Step};
 
-pub use decide::{FAILURE_REASON_LOST, addresses_of};
-pub use order::cloud_config_hostname;
-
 pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/machine";
 /// Labels capms puts on a MetalStackMachine once it has a machine: where it stands.
 pub const RACK_LABEL: &str = "machine.metal-stack.io/rack";
-pub const ASN_LABEL: &str = "machine.metal-stack.io/network.primary.asn";
+pub(crate) const ASN_LABEL: &str = "machine.metal-stack.io/network.primary.asn";
 /// Tag of a machine's role in its cluster (`control-plane` or `worker`).
-pub const PURPOSE: &str = "metal-stack.infrastructure.cluster.x-k8s.io/purpose";
+pub(crate) const PURPOSE: &str = "metal-stack.infrastructure.cluster.x-k8s.io/purpose";
 
 /// The MetalStackMachine controller's parts.
 pub struct Machines;

@@ -46,7 +46,7 @@ pub enum Step {
     RemoveFinalizer,
 }
 
-pub type MachineDecision = Decision<Step, MetalStackMachineStatus>;
+pub(crate) type MachineDecision = Decision<Step, MetalStackMachineStatus>;
 
 /// The owner marks that find what capms allocated for a MetalStackMachine.
 pub fn identity(msm: &MetalStackMachine) -> std::collections::BTreeMap<String, String> {
@@ -62,7 +62,7 @@ pub fn partition(msm: &MetalStackMachine, msc: &MetalStackCluster) -> String {
 }
 
 /// The private network of a provisioned MetalStackCluster.
-pub fn provisioned_network(msc: &MetalStackCluster) -> Option<&str> {
+pub(crate) fn provisioned_network(msc: &MetalStackCluster) -> Option<&str> {
     msc.status
         .as_ref()
         .filter(|s| s.initialization.as_ref().and_then(|i| i.provisioned) == Some(true))

@@ -72,7 +72,7 @@ impl Order<'_> {
 /// The hostname a cloud-config bootstrap gives the machine (its top-level `hostname`), so that
 /// metal-api's allocation, and with it the Hostname address, names the machine as the node will
 /// call itself. None for other formats, templated values and names that are not a DNS label.
-pub fn cloud_config_hostname(user_data: &str) -> Option<String> {
+pub(crate) fn cloud_config_hostname(user_data: &str) -> Option<String> {
     let body = user_data.trim_start();
     // cloud-init's Jinja header may precede the cloud-config marker.
     let body = body

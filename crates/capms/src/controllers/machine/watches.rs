@@ -62,7 +62,7 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
 /// The fingerprint of what a MetalStackMachine reads of its Machine: its bootstrap data,
 /// cluster, role and infrastructure reference (a Machine's deletion brings its
 /// MetalStackMachine's own).
-pub fn machine_facts(machine: &Machine) -> u64 {
+pub(crate) fn machine_facts(machine: &Machine) -> u64 {
     fingerprint(&(
         &machine.metadata.uid,
         &machine.spec.bootstrap.data_secret_name,
@@ -73,14 +73,14 @@ pub fn machine_facts(machine: &Machine) -> u64 {
 }
 
 /// The fingerprint of what a new replica waits for in its MachineSet: the end of its creating.
-pub fn machine_set_progress(set: &MachineSet) -> u64 {
+pub(crate) fn machine_set_progress(set: &MachineSet) -> u64 {
     fingerprint(&(&set.metadata.uid, set.creating()))
 }
 
 /// The MetalStackMachines (in `msms`) of the Machines `set` controls (in `machines`) that wait
 /// for it, once it has created them all. Those capms has taken up (with its finalizer) wait for
 /// nothing here: a MachineSet finishing a rollout step does not wake its provisioned replicas.
-pub fn waiting_replicas(
+pub(crate) fn waiting_replicas(
     set: &MachineSet,
     machines: &Store<Machine>,
     msms: &Store<MetalStackMachine>,
@@ -110,7 +110,7 @@ pub fn infrastructure(msc: &MetalStackCluster) -> u64 {
 }
 
 /// The MetalStackMachines of the Clusters (in `clusters`) whose infrastructure is `msc`.
-pub fn machines_on(
+pub(crate) fn machines_on(
     msc: &MetalStackCluster,
     clusters: &Store<Cluster>,
     machines: &Store<MetalStackMachine>,
@@ -126,7 +126,7 @@ pub fn machines_on(
 
 /// The MetalStackMachines of `cluster` in `store` (by Cluster API's cluster-name label) that
 /// are not being deleted.
-pub fn machines_of(
+pub(crate) fn machines_of(
     cluster: &Cluster,
     store: &Store<MetalStackMachine>,
 ) -> Vec<ObjectRef<MetalStackMachine>> {

@@ -19,7 +19,7 @@ pub enum Step {
 
 /// The object an allocation's owner marks name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Owner {
+pub(crate) struct Owner {
     pub kind: OwnerKind,
     pub namespace: String,
     pub name: String,
@@ -28,7 +28,7 @@ pub struct Owner {
 /// An allocation of a cluster capms manages, carrying capms's owner marks (with the owner's
 /// uid, which only capms writes).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// Freeing it.
     pub step: Step,
     pub owner: Owner,
@@ -46,14 +46,19 @@ pub struct Observed {
 
 /// The allocations seen orphaned, and since when (in this process: a restart starts over).
 #[derive(Debug, Default)]
-pub struct Orphans {
+pub(crate) struct Orphans {
     since: BTreeMap<Step, Instant>,
 }
 
 impl Orphans {
     /// The allocations to free now: those whose owner has been gone for `grace` at `now`, by
     /// every look since. One seen with its owner again, or not seen, starts over.
-    pub fn decide(&mut self, observed: &Observed, now: Instant, grace: Duration) -> Vec<Candidate> {
+    pub(crate) fn decide(
+        &mut self,
+        observed: &Observed,
+        now: Instant,
+        grace: Duration,
+    ) -> Vec<Candidate> {
         let orphaned: Vec<&Candidate> = observed
             .candidates
             .iter()

@@ -26,13 +26,13 @@ pub const REMEDIATED_ANNOTATION: &str = "metal-stack.infrastructure.cluster.x-k8
 /// The finalizer capms keeps on a remediation until it wound the Machine's attempts up.
 pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/remediation";
 /// The reason capms gives a Machine it hands back for replacement.
-pub const GIVEN_UP_REASON: &str = "RemediationFailed";
+pub(crate) const GIVEN_UP_REASON: &str = "RemediationFailed";
 /// How much capms's clock and the apiserver's may differ (a Machine's cooldown annotation).
 const CLOCK_SKEW: Duration = Duration::from_secs(30);
 /// How often a running attempt looks at metal-api (which sends no events) at most.
 const ATTEMPT_POLL: Duration = Duration::from_secs(10);
 
-pub fn decide(msr: &MetalStackRemediation, observed: &Observed) -> RemediationDecision {
+pub(crate) fn decide(msr: &MetalStackRemediation, observed: &Observed) -> RemediationDecision {
     let current = msr.status.clone().unwrap_or_default();
     match observed.phase() {
         Phase::Idle(next) => Decision::new(Step::Nothing, current, next),
@@ -439,7 +439,7 @@ fn waiting(
 
 /// The status after a failure that shows in it: metal-api refused an attempt (`attempted`; its
 /// answer is recorded and the attempt asked again, with the error's backoff) or a read.
-pub fn after_failure(
+pub(crate) fn after_failure(
     msr: &MetalStackRemediation,
     mut status: MetalStackRemediationStatus,
     error: &Error,

@@ -91,4 +91,4 @@ impl Step {
     }
 }
 
-pub type RemediationDecision = Decision<Step, MetalStackRemediationStatus>;
+pub(crate) type RemediationDecision = Decision<Step, MetalStackRemediationStatus>;

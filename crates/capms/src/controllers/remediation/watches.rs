@@ -31,7 +31,7 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
 }
 
 /// The fingerprint of what a remediation reads of its Machine.
-pub fn remediated_facts(machine: &Machine) -> u64 {
+pub(crate) fn remediated_facts(machine: &Machine) -> u64 {
     let owner_remediated = machine
         .condition(OWNER_REMEDIATED)
         .map(|c| (c.status.clone(), c.reason.clone()));

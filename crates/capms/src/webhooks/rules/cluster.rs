@@ -8,7 +8,7 @@ use metal_api::Catalog;
 use std::net::IpAddr;
 
 /// A MetalStackCluster spec (also a template's), under `path`.
-pub fn validate_cluster(
+pub(crate) fn validate_cluster(
     report: &mut Report,
     path: &str,
     spec: &MetalStackClusterSpec,
@@ -78,7 +78,7 @@ pub fn validate_cluster(
 /// A firewall's networks against the cluster it serves (its spec and, when known, its own
 /// private network), network by network (`networks::unfit_for_firewall`). `whose` ends each
 /// message, naming the cluster when the networks are a template's.
-pub fn check_firewall_networks(
+pub(crate) fn check_firewall_networks(
     report: &mut Report,
     path: &str,
     networks: &[String],

@@ -3,6 +3,7 @@
 use super::*;
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackFirewall, MetalStackFirewallTemplate};
+use crate::controllers::cluster::firewall::plan_firewall;
 use crate::controllers::cluster::rollout::{Role, with_role};
 use crate::ownership::FIREWALL_ROLE_LABEL;
 use kube::ResourceExt;

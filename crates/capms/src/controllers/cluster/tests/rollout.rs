@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::api::{FirewallRolloutStatus, MetalStackFirewall, RolloutPhase};
+use crate::controllers::cluster::firewall::plan_firewall;
 use crate::controllers::cluster::rollout::{MAX_ATTEMPTS, Role, backoff, rolled_name, with_role};
 use crate::ownership::FIREWALL_ROLE_LABEL;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

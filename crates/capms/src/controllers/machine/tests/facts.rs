@@ -1,6 +1,7 @@
 //! What capms reads from a machine and its bootstrap data: the hostname and the addresses.
 
 use super::*;
+use crate::controllers::machine::order::cloud_config_hostname;
 
 #[test]
 fn the_hostname_comes_from_a_cloud_config_only() {
