@@ -141,7 +141,7 @@ fn prune(value: &mut Value, schema: &Value) {
 fn complete(object: &Value, version: &str) -> bool {
     let kind = object["kind"].as_str().unwrap_or_default();
     let (Some(kind), Some(schema)) = (
-        capms::conversion::kinds::Kind::named(kind),
+        capms::conversion::kinds::ConvertedKind::named(kind),
         capms::conversion::Schema::of(version),
     ) else {
         return false;
@@ -171,7 +171,7 @@ async fn spoilt_objects_convert_back_unchanged_or_are_refused_naming_what() {
     // The kinds served in more than one version.
     let kinds: Vec<AdmittedKind> = AdmittedKind::ALL
         .into_iter()
-        .filter(|k| capms::conversion::kinds::Kind::named(k.name()).is_some())
+        .filter(|k| capms::conversion::kinds::ConvertedKind::named(k.name()).is_some())
         .collect();
     let (mut converted, mut refused) = (0, 0);
     // Per kind and pair of versions: (converted, cases).

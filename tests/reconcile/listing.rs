@@ -5,7 +5,7 @@
 //! objects whose machine changed stage or went.
 
 use super::*;
-use capms::cache::listings::{Machines, Query};
+use capms::cache::listings::{ListedMachines, Query};
 use capms::controllers::allocation;
 use metal_api::types::{AllocationNetwork, MachineAllocateRequest, NetworkAllocateRequest};
 
@@ -22,12 +22,12 @@ fn finds(rig: &Rig) -> u64 {
 }
 
 /// The cluster's listing, up to a minute old.
-async fn listed(ctx: &Context) -> Machines {
+async fn listed(ctx: &Context) -> ListedMachines {
     listed_within(ctx, Duration::from_secs(60)).await
 }
 
 /// The cluster's listing, at most `max_age` old.
-async fn listed_within(ctx: &Context, max_age: Duration) -> Machines {
+async fn listed_within(ctx: &Context, max_age: Duration) -> ListedMachines {
     let query = Query {
         cluster_tag: TAG.into(),
         max_age,

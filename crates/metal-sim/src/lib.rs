@@ -1,6 +1,7 @@
 //! A metal-api simulator, faithful to the behaviour capms depends on: HMAC auth and roles,
 //! string-wrapped errors, allocation and network rules, IPAM, and the asynchronous machine
-//! lifecycle on timers. Run by `capms metal-sim`; the tests start it in-process.
+//! lifecycle on timers. The `metal-sim` binary of this crate runs it (`make demo`); the tests
+//! and the benchmark start it in-process.
 
 mod driver;
 mod http;

@@ -108,7 +108,7 @@ mod tests {
         sites.extend(write_sites::<super::machine::Machines>());
         sites.extend(write_sites::<super::firewall_deployment::FirewallDeployments>());
         sites.extend(write_sites::<super::remediation::Remediations>());
-        let sweep = <super::orphans::Step as VariantNames>::VARIANTS.iter();
+        let sweep = <super::orphans::SweepStep as VariantNames>::VARIANTS.iter();
         sites.extend(sweep.map(|step| format!("OrphanSweep {step}")));
         sites.sort();
         let file = concat!(

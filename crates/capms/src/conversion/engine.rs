@@ -1,7 +1,7 @@
 //! The conversion itself: map every field of the kind's table, keep what the target cannot
 //! express, restore what an earlier conversion kept.
 
-use super::kinds::{Field, Kind};
+use super::kinds::{ConvertedKind, Field};
 use super::{KEPT_ANNOTATION, Refusal, SERVED_VERSIONS, Schema};
 use crate::api::common::GROUP;
 use serde::{Deserialize, Serialize};
@@ -36,10 +36,10 @@ pub fn convert(object: &Value, desired_api_version: &str) -> Result<Value, Refus
     let mut out = object.clone();
     if from != to {
         let kind_name = object.get("kind").and_then(Value::as_str).unwrap_or("");
-        let kind = Kind::named(kind_name).ok_or_else(|| Refusal::UnknownKind {
+        let kind = ConvertedKind::named(kind_name).ok_or_else(|| Refusal::UnknownKind {
             object: name.clone(),
             kind: kind_name.to_owned(),
-            kinds: crate::choices(Kind::ALL.iter().map(|k| k.name)),
+            kinds: crate::choices(ConvertedKind::ALL.iter().map(|k| k.name)),
         })?;
         out = across(object, kind, from, to, &name)?;
         let version = desired_api_version.rsplit('/').next().unwrap_or_default();
@@ -76,7 +76,7 @@ fn schema_of(api_version: &str, object: &str) -> Result<Schema, Refusal> {
 /// The object converted across schemas: metadata as is, spec and status field by field.
 fn across(
     object: &Value,
-    kind: &'static Kind,
+    kind: &'static ConvertedKind,
     from: Schema,
     to: Schema,
     name: &str,

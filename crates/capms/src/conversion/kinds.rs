@@ -54,7 +54,7 @@ impl Field {
 
 /// A kind served in both schemas.
 #[derive(Debug)]
-pub struct Kind {
+pub struct ConvertedKind {
     pub name: &'static str,
     /// Its fields, in groups some kinds share.
     pub fields: &'static [&'static [Field]],
@@ -64,10 +64,11 @@ pub struct Kind {
     pub capms_required: &'static [&'static str],
 }
 
-impl Kind {
-    pub const ALL: [&'static Kind; 4] = [&CLUSTER, &MACHINE, &MACHINE_TEMPLATE, &FIREWALL_TEMPLATE];
+impl ConvertedKind {
+    pub const ALL: [&'static ConvertedKind; 4] =
+        [&CLUSTER, &MACHINE, &MACHINE_TEMPLATE, &FIREWALL_TEMPLATE];
 
-    pub fn named(name: &str) -> Option<&'static Kind> {
+    pub fn named(name: &str) -> Option<&'static ConvertedKind> {
         Self::ALL.into_iter().find(|k| k.name == name)
     }
 
@@ -178,7 +179,7 @@ macro_rules! machine_spec {
     };
 }
 
-pub static CLUSTER: Kind = Kind {
+pub static CLUSTER: ConvertedKind = ConvertedKind {
     name: "MetalStackCluster",
     fields: &[
         &SHARED_STATUS,
@@ -213,7 +214,7 @@ pub static CLUSTER: Kind = Kind {
     capms_required: &["/spec/partition", "/spec/projectID"],
 };
 
-pub(crate) static MACHINE: Kind = Kind {
+pub(crate) static MACHINE: ConvertedKind = ConvertedKind {
     name: "MetalStackMachine",
     fields: &[
         &SHARED_STATUS,
@@ -233,7 +234,7 @@ pub(crate) static MACHINE: Kind = Kind {
 
 /// The Go provider's machine template holds a whole MetalStackMachine (with apiVersion, kind
 /// and status, which nothing reads); capms's holds metadata and spec, as Cluster API's do.
-pub static MACHINE_TEMPLATE: Kind = Kind {
+pub static MACHINE_TEMPLATE: ConvertedKind = ConvertedKind {
     name: "MetalStackMachineTemplate",
     fields: &[
         &machine_spec!("/spec/template/spec"),
@@ -253,7 +254,7 @@ pub static MACHINE_TEMPLATE: Kind = Kind {
 
 /// The Go provider's firewall template is the firewall-controller-manager's FirewallSpec;
 /// capms's describes a MetalStackFirewall. The rules differ in the case of their protocol.
-pub(crate) static FIREWALL_TEMPLATE: Kind = Kind {
+pub(crate) static FIREWALL_TEMPLATE: ConvertedKind = ConvertedKind {
     name: "MetalStackFirewallTemplate",
     fields: &[&[
         moved("/spec/image", "/spec/template/spec/image"),

@@ -4,14 +4,14 @@
 
 use super::Schema;
 use super::engine::dotted;
-use super::kinds::Kind;
+use super::kinds::ConvertedKind;
 
 /// `message` with every field path of kind `kind` in capms's schema replaced by the same
 /// field's path in `schema` (unchanged for capms's own schema and for fields the other schema
 /// lacks). A path is replaced only as a whole: at the start of a word, followed by no further
 /// letter of a name.
 pub(crate) fn in_schema(kind: &str, schema: Schema, message: &str) -> String {
-    let Some(kind) = Kind::named(kind).filter(|_| schema != Schema::Capms) else {
+    let Some(kind) = ConvertedKind::named(kind).filter(|_| schema != Schema::Capms) else {
         return message.to_owned();
     };
     let mut renames: Vec<(String, String)> = kind

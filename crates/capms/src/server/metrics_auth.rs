@@ -23,7 +23,7 @@ const DECISION_TTL: Duration = Duration::from_secs(60);
 const MAX_DECISIONS: usize = 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum TokenAccess {
     Allowed,
     /// The token is not valid (401).
     Unauthenticated,
@@ -33,7 +33,7 @@ pub enum Decision {
 
 pub(crate) struct MetricsAuth {
     client: kube::Client,
-    decisions: Mutex<HashMap<Vec<u8>, (Instant, Decision)>>,
+    decisions: Mutex<HashMap<Vec<u8>, (Instant, TokenAccess)>>,
 }
 
 impl MetricsAuth {
@@ -45,7 +45,7 @@ impl MetricsAuth {
     }
 
     /// The decision for `token`, from the cache or the apiserver.
-    pub(crate) async fn decide(&self, token: &str) -> Result<Decision, kube::Error> {
+    pub(crate) async fn decide(&self, token: &str) -> Result<TokenAccess, kube::Error> {
         let key = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
             .as_ref()
             .to_vec();
@@ -63,13 +63,13 @@ impl MetricsAuth {
         Ok(decision)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, (Instant, Decision)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, (Instant, TokenAccess)>> {
         self.decisions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    async fn review(&self, token: &str) -> Result<Decision, kube::Error> {
+    async fn review(&self, token: &str) -> Result<TokenAccess, kube::Error> {
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: token.to_owned(),
@@ -82,7 +82,7 @@ impl MetricsAuth {
             .await?;
         let status = reviewed.status.unwrap_or_default();
         let (true, Some(user)) = (status.authenticated == Some(true), status.user) else {
-            return Ok(Decision::Unauthenticated);
+            return Ok(TokenAccess::Unauthenticated);
         };
         let access = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
@@ -102,9 +102,9 @@ impl MetricsAuth {
             .create(&PostParams::default(), &access)
             .await?;
         Ok(if answered.status.is_some_and(|s| s.allowed) {
-            Decision::Allowed
+            TokenAccess::Allowed
         } else {
-            Decision::Forbidden
+            TokenAccess::Forbidden
         })
     }
 }
@@ -130,11 +130,11 @@ pub(crate) async fn require_metrics_reader(
             .into_response();
     };
     match auth.decide(&token).await {
-        Ok(Decision::Allowed) => next.run(request).await,
-        Ok(Decision::Unauthenticated) => {
+        Ok(TokenAccess::Allowed) => next.run(request).await,
+        Ok(TokenAccess::Unauthenticated) => {
             (StatusCode::UNAUTHORIZED, "the bearer token is not valid").into_response()
         }
-        Ok(Decision::Forbidden) => (
+        Ok(TokenAccess::Forbidden) => (
             StatusCode::FORBIDDEN,
             "this user may not get /metrics; bind the ClusterRole capms-metrics-reader",
         )

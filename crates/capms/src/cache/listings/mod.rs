@@ -98,7 +98,7 @@ struct Snapshot {
 }
 
 /// A cluster's machines as listed: each shared, not copied, by every reader.
-pub type Machines = Arc<Vec<Arc<Machine>>>;
+pub type ListedMachines = Arc<Vec<Arc<Machine>>>;
 
 impl Listings {
     fn slot(&self, cluster_tag: &str) -> Arc<Slot> {
@@ -126,7 +126,7 @@ impl Listings {
         &self,
         metal: &metal_api::Client,
         query: &Query,
-    ) -> Result<Machines, metal_api::Error> {
+    ) -> Result<ListedMachines, metal_api::Error> {
         let (cluster_tag, max_age) = (query.cluster_tag.as_str(), query.max_age);
         let slot = self.slot(cluster_tag);
         let mut listing = slot.listing.lock().await;
@@ -142,7 +142,8 @@ impl Listings {
             ..Default::default()
         };
         let found = metal.machine_find_as::<Listed>(&find).await?;
-        let machines: Machines = Arc::new(found.into_iter().map(|Listed(m)| kept(m)).collect());
+        let machines: ListedMachines =
+            Arc::new(found.into_iter().map(|Listed(m)| kept(m)).collect());
         if let Some(before) = listing.as_ref() {
             self.wake(changed(&before.machines, &machines));
         }

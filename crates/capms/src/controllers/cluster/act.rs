@@ -1,7 +1,7 @@
 //! The one step `decide` chose for a MetalStackCluster, taken.
 
 use super::FINALIZER;
-use super::model::{Retire, Step};
+use super::model::{ClusterStep, Retire};
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackCluster, MetalStackFirewall};
 use crate::controllers::allocation::release;
@@ -12,33 +12,33 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 
 /// Takes the one step `decide` chose.
-pub async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<()> {
+pub async fn act(msc: &MetalStackCluster, ctx: &Context, step: &ClusterStep) -> Result<()> {
     let ns = msc.namespace().unwrap_or_default();
     let api = ctx.api::<MetalStackCluster>(&ns);
     match step {
-        Step::Nothing => {}
-        Step::AddFinalizer => {
+        ClusterStep::Nothing => {}
+        ClusterStep::AddFinalizer => {
             ensure_finalizer(&api, msc, FINALIZER).await?;
         }
-        Step::PatchEndpoint(endpoint) => {
+        ClusterStep::PatchEndpoint(endpoint) => {
             let patch = serde_json::json!({"spec": {"controlPlaneEndpoint": endpoint}});
             let params = PatchParams::default();
             api.patch(&msc.name_any(), &params, &Patch::Merge(&patch))
                 .await
                 .during(|| format!("writing spec.controlPlaneEndpoint of {}", describe(msc)))?;
         }
-        Step::CreateFirewall(_)
-        | Step::UpdateFirewall(_)
-        | Step::RollInFirewall(_)
-        | Step::RelabelFirewall { .. }
-        | Step::RetireFirewall(..)
-        | Step::DeleteFirewall(_) => act_on_firewall(msc, ctx, &ns, step).await?,
-        Step::RecordFirewallOnDeployment(name, provider_id) => {
+        ClusterStep::CreateFirewall(_)
+        | ClusterStep::UpdateFirewall(_)
+        | ClusterStep::RollInFirewall(_)
+        | ClusterStep::RelabelFirewall { .. }
+        | ClusterStep::RetireFirewall(..)
+        | ClusterStep::DeleteFirewall(_) => act_on_firewall(msc, ctx, &ns, step).await?,
+        ClusterStep::RecordFirewallOnDeployment(name, provider_id) => {
             let patch = serde_json::json!({"spec": {"managedResourceRef": {"name": provider_id}}});
             let what = "writing spec.managedResourceRef of";
             merge_patch::<MetalStackFirewallDeployment>(ctx, &ns, name, &patch, what).await?;
         }
-        Step::ClaimDeployment {
+        ClusterStep::ClaimDeployment {
             name,
             owners,
             labels,
@@ -48,7 +48,7 @@ pub async fn act(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<
             let what = format!("making {} the controller owner of", describe(msc));
             merge_patch::<MetalStackFirewallDeployment>(ctx, &ns, name, &patch, &what).await?;
         }
-        Step::RemoveFinalizer => remove_finalizer(&api, msc, FINALIZER).await?,
+        ClusterStep::RemoveFinalizer => remove_finalizer(&api, msc, FINALIZER).await?,
         metal => act_in_metal_api(msc, ctx, metal).await?,
     }
     Ok(())
@@ -60,21 +60,21 @@ async fn act_on_firewall(
     msc: &MetalStackCluster,
     ctx: &Context,
     ns: &str,
-    step: &Step,
+    step: &ClusterStep,
 ) -> Result<()> {
     let (reason, action, note) = match step {
-        Step::CreateFirewall(fw) => {
+        ClusterStep::CreateFirewall(fw) => {
             apply_firewall(ctx, ns, fw).await?;
             let note = format!("created MetalStackFirewall {}", fw.name_any());
             ("FirewallCreated", "CreateFirewall", note)
         }
-        Step::UpdateFirewall(fw) => {
+        ClusterStep::UpdateFirewall(fw) => {
             apply_firewall(ctx, ns, fw).await?;
             let name = fw.name_any();
             let note = format!("updated MetalStackFirewall {name} to the cluster's firewall spec");
             ("FirewallUpdated", "UpdateFirewall", note)
         }
-        Step::RollInFirewall(fw) => {
+        ClusterStep::RollInFirewall(fw) => {
             apply_firewall(ctx, ns, fw).await?;
             ctx.metrics.rollout("started");
             let note = format!(
@@ -83,7 +83,7 @@ async fn act_on_firewall(
             );
             ("FirewallRolloutStarted", "RollInFirewall", note)
         }
-        Step::RelabelFirewall {
+        ClusterStep::RelabelFirewall {
             name,
             labels,
             annotations,
@@ -92,13 +92,13 @@ async fn act_on_firewall(
                 serde_json::json!({"metadata": {"labels": labels, "annotations": annotations}});
             return merge_patch::<MetalStackFirewall>(ctx, ns, name, &patch, "labelling").await;
         }
-        Step::RetireFirewall(name, why) => {
+        ClusterStep::RetireFirewall(name, why) => {
             delete_firewall(ctx, ns, name).await?;
             let (outcome, reason, note) = retired(name, why);
             ctx.metrics.rollout(outcome);
             (reason, "RetireFirewall", note)
         }
-        Step::DeleteFirewall(name) => {
+        ClusterStep::DeleteFirewall(name) => {
             delete_firewall(ctx, ns, name).await?;
             let note = format!("deleting MetalStackFirewall {name}");
             ("FirewallDeleting", "DeleteFirewall", note)
@@ -156,9 +156,13 @@ where
 }
 
 /// The steps that write to metal-api, each reported by an event.
-async fn act_in_metal_api(msc: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<()> {
+async fn act_in_metal_api(
+    msc: &MetalStackCluster,
+    ctx: &Context,
+    step: &ClusterStep,
+) -> Result<()> {
     let (reason, action, note) = match step {
-        Step::AllocateNetwork(request) => {
+        ClusterStep::AllocateNetwork(request) => {
             let n = ctx.metal.network_allocate(request).await?;
             let note = format!(
                 "allocated private network {} ({})",
@@ -167,17 +171,17 @@ async fn act_in_metal_api(msc: &MetalStackCluster, ctx: &Context, step: &Step) -
             );
             ("NetworkAllocated", "AllocateNetwork", note)
         }
-        Step::AllocateIp(request) => {
+        ClusterStep::AllocateIp(request) => {
             let ip = ctx.metal.ip_allocate(request).await?;
             let note = format!("allocated control-plane IP {}", ip.ipaddress);
             ("ControlPlaneIPAllocated", "AllocateIP", note)
         }
-        Step::ReserveIp(host, request) => {
+        ClusterStep::ReserveIp(host, request) => {
             ctx.metal.ip_allocate_specific(host, request).await?;
             let note = format!("reserved {host} as static control-plane IP");
             ("ControlPlaneIPReserved", "AllocateIP", note)
         }
-        Step::FreeIp(address) => match ctx.metal.ip_free(address).await {
+        ClusterStep::FreeIp(address) => match ctx.metal.ip_free(address).await {
             Ok(_) => {
                 let note = format!("freed control-plane IP {address}");
                 ("ControlPlaneIPFreed", "FreeIP", note)
@@ -185,7 +189,7 @@ async fn act_in_metal_api(msc: &MetalStackCluster, ctx: &Context, step: &Step) -
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e.into()),
         },
-        Step::FreeRetired(id, owner) => {
+        ClusterStep::FreeRetired(id, owner) => {
             let ns = msc.namespace().unwrap_or_default();
             let marks = identity(OwnerKind::Machine, &ns, owner);
             if !release(ctx, &marks, id).await? {
@@ -194,7 +198,7 @@ async fn act_in_metal_api(msc: &MetalStackCluster, ctx: &Context, step: &Step) -
             let note = format!("freed retired machine {id} of MetalStackMachine {ns}/{owner}");
             ("RetiredMachineFreed", "FreeRetired", note)
         }
-        Step::FreeNetwork(id) => match ctx.metal.network_free(id).await {
+        ClusterStep::FreeNetwork(id) => match ctx.metal.network_free(id).await {
             Ok(_) => {
                 let note = format!("freed private network {id}");
                 ("NetworkFreed", "FreeNetwork", note)

@@ -2,7 +2,7 @@
 //! private network, its control-plane IP and endpoint, its firewall (`firewall`), and on
 //! deletion the teardown in reverse (`teardown`).
 
-use super::model::{ClusterDecision, EndpointSeen, Live, NetworkSeen, Observed, Step};
+use super::model::{ClusterDecision, ClusterStep, EndpointSeen, Live, NetworkSeen, Observed};
 use super::requests::{ip_request, network_request};
 use super::rollout::Outcome;
 use super::{FINALIZER, firewall, teardown};
@@ -21,7 +21,7 @@ const ABSENT: Duration = Duration::from_secs(10);
 pub(crate) fn decide(msc: &MetalStackCluster, observed: &Observed) -> ClusterDecision {
     let status = msc.status.clone().unwrap_or_default();
     match observed.phase() {
-        Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
+        Phase::Idle(next) => Decision::new(ClusterStep::Nothing, status, next),
         Phase::Teardown(left) => teardown::decide(msc, left, status),
         Phase::Live(live) => decide_live(msc, live, status),
     }
@@ -37,18 +37,18 @@ fn decide_live(
     let Some(owner) = capi_owner(msc, "Cluster") else {
         let message = "waiting for Cluster API to set the owning Cluster";
         conditions.set_false(Type::Ready, Reason::WaitingForClusterOwnerRef, message);
-        return Decision::new(Step::Nothing, status, Requeue::AwaitChange);
+        return Decision::new(ClusterStep::Nothing, status, Requeue::AwaitChange);
     };
     let Some(cluster) = &live.cluster else {
         let message = format!("Cluster {ns}/{owner} does not exist (yet)");
         conditions.set_false(Type::Ready, Reason::WaitingForCluster, message);
-        return Decision::new(Step::Nothing, status, Requeue::After(ABSENT));
+        return Decision::new(ClusterStep::Nothing, status, Requeue::After(ABSENT));
     };
     if record_pause(&mut conditions, msc, Some(cluster)) {
-        return Decision::new(Step::Nothing, status, Requeue::AwaitChange);
+        return Decision::new(ClusterStep::Nothing, status, Requeue::AwaitChange);
     }
     if !has_finalizer(msc, FINALIZER) {
-        return Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange);
+        return Decision::new(ClusterStep::AddFinalizer, status, Requeue::AwaitChange);
     }
     let mut progress = Progress { msc, status };
     let step = match progress.network(live.network.as_ref()) {
@@ -63,7 +63,7 @@ fn decide_live(
 
 /// A step towards provisioning: Some(step) when one is to be taken, Err when the spec is
 /// unusable.
-type Towards = Result<Option<(Step, Requeue)>, Error>;
+type Towards = Result<Option<(ClusterStep, Requeue)>, Error>;
 
 struct Progress<'a> {
     msc: &'a MetalStackCluster,
@@ -88,10 +88,10 @@ impl Progress<'_> {
                     .set_false(Type::Ready, Reason::Provisioning, message);
                 Decision::new(step, self.status, next)
             }
-            Ok(None) => Decision::new(Step::Nothing, self.status, Requeue::Poll),
+            Ok(None) => Decision::new(ClusterStep::Nothing, self.status, Requeue::Poll),
             Err(error) => {
                 let status = after_failure(self.msc, self.status, &error, None);
-                Decision::failed(Step::Nothing, status, error)
+                Decision::failed(ClusterStep::Nothing, status, error)
             }
         }
     }
@@ -99,7 +99,7 @@ impl Progress<'_> {
     fn network(&mut self, seen: Option<&NetworkSeen>) -> Towards {
         let spec = &self.msc.spec;
         let (id, step) = match (seen, &spec.private_network_id) {
-            (None, _) => return Ok(Some((Step::Nothing, Requeue::Poll))),
+            (None, _) => return Ok(Some((ClusterStep::Nothing, Requeue::Poll))),
             (Some(NetworkSeen::GivenMissing { choices }), Some(id)) => {
                 let message = crate::networks::missing(id, choices);
                 let error = Error::Invalid(format!("spec.privateNetworkID: {message}"));
@@ -126,7 +126,7 @@ impl Progress<'_> {
                 );
                 self.conditions()
                     .set_false(Type::NetworkReady, Reason::Allocating, message);
-                let step = Step::AllocateNetwork(Box::new(request));
+                let step = ClusterStep::AllocateNetwork(Box::new(request));
                 return Ok(Some((step, Requeue::Now)));
             }
         };
@@ -148,7 +148,7 @@ impl Progress<'_> {
         };
         let port = endpoint.port.unwrap_or(default_port);
         let host = match (seen, given) {
-            (None, _) => return Ok(Some((Step::Nothing, Requeue::Poll))),
+            (None, _) => return Ok(Some((ClusterStep::Nothing, Requeue::Poll))),
             (Some(EndpointSeen::PublicNetworkUnusable(message)), _) => {
                 let error = Error::Invalid(format!("spec.publicNetworkID: {message}"));
                 let reason = Reason::Failed(error.category());
@@ -158,12 +158,12 @@ impl Progress<'_> {
             }
             (Some(EndpointSeen::Allocated { network, ip: None }), _) => {
                 let request = ip_request(self.msc, network, IP_TYPE_EPHEMERAL, "allocated");
-                let step = Step::AllocateIp(Box::new(request));
+                let step = ClusterStep::AllocateIp(Box::new(request));
                 return Ok(Some(self.allocating(network, step)));
             }
             (Some(EndpointSeen::Free { network }), Some(host)) => {
                 let request = ip_request(self.msc, network, IP_TYPE_STATIC, "reserved");
-                let step = Step::ReserveIp(host, Box::new(request));
+                let step = ClusterStep::ReserveIp(host, Box::new(request));
                 return Ok(Some(self.allocating(network, step)));
             }
             (
@@ -176,7 +176,7 @@ impl Progress<'_> {
             (Some(_), Some(host)) => host,
             (Some(_), None) => match &spec.control_plane_ip {
                 Some(ip) => ip.clone(),
-                None => return Ok(Some((Step::Nothing, Requeue::Poll))),
+                None => return Ok(Some((ClusterStep::Nothing, Requeue::Poll))),
             },
         };
         let message = format!("control-plane endpoint {host}:{port}");
@@ -191,12 +191,15 @@ impl Progress<'_> {
                 port: Some(port),
             };
             // The patch's watch event brings the cluster back.
-            return Ok(Some((Step::PatchEndpoint(patch), Requeue::AwaitChange)));
+            return Ok(Some((
+                ClusterStep::PatchEndpoint(patch),
+                Requeue::AwaitChange,
+            )));
         }
         Ok(None)
     }
 
-    fn allocating(&mut self, network: &str, step: Step) -> (Step, Requeue) {
+    fn allocating(&mut self, network: &str, step: ClusterStep) -> (ClusterStep, Requeue) {
         let message = format!("allocating the control-plane IP in network {network}");
         self.conditions()
             .set_false(Type::ControlPlaneIpReady, Reason::Allocating, message);
@@ -212,14 +215,14 @@ impl Progress<'_> {
             Conditions::of(&mut self.status.conditions, self.msc.metadata.generation);
         let rollout = &mut self.status.firewall;
         match firewall::decide(self.msc, cluster_name, seen, &mut conditions, rollout) {
-            Outcome::Ready => self.ready(Step::Nothing, Requeue::Resync),
+            Outcome::Ready => self.ready(ClusterStep::Nothing, Requeue::Resync),
             Outcome::Serving(step, next) => self.ready(step, next),
-            Outcome::Step(step, next) => self.provisioning(Ok(Some((step, next)))),
+            Outcome::ClusterStep(step, next) => self.provisioning(Ok(Some((step, next)))),
         }
     }
 
     /// Ready: network, endpoint and a serving firewall; `step` is a firewall rollout's.
-    fn ready(mut self, step: Step, next: Requeue) -> ClusterDecision {
+    fn ready(mut self, step: ClusterStep, next: Requeue) -> ClusterDecision {
         self.status.ready = true;
         self.status.initialization = Some(Initialization {
             provisioned: Some(true),
@@ -244,7 +247,7 @@ pub(crate) fn after_failure(
     msc: &MetalStackCluster,
     mut status: MetalStackClusterStatus,
     error: &Error,
-    step: Option<&Step>,
+    step: Option<&ClusterStep>,
 ) -> MetalStackClusterStatus {
     after_failed_step(msc, &mut status, error, step);
     if !status.ready {
@@ -258,14 +261,16 @@ fn after_failed_step(
     msc: &MetalStackCluster,
     status: &mut MetalStackClusterStatus,
     error: &Error,
-    step: Option<&Step>,
+    step: Option<&ClusterStep>,
 ) {
     let unfinished = |list: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], type_| {
         conditions::find(list, type_).is_none_or(|c| c.status != "True")
     };
     let failed = match step {
-        Some(Step::AllocateNetwork(_)) => Some(Type::NetworkReady),
-        Some(Step::AllocateIp(_) | Step::ReserveIp(..)) => Some(Type::ControlPlaneIpReady),
+        Some(ClusterStep::AllocateNetwork(_)) => Some(Type::NetworkReady),
+        Some(ClusterStep::AllocateIp(_) | ClusterStep::ReserveIp(..)) => {
+            Some(Type::ControlPlaneIpReady)
+        }
         Some(_) => None,
         // Met while observing: it concerns the first step not done yet.
         None if unfinished(&status.conditions, Type::NetworkReady) => Some(Type::NetworkReady),

@@ -3,7 +3,7 @@
 //! cluster-name label), the firewall is made on the machine the deployment names, and the
 //! firewall's machine is recorded back on it. A deployment serves one cluster.
 
-use super::model::{FirewallSeen, Step};
+use super::model::{ClusterStep, FirewallSeen};
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{MetalStackCluster, MetalStackFirewall};
 use crate::capi::CLUSTER_NAME_LABEL;
@@ -15,7 +15,7 @@ pub enum Whose {
     /// This cluster's: its controller owner.
     Ours,
     /// Nobody's yet: the step that makes it this cluster's.
-    Nobodys(Step),
+    Nobodys(ClusterStep),
     /// Another object's: what a person reads.
     Others(String),
 }
@@ -44,7 +44,7 @@ pub fn claim(
             Some(ours) => {
                 let mut owners = deployment.owner_references().to_vec();
                 owners.push(ours);
-                Whose::Nobodys(Step::ClaimDeployment {
+                Whose::Nobodys(ClusterStep::ClaimDeployment {
                     name: deployment.name_any(),
                     owners,
                     labels: [(CLUSTER_NAME_LABEL.to_owned(), cluster_name.to_owned())].into(),
@@ -72,12 +72,15 @@ pub(crate) fn for_deployment(
 /// The firewall's machine, once allocated, written to the deployment's
 /// spec.managedResourceRef where the Go provider keeps it: what it finds again if an operator
 /// goes back to it.
-pub(crate) fn record_on_deployment(fw: &MetalStackFirewall, seen: &FirewallSeen) -> Option<Step> {
+pub(crate) fn record_on_deployment(
+    fw: &MetalStackFirewall,
+    seen: &FirewallSeen,
+) -> Option<ClusterStep> {
     let deployment = seen.deployment.as_ref()?.as_ref().ok()?;
     let provider_id = fw.spec.provider_id.clone()?;
     let recorded = deployment.spec.managed_resource_ref.as_ref();
     (recorded.map(|r| &r.name) != Some(&provider_id))
-        .then(|| Step::RecordFirewallOnDeployment(deployment.name_any(), provider_id))
+        .then(|| ClusterStep::RecordFirewallOnDeployment(deployment.name_any(), provider_id))
 }
 
 /// Does the cluster's firewall deployment ask for the newest firewall image?

@@ -4,7 +4,7 @@
 
 use super::deployment::{self, Whose};
 use super::firewall_name;
-use super::model::{FirewallSeen, Step};
+use super::model::{ClusterStep, FirewallSeen};
 use super::rollout::{Outcome, Rollout};
 use crate::api::{
     FirewallRolloutStatus, MetalStackCluster, MetalStackClusterSpec, MetalStackFirewall,
@@ -146,12 +146,15 @@ fn unclaimed(
             let message = format!("claiming MetalStackFirewallDeployment {}", d.name_any());
             conditions.set_false(Type::FirewallReady, Reason::FirewallCreated, message);
             // The deployment's change brings the cluster back.
-            Some(Outcome::Step(step, Requeue::AwaitChange))
+            Some(Outcome::ClusterStep(step, Requeue::AwaitChange))
         }
         Whose::Others(message) => {
             let reason = Reason::FirewallDeploymentTaken;
             conditions.set_false(Type::FirewallReady, reason, message);
-            Some(Outcome::Step(Step::Nothing, Requeue::AwaitChange))
+            Some(Outcome::ClusterStep(
+                ClusterStep::Nothing,
+                Requeue::AwaitChange,
+            ))
         }
     }
 }
@@ -174,7 +177,7 @@ pub(crate) fn decide(
         return Outcome::Ready;
     }
     let Some(seen) = seen else {
-        return Outcome::Step(Step::Nothing, Requeue::Poll);
+        return Outcome::ClusterStep(ClusterStep::Nothing, Requeue::Poll);
     };
     if let Some(outcome) = unclaimed(msc, cluster_name, seen, conditions) {
         return outcome;
@@ -183,9 +186,9 @@ pub(crate) fn decide(
         Some(Ok(fw)) => fw,
         Some(Err(Missing { reason, message })) => {
             conditions.set_false(Type::FirewallReady, reason, message);
-            return Outcome::Step(Step::Nothing, Requeue::After(TEMPLATE_SAFETY_NET));
+            return Outcome::ClusterStep(ClusterStep::Nothing, Requeue::After(TEMPLATE_SAFETY_NET));
         }
-        None => return Outcome::Step(Step::Nothing, Requeue::Poll),
+        None => return Outcome::ClusterStep(ClusterStep::Nothing, Requeue::Poll),
     };
     let rollout = Rollout {
         msc,
@@ -203,7 +206,7 @@ pub(crate) fn decide(
     conditions.set_true(Type::FirewallReady, Reason::FirewallReady, message);
     if let Some(step) = deployment::record_on_deployment(&current, seen) {
         // The deployment's change brings the cluster back.
-        return Outcome::Step(step, Requeue::AwaitChange);
+        return Outcome::ClusterStep(step, Requeue::AwaitChange);
     }
     match relabel {
         // The firewall's change brings the cluster back; it serves meanwhile.

@@ -20,7 +20,7 @@ pub mod watches;
 use crate::api::{MetalStackCluster, MetalStackClusterStatus, MetalStackFirewall};
 use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, failure};
 use kube::ResourceExt;
-use model::{ClusterDecision, Observed, Step};
+use model::{ClusterDecision, ClusterStep, Observed};
 
 pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/cluster";
 /// Tag of the control-plane IP, next to the owner tags.
@@ -46,7 +46,7 @@ pub struct Clusters;
 impl Reconciler for Clusters {
     type Object = MetalStackCluster;
     type Observed = Observed;
-    type Step = Step;
+    type Step = ClusterStep;
     type Status = MetalStackClusterStatus;
 
     fn status(obj: &MetalStackCluster) -> Option<&MetalStackClusterStatus> {
@@ -61,33 +61,33 @@ impl Reconciler for Clusters {
         decide::decide(obj, observed)
     }
 
-    async fn act(obj: &MetalStackCluster, ctx: &Context, step: &Step) -> Result<()> {
+    async fn act(obj: &MetalStackCluster, ctx: &Context, step: &ClusterStep) -> Result<()> {
         act::act(obj, ctx, step).await
     }
 
-    fn step_name(step: &Step) -> &'static str {
+    fn step_name(step: &ClusterStep) -> &'static str {
         step.into()
     }
 
-    fn effect(step: &Step) -> Effect {
+    fn effect(step: &ClusterStep) -> Effect {
         match step {
-            Step::Nothing => Effect::Nothing,
-            Step::CreateFirewall(_)
-            | Step::UpdateFirewall(_)
-            | Step::RollInFirewall(_)
-            | Step::RelabelFirewall { .. }
-            | Step::RetireFirewall(..)
-            | Step::DeleteFirewall(_)
-            | Step::RecordFirewallOnDeployment(..)
-            | Step::ClaimDeployment { .. } => Effect::Elsewhere,
-            Step::AddFinalizer | Step::PatchEndpoint(_) => Effect::OwnObject,
-            Step::AllocateNetwork(_)
-            | Step::AllocateIp(_)
-            | Step::ReserveIp(..)
-            | Step::FreeIp(_)
-            | Step::FreeNetwork(_)
-            | Step::FreeRetired(..) => Effect::MetalApi,
-            Step::RemoveFinalizer => Effect::LetsGo,
+            ClusterStep::Nothing => Effect::Nothing,
+            ClusterStep::CreateFirewall(_)
+            | ClusterStep::UpdateFirewall(_)
+            | ClusterStep::RollInFirewall(_)
+            | ClusterStep::RelabelFirewall { .. }
+            | ClusterStep::RetireFirewall(..)
+            | ClusterStep::DeleteFirewall(_)
+            | ClusterStep::RecordFirewallOnDeployment(..)
+            | ClusterStep::ClaimDeployment { .. } => Effect::Elsewhere,
+            ClusterStep::AddFinalizer | ClusterStep::PatchEndpoint(_) => Effect::OwnObject,
+            ClusterStep::AllocateNetwork(_)
+            | ClusterStep::AllocateIp(_)
+            | ClusterStep::ReserveIp(..)
+            | ClusterStep::FreeIp(_)
+            | ClusterStep::FreeNetwork(_)
+            | ClusterStep::FreeRetired(..) => Effect::MetalApi,
+            ClusterStep::RemoveFinalizer => Effect::LetsGo,
         }
     }
 
@@ -95,11 +95,11 @@ impl Reconciler for Clusters {
         obj: &MetalStackCluster,
         status: MetalStackClusterStatus,
         error: Error,
-        step: Option<&Step>,
+        step: Option<&ClusterStep>,
     ) -> (MetalStackClusterStatus, Result<Requeue>) {
         // metal-api refuses to free a network whose prefixes still hold IPs (422) while it
         // releases the machines' IPs: that is a wait, not a failure.
-        if let (Some(Step::FreeNetwork(id)), Error::Metal(e)) = (step, &error)
+        if let (Some(ClusterStep::FreeNetwork(id)), Error::Metal(e)) = (step, &error)
             && e.status() == Some(422)
         {
             let (status, wait) = teardown::network_still_busy(obj, status, id, e);

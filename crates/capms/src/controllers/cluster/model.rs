@@ -90,7 +90,7 @@ pub struct Left {
 }
 
 #[derive(Debug, strum::IntoStaticStr, strum::VariantNames)]
-pub enum Step {
+pub enum ClusterStep {
     Nothing,
     AddFinalizer,
     AllocateNetwork(Box<NetworkAllocateRequest>),
@@ -143,4 +143,4 @@ pub enum Retire {
     Failed(String),
 }
 
-pub(crate) type ClusterDecision = Decision<Step, MetalStackClusterStatus>;
+pub(crate) type ClusterDecision = Decision<ClusterStep, MetalStackClusterStatus>;

@@ -8,7 +8,7 @@
 //! resumes a rollout where it stood without making a second firewall.
 
 use super::firewall_name;
-use super::model::{FirewallSeen, Retire, Step};
+use super::model::{ClusterStep, FirewallSeen, Retire};
 use crate::api::{FirewallRolloutStatus, MetalStackCluster, MetalStackFirewall, RolloutPhase};
 use crate::ownership::{FIREWALL_ROLE_LABEL, ROLLED_IN_ANNOTATION};
 use crate::reconciler::Requeue;
@@ -22,8 +22,8 @@ use std::time::Duration;
 pub(crate) enum Outcome {
     Ready,
     /// A ready firewall serves the cluster while the rollout takes this step.
-    Serving(Step, Requeue),
-    Step(Step, Requeue),
+    Serving(ClusterStep, Requeue),
+    ClusterStep(ClusterStep, Requeue),
 }
 
 /// Has the firewall the spec the cluster wants? spec.providerID is the firewall controller's, not
@@ -174,9 +174,9 @@ impl Rollout<'_, '_> {
 
     /// The merge patch that gives `fw` the labels and annotations the cluster sets, if it lacks
     /// some.
-    fn relabel(&self, fw: &MetalStackFirewall) -> Option<Step> {
+    fn relabel(&self, fw: &MetalStackFirewall) -> Option<ClusterStep> {
         let wanted = self.wanted_as(fw);
-        metadata_differs(fw, &wanted).then(|| Step::RelabelFirewall {
+        metadata_differs(fw, &wanted).then(|| ClusterStep::RelabelFirewall {
             name: fw.name_any(),
             labels: wanted.metadata.labels.unwrap_or_default(),
             annotations: wanted.metadata.annotations.unwrap_or_default(),
@@ -204,7 +204,7 @@ impl Rollout<'_, '_> {
 
     /// The rollout's step, or the firewall of the current spec when it serves alone (the caller
     /// then reports it ready) with the patch of its labels it still needs, if any.
-    pub(crate) fn decide(mut self) -> Result<(MetalStackFirewall, Option<Step>), Outcome> {
+    pub(crate) fn decide(mut self) -> Result<(MetalStackFirewall, Option<ClusterStep>), Outcome> {
         let live: Vec<MetalStackFirewall> = self.live().cloned().collect();
         let serving = live.iter().find(|f| ready(f) && !self.current(f)).cloned();
         // Of two firewalls with the current spec, the ready one; the other goes once it serves.
@@ -253,7 +253,7 @@ impl Rollout<'_, '_> {
         self.rolled_out(message.clone());
         self.conditions
             .set_true(Type::FirewallReady, Reason::FirewallReady, message);
-        let step = Step::RetireFirewall(other, Retire::Replaced);
+        let step = ClusterStep::RetireFirewall(other, Retire::Replaced);
         Err(Outcome::Serving(step, Requeue::AwaitChange))
     }
 
@@ -267,7 +267,7 @@ impl Rollout<'_, '_> {
         );
         self.conditions
             .set_false(Type::FirewallReady, Reason::WaitingForFirewall, message);
-        Outcome::Step(Step::Nothing, Requeue::After(SAFETY_NET))
+        Outcome::ClusterStep(ClusterStep::Nothing, Requeue::After(SAFETY_NET))
     }
 
     /// The current spec's firewall rolls in while `serving` serves; past the deadline it is
@@ -288,7 +288,7 @@ impl Rollout<'_, '_> {
             self.conditions
                 .set_true(Type::FirewallReady, Reason::FirewallReady, serves);
             let next = (deadline - age).min(SAFETY_NET).max(Duration::from_secs(1));
-            return Outcome::Serving(Step::Nothing, Requeue::After(next));
+            return Outcome::Serving(ClusterStep::Nothing, Requeue::After(next));
         }
         let failure = format!(
             "MetalStackFirewall {name} did not become ready within {}s{}",
@@ -319,7 +319,7 @@ impl Rollout<'_, '_> {
         self.conditions
             .set_true(Type::FirewallReady, Reason::FirewallReady, serves);
         Outcome::Serving(
-            Step::RetireFirewall(name, Retire::Failed(failure)),
+            ClusterStep::RetireFirewall(name, Retire::Failed(failure)),
             Requeue::AwaitChange,
         )
     }
@@ -352,7 +352,7 @@ impl Rollout<'_, '_> {
             );
             self.conditions
                 .set_false(Type::FirewallRolledOut, Reason::RollingOut, message);
-            let step = Step::RetireFirewall(name, Retire::Superseded);
+            let step = ClusterStep::RetireFirewall(name, Retire::Superseded);
             return self.towards(old.as_deref(), step, Requeue::AwaitChange);
         }
         // With none left (the first, or a lost one deleted), the cluster's firewall keeps the name
@@ -372,7 +372,7 @@ impl Rollout<'_, '_> {
                 format!("waiting for the earlier MetalStackFirewall {name} to be deleted");
             self.awaiting(old.as_deref(), &name, message, Reason::WaitingForFirewall);
             let next = Requeue::After(Duration::from_secs(5));
-            return self.towards(old.as_deref(), Step::Nothing, next);
+            return self.towards(old.as_deref(), ClusterStep::Nothing, next);
         }
         let message = match &old {
             Some(old) => format!(
@@ -382,8 +382,8 @@ impl Rollout<'_, '_> {
         };
         self.awaiting(old.as_deref(), &name, message, Reason::FirewallCreated);
         let step = match old.is_some() {
-            true => Step::RollInFirewall(Box::new(fw)),
-            false => Step::CreateFirewall(Box::new(fw)),
+            true => ClusterStep::RollInFirewall(Box::new(fw)),
+            false => ClusterStep::CreateFirewall(Box::new(fw)),
         };
         self.towards(old.as_deref(), step, Requeue::After(SAFETY_NET))
     }
@@ -398,8 +398,8 @@ impl Rollout<'_, '_> {
         );
         self.conditions
             .set_false(Type::FirewallReady, Reason::WaitingForFirewall, message);
-        Outcome::Step(
-            Step::UpdateFirewall(Box::new(fw)),
+        Outcome::ClusterStep(
+            ClusterStep::UpdateFirewall(Box::new(fw)),
             Requeue::After(SAFETY_NET),
         )
     }
@@ -423,9 +423,9 @@ impl Rollout<'_, '_> {
     }
 
     /// `step` while `old` serves (FirewallReady stays True), else a provisioning step.
-    fn towards(&mut self, old: Option<&str>, step: Step, next: Requeue) -> Outcome {
+    fn towards(&mut self, old: Option<&str>, step: ClusterStep, next: Requeue) -> Outcome {
         let Some(old) = old else {
-            return Outcome::Step(step, next);
+            return Outcome::ClusterStep(step, next);
         };
         let message = format!("MetalStackFirewall {old} is ready and serves");
         self.conditions
@@ -455,7 +455,7 @@ impl Rollout<'_, '_> {
             );
             self.conditions
                 .set_false(Type::FirewallRolledOut, Reason::RolloutFailed, message);
-            return Some(self.towards(serving, Step::Nothing, Requeue::AwaitChange));
+            return Some(self.towards(serving, ClusterStep::Nothing, Requeue::AwaitChange));
         }
         let since = status.last_failure_time.map(|t| t.0);
         let waited = since
@@ -472,6 +472,6 @@ impl Rollout<'_, '_> {
         self.conditions
             .set_false(Type::FirewallRolledOut, Reason::RolloutFailed, message);
         let next = Requeue::After(wait - waited);
-        Some(self.towards(serving, Step::Nothing, next))
+        Some(self.towards(serving, ClusterStep::Nothing, next))
     }
 }

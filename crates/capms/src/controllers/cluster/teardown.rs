@@ -2,7 +2,7 @@
 //! retired, delete its firewall and wait for it, then free the control-plane IP and the network
 //! capms allocated (never ones it did not).
 
-use super::model::{ClusterDecision, Left, Step};
+use super::model::{ClusterDecision, ClusterStep, Left};
 use crate::api::{MetalStackCluster, MetalStackClusterStatus};
 use crate::reconciler::conditions::{Conditions, Reason, Type};
 use crate::reconciler::{Decision, Requeue};
@@ -25,23 +25,28 @@ pub(crate) fn decide(
             left.machines
         );
         let next = Requeue::After(Duration::from_secs(5));
-        (Step::Nothing, Reason::WaitingForMachines, message, next)
+        (
+            ClusterStep::Nothing,
+            Reason::WaitingForMachines,
+            message,
+            next,
+        )
     } else if let Some((id, owner)) = left.retired.first() {
         let message = format!("deleting: freeing retired machine {id}");
-        let step = Step::FreeRetired(id.clone(), owner.clone());
+        let step = ClusterStep::FreeRetired(id.clone(), owner.clone());
         (step, Reason::Deleting, message, Requeue::Now)
     } else if let Some((name, _)) = left.firewalls.first() {
         let message = format!("deleting: waiting for MetalStackFirewall {name} to go");
         let step = match left.firewalls.iter().find(|(_, deleting)| !deleting) {
-            Some((name, _)) => Step::DeleteFirewall(name.clone()),
-            None => Step::Nothing,
+            Some((name, _)) => ClusterStep::DeleteFirewall(name.clone()),
+            None => ClusterStep::Nothing,
         };
         let next = Requeue::After(Duration::from_secs(2));
         (step, Reason::WaitingForFirewall, message, next)
     } else if let Some(ip) = left.ips.first() {
         let message = format!("deleting: freeing control-plane IP {ip}");
         (
-            Step::FreeIp(ip.clone()),
+            ClusterStep::FreeIp(ip.clone()),
             Reason::Deleting,
             message,
             Requeue::Now,
@@ -49,7 +54,7 @@ pub(crate) fn decide(
     } else if let Some(id) = left.networks.first() {
         let message = format!("deleting: freeing private network {id}");
         (
-            Step::FreeNetwork(id.clone()),
+            ClusterStep::FreeNetwork(id.clone()),
             Reason::Deleting,
             message,
             Requeue::Now,
@@ -57,7 +62,7 @@ pub(crate) fn decide(
     } else {
         let message = "deleting: everything capms allocated is freed".to_owned();
         (
-            Step::RemoveFinalizer,
+            ClusterStep::RemoveFinalizer,
             Reason::Deleting,
             message,
             Requeue::AwaitChange,

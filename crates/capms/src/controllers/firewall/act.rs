@@ -1,7 +1,7 @@
 //! The one step `decide` chose for a MetalStackFirewall, taken.
 
 use super::FINALIZER;
-use super::model::Step;
+use super::model::FirewallStep;
 use crate::api::MetalStackFirewall;
 use crate::controllers::allocation;
 use crate::ownership::firewall_identity;
@@ -11,17 +11,17 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 
 /// Takes the one step `decide` chose.
-pub async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &Step) -> Result<()> {
+pub async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &FirewallStep) -> Result<()> {
     let api = ctx.api::<MetalStackFirewall>(&fw.namespace().unwrap_or_default());
     match step {
-        Step::Nothing => Ok(()),
-        Step::AddFinalizer => ensure_finalizer(&api, fw, FINALIZER).await.map(|_| ()),
-        Step::Allocate(request) => {
+        FirewallStep::Nothing => Ok(()),
+        FirewallStep::AddFinalizer => ensure_finalizer(&api, fw, FINALIZER).await.map(|_| ()),
+        FirewallStep::Allocate(request) => {
             let result = ctx.metal.firewall_allocate(request).await;
             allocation::allocated(ctx, &request.machine.tags, &result).await;
             allocation::announce(ctx, fw, "Firewall", result, "").map(|_| ())
         }
-        Step::Record(patch) => {
+        FirewallStep::Record(patch) => {
             api.patch(
                 &fw.name_any(),
                 &PatchParams::default(),
@@ -31,7 +31,9 @@ pub async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &Step) -> Result<
             .during(|| format!("naming its machine in {}", describe(fw)))?;
             Ok(())
         }
-        Step::Free(id) => allocation::free(ctx, fw, &firewall_identity(fw), id, "Firewall").await,
-        Step::RemoveFinalizer => remove_finalizer(&api, fw, FINALIZER).await,
+        FirewallStep::Free(id) => {
+            allocation::free(ctx, fw, &firewall_identity(fw), id, "Firewall").await
+        }
+        FirewallStep::RemoveFinalizer => remove_finalizer(&api, fw, FINALIZER).await,
     }
 }

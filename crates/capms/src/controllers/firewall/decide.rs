@@ -1,7 +1,7 @@
 //! What a MetalStackFirewall needs next, decided from what was observed, without I/O.
 
 use super::FINALIZER;
-use super::model::{FirewallDecision, Live, Observed, Step, target};
+use super::model::{FirewallDecision, FirewallStep, Live, Observed, target};
 use super::request::request;
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus};
 use crate::controllers::allocation::{Found, health_condition, health_requeue};
@@ -20,7 +20,7 @@ const ABSENT: Duration = Duration::from_secs(10);
 pub(crate) fn decide(fw: &MetalStackFirewall, observed: &Observed) -> FirewallDecision {
     let mut status = fw.status.clone().unwrap_or_default();
     match observed.phase() {
-        Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
+        Phase::Idle(next) => Decision::new(FirewallStep::Nothing, status, next),
         Phase::Teardown(owned) => {
             status.ready = false;
             Conditions::of(&mut status.conditions, fw.metadata.generation).set_false(
@@ -29,8 +29,8 @@ pub(crate) fn decide(fw: &MetalStackFirewall, observed: &Observed) -> FirewallDe
                 "freeing the firewall machine",
             );
             match owned.first() {
-                Some(id) => Decision::new(Step::Free(id.clone()), status, Requeue::Now),
-                None => Decision::new(Step::RemoveFinalizer, status, Requeue::AwaitChange),
+                Some(id) => Decision::new(FirewallStep::Free(id.clone()), status, Requeue::Now),
+                None => Decision::new(FirewallStep::RemoveFinalizer, status, Requeue::AwaitChange),
             }
         }
         Phase::Live(live) => decide_live(fw, live, status),
@@ -49,10 +49,10 @@ fn decide_live(
             Reason::WaitingForCluster,
             "waiting for the MetalStackCluster this firewall belongs to (owner reference or cluster-name label)",
         );
-        return Decision::new(Step::Nothing, status, Requeue::After(ABSENT));
+        return Decision::new(FirewallStep::Nothing, status, Requeue::After(ABSENT));
     };
     if record_pause(&mut conditions, fw, live.cluster.as_ref()) {
-        return Decision::new(Step::Nothing, status, Requeue::AwaitChange);
+        return Decision::new(FirewallStep::Nothing, status, Requeue::AwaitChange);
     }
     let Some(network) = &live.network else {
         let message = format!(
@@ -60,19 +60,23 @@ fn decide_live(
             msc.name_any()
         );
         conditions.set_false(Type::Ready, Reason::WaitingForNetwork, message);
-        return Decision::new(Step::Nothing, status, Requeue::Poll);
+        return Decision::new(FirewallStep::Nothing, status, Requeue::Poll);
     };
     if !has_finalizer(fw, FINALIZER) {
-        return Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange);
+        return Decision::new(FirewallStep::AddFinalizer, status, Requeue::AwaitChange);
     }
     let Some(found) = &live.found else {
-        return Decision::new(Step::Nothing, status, Requeue::Poll);
+        return Decision::new(FirewallStep::Nothing, status, Requeue::Poll);
     };
     let target = target(fw, msc);
     let problem = target.as_ref().err().cloned();
     if let Some(problem) = problem.or_else(|| found.preset_problem()) {
         let error = Error::Invalid(problem);
-        return Decision::failed(Step::Nothing, after_failure(fw, status, &error), error);
+        return Decision::failed(
+            FirewallStep::Nothing,
+            after_failure(fw, status, &error),
+            error,
+        );
     }
     match found {
         Found::Ours(m) => allocated(fw, msc, m, status),
@@ -88,7 +92,7 @@ fn decide_live(
                 message.clone(),
             );
             conditions.set_false(Type::Ready, Reason::MachineLost, message);
-            Decision::new(Step::Nothing, status, Requeue::Resync)
+            Decision::new(FirewallStep::Nothing, status, Requeue::Resync)
         }
         _ => {
             let mut conditions = Conditions::of(&mut status.conditions, fw.metadata.generation);
@@ -96,7 +100,11 @@ fn decide_live(
             conditions.set_false(Type::FirewallAllocated, Reason::Allocating, message.clone());
             conditions.set_false(Type::Ready, Reason::Allocating, message);
             let request = request(fw, msc, network, target.ok().and_then(|t| t.preset));
-            Decision::new(Step::Allocate(Box::new(request)), status, Requeue::Now)
+            Decision::new(
+                FirewallStep::Allocate(Box::new(request)),
+                status,
+                Requeue::Now,
+            )
         }
     }
 }
@@ -132,8 +140,8 @@ fn allocated(
     status.ready = ready;
     // Name the machine in spec.providerID, as MetalStackMachines do (a preset one is kept).
     let step = match &fw.spec.provider_id {
-        Some(_) => Step::Nothing,
-        None => Step::Record(serde_json::json!({
+        Some(_) => FirewallStep::Nothing,
+        None => FirewallStep::Record(serde_json::json!({
             "spec": {"providerID": ProviderId::format(&msc.spec.partition, &m.id)}
         })),
     };

@@ -14,7 +14,7 @@ pub mod watches;
 
 use crate::api::{MetalStackFirewall, MetalStackFirewallStatus};
 use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, failure};
-use model::{FirewallDecision, Observed, Step};
+use model::{FirewallDecision, FirewallStep, Observed};
 
 pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/firewall";
 
@@ -24,7 +24,7 @@ pub struct Firewalls;
 impl Reconciler for Firewalls {
     type Object = MetalStackFirewall;
     type Observed = Observed;
-    type Step = Step;
+    type Step = FirewallStep;
     type Status = MetalStackFirewallStatus;
 
     fn status(obj: &MetalStackFirewall) -> Option<&MetalStackFirewallStatus> {
@@ -39,20 +39,20 @@ impl Reconciler for Firewalls {
         decide::decide(obj, observed)
     }
 
-    async fn act(obj: &MetalStackFirewall, ctx: &Context, step: &Step) -> Result<()> {
+    async fn act(obj: &MetalStackFirewall, ctx: &Context, step: &FirewallStep) -> Result<()> {
         act::act(obj, ctx, step).await
     }
 
-    fn step_name(step: &Step) -> &'static str {
+    fn step_name(step: &FirewallStep) -> &'static str {
         step.into()
     }
 
-    fn effect(step: &Step) -> Effect {
+    fn effect(step: &FirewallStep) -> Effect {
         match step {
-            Step::Nothing => Effect::Nothing,
-            Step::AddFinalizer | Step::Record(_) => Effect::OwnObject,
-            Step::Allocate(_) | Step::Free(_) => Effect::MetalApi,
-            Step::RemoveFinalizer => Effect::LetsGo,
+            FirewallStep::Nothing => Effect::Nothing,
+            FirewallStep::AddFinalizer | FirewallStep::Record(_) => Effect::OwnObject,
+            FirewallStep::Allocate(_) | FirewallStep::Free(_) => Effect::MetalApi,
+            FirewallStep::RemoveFinalizer => Effect::LetsGo,
         }
     }
 
@@ -60,7 +60,7 @@ impl Reconciler for Firewalls {
         obj: &MetalStackFirewall,
         status: MetalStackFirewallStatus,
         error: Error,
-        step: Option<&Step>,
+        step: Option<&FirewallStep>,
     ) -> (MetalStackFirewallStatus, Result<Requeue>) {
         failure::<Self>(status, error, step, |s, e| decide::after_failure(obj, s, e))
     }

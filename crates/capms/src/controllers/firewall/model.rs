@@ -23,7 +23,7 @@ pub struct Live {
 }
 
 #[derive(Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
-pub enum Step {
+pub enum FirewallStep {
     Nothing,
     AddFinalizer,
     Allocate(Box<FirewallCreateRequest>),
@@ -33,7 +33,7 @@ pub enum Step {
     RemoveFinalizer,
 }
 
-pub(crate) type FirewallDecision = Decision<Step, MetalStackFirewallStatus>;
+pub(crate) type FirewallDecision = Decision<FirewallStep, MetalStackFirewallStatus>;
 
 /// Which machine the firewall means: the one noted in status, else spec.providerID's.
 pub fn target(fw: &MetalStackFirewall, msc: &MetalStackCluster) -> Result<Target, String> {

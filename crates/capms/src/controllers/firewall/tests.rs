@@ -113,7 +113,7 @@ fn gates_wait_for_the_cluster_and_its_network() {
     let mut fresh = firewall();
     fresh.metadata.finalizers = None;
     let d = run(&fresh, live(Found::Nothing));
-    assert_eq!(d.step, Step::AddFinalizer);
+    assert_eq!(d.step, FirewallStep::AddFinalizer);
 }
 
 #[test]
@@ -127,14 +127,14 @@ fn a_paused_cluster_pauses_its_firewall() {
             ..live(Found::Nothing)
         },
     );
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, FirewallStep::Nothing);
     assert_eq!(condition(&d, Type::Paused).0, "True");
 }
 
 #[test]
 fn the_allocation_carries_both_cluster_networks_the_extra_ones_and_the_rules() {
     let d = run(&firewall(), live(Found::Nothing));
-    let Step::Allocate(request) = &d.step else {
+    let FirewallStep::Allocate(request) = &d.step else {
         panic!("expected an allocation, got {:?}", d.step)
     };
     assert_eq!(d.next.as_ref().ok(), Some(&Requeue::Now));
@@ -174,7 +174,7 @@ fn an_allocated_firewall_is_ready_only_while_healthy() {
     assert_eq!(d.next.as_ref().ok(), Some(&Requeue::Resync));
     assert_eq!(
         d.step,
-        Step::Record(
+        FirewallStep::Record(
             serde_json::json!({"spec": {"providerID": format!("metal://fra-equ01/{ID}")}})
         )
     );
@@ -186,7 +186,7 @@ fn an_allocated_firewall_is_ready_only_while_healthy() {
     };
     std::sync::Arc::make_mut(&mut looping).events.crash_loop = true;
     let d = run(&named, live(Found::Ours(looping)));
-    assert_eq!(d.step, Step::Nothing, "already named");
+    assert_eq!(d.step, FirewallStep::Nothing, "already named");
     assert!(!d.status.ready, "a firewall is ready only while healthy");
     assert_eq!(reason(&d), "CrashLoop");
     assert_eq!(d.next.as_ref().ok(), Some(&Requeue::Poll));
@@ -223,16 +223,16 @@ fn an_unusable_provider_id_fails_naming_the_field() {
 #[test]
 fn deletion_frees_the_firewall_machine_then_lets_go() {
     let d = decide(&firewall(), &Observed::Deleting(Some(vec![ID.into()])));
-    assert_eq!(d.step, Step::Free(ID.into()));
+    assert_eq!(d.step, FirewallStep::Free(ID.into()));
     assert_eq!(reason(&d), "Deleting");
     let d = decide(&firewall(), &Observed::Deleting(Some(Vec::new())));
-    assert_eq!(d.step, Step::RemoveFinalizer);
+    assert_eq!(d.step, FirewallStep::RemoveFinalizer);
     let d = decide(&firewall(), &Observed::Unmanaged);
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, FirewallStep::Nothing);
     let d = decide(&firewall(), &Observed::HandsOff);
     assert_eq!(
         (d.step, d.status),
-        (Step::Nothing, Default::default()),
+        (FirewallStep::Nothing, Default::default()),
         "hands off"
     );
 }
@@ -245,7 +245,7 @@ fn a_failed_step_is_reported_only_when_metal_api_answered() {
         message: "no machine available".into(),
     });
     let fw = firewall();
-    let allocate = Step::Allocate(Box::default());
+    let allocate = FirewallStep::Allocate(Box::default());
     let (status, next) = Firewalls::failed(&fw, Default::default(), error, Some(&allocate));
     assert!(next.is_err());
     let allocated = find(&status.conditions, Type::FirewallAllocated).expect("reported");
@@ -256,7 +256,7 @@ fn a_failed_step_is_reported_only_when_metal_api_answered() {
         Error::Changed {
             operation: "writing".into(),
         },
-        Some(&Step::AddFinalizer),
+        Some(&FirewallStep::AddFinalizer),
     );
     assert!(
         status.conditions.is_empty(),
@@ -268,7 +268,7 @@ fn a_failed_step_is_reported_only_when_metal_api_answered() {
 fn a_lost_firewall_is_reported_never_replaced() {
     let lost = crate::controllers::allocation::Lost::Freed(ID.into());
     let d = run(&firewall(), live(Found::Lost(lost)));
-    assert_eq!(d.step, Step::Nothing, "nothing is allocated");
+    assert_eq!(d.step, FirewallStep::Nothing, "nothing is allocated");
     assert!(!d.status.ready);
     assert_eq!(reason(&d), "MachineLost");
     let message = &find(&d.status.conditions, Type::Ready)

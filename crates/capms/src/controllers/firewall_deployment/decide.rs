@@ -1,7 +1,7 @@
 //! A firewall deployment's status, from its firewall, without I/O; and on deletion, whether it
 //! may go.
 
-use super::{DeploymentDecision, FINALIZER, Observed, Seen, Step};
+use super::{DeploymentDecision, DeploymentStep, FINALIZER, Observed, Seen};
 use crate::api::Initialization;
 use crate::api::v1alpha1::{FirewallDeploymentStatus, MetalStackFirewallDeployment};
 use crate::reconciler::conditions::{Conditions, Reason, Type};
@@ -19,7 +19,7 @@ pub(crate) fn decide(
 ) -> DeploymentDecision {
     let status = fwd.status.clone().unwrap_or_default();
     match observed.phase() {
-        Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
+        Phase::Idle(next) => Decision::new(DeploymentStep::Nothing, status, next),
         Phase::Teardown(seen) => teardown(fwd, seen, status),
         Phase::Live(seen) => live(fwd, seen, status),
     }
@@ -70,7 +70,7 @@ fn live(
         ),
     }
     // The firewall's changes wake the deployment.
-    Decision::new(Step::Nothing, status, Requeue::AwaitChange)
+    Decision::new(DeploymentStep::Nothing, status, Requeue::AwaitChange)
 }
 
 fn teardown(
@@ -80,7 +80,11 @@ fn teardown(
 ) -> DeploymentDecision {
     status.ready = false;
     let Some(fw) = &seen.firewall else {
-        return Decision::new(Step::RemoveFinalizer, status, Requeue::AwaitChange);
+        return Decision::new(
+            DeploymentStep::RemoveFinalizer,
+            status,
+            Requeue::AwaitChange,
+        );
     };
     let mut conditions = Conditions::of(&mut status.conditions, fwd.metadata.generation);
     conditions.set_false(
@@ -91,5 +95,9 @@ fn teardown(
             fw.name_any()
         ),
     );
-    Decision::new(Step::Nothing, status, Requeue::After(FIREWALL_GONE_RECHECK))
+    Decision::new(
+        DeploymentStep::Nothing,
+        status,
+        Requeue::After(FIREWALL_GONE_RECHECK),
+    )
 }

@@ -32,12 +32,12 @@ pub struct Seen {
 }
 
 #[derive(Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames)]
-pub enum Step {
+pub enum DeploymentStep {
     Nothing,
     RemoveFinalizer,
 }
 
-pub(crate) type DeploymentDecision = Decision<Step, FirewallDeploymentStatus>;
+pub(crate) type DeploymentDecision = Decision<DeploymentStep, FirewallDeploymentStatus>;
 
 /// The MetalStackFirewallDeployment controller's parts.
 pub(crate) struct FirewallDeployments;
@@ -45,7 +45,7 @@ pub(crate) struct FirewallDeployments;
 impl Reconciler for FirewallDeployments {
     type Object = MetalStackFirewallDeployment;
     type Observed = Observed;
-    type Step = Step;
+    type Step = DeploymentStep;
     type Status = FirewallDeploymentStatus;
 
     fn status(obj: &MetalStackFirewallDeployment) -> Option<&FirewallDeploymentStatus> {
@@ -60,22 +60,26 @@ impl Reconciler for FirewallDeployments {
         decide::decide(obj, observed)
     }
 
-    async fn act(obj: &MetalStackFirewallDeployment, ctx: &Context, step: &Step) -> Result<()> {
-        if *step == Step::RemoveFinalizer {
+    async fn act(
+        obj: &MetalStackFirewallDeployment,
+        ctx: &Context,
+        step: &DeploymentStep,
+    ) -> Result<()> {
+        if *step == DeploymentStep::RemoveFinalizer {
             let api = ctx.api::<MetalStackFirewallDeployment>(&obj.namespace().unwrap_or_default());
             remove_finalizer(&api, obj, FINALIZER).await?;
         }
         Ok(())
     }
 
-    fn step_name(step: &Step) -> &'static str {
+    fn step_name(step: &DeploymentStep) -> &'static str {
         step.into()
     }
 
-    fn effect(step: &Step) -> Effect {
+    fn effect(step: &DeploymentStep) -> Effect {
         match step {
-            Step::Nothing => Effect::Nothing,
-            Step::RemoveFinalizer => Effect::LetsGo,
+            DeploymentStep::Nothing => Effect::Nothing,
+            DeploymentStep::RemoveFinalizer => Effect::LetsGo,
         }
     }
 
@@ -83,7 +87,7 @@ impl Reconciler for FirewallDeployments {
         _: &MetalStackFirewallDeployment,
         status: FirewallDeploymentStatus,
         error: Error,
-        step: Option<&Step>,
+        step: Option<&DeploymentStep>,
     ) -> (FirewallDeploymentStatus, Result<Requeue>) {
         failure::<Self>(status, error, step, |s, _| s)
     }

@@ -77,7 +77,7 @@ fn the_status_follows_the_firewall_made_for_the_deployment() {
         message.ends_with("spec.autoUpdate.machineImage: capms rolls the firewall to the newest firewall image of its operating system and minor version"),
         "{message}"
     );
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, DeploymentStep::Nothing);
 }
 
 #[test]
@@ -88,8 +88,11 @@ fn a_deleted_deployment_goes_once_its_firewall_is_gone() {
         firewall: Some(firewall(true, true)),
     }));
     let d = decide::decide(&deleted, &waiting);
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, DeploymentStep::Nothing);
     assert!(!d.status.ready);
     let gone = Observed::Deleting(Some(Seen { firewall: None }));
-    assert_eq!(decide::decide(&deleted, &gone).step, Step::RemoveFinalizer);
+    assert_eq!(
+        decide::decide(&deleted, &gone).step,
+        DeploymentStep::RemoveFinalizer
+    );
 }

@@ -1,7 +1,7 @@
 //! The one step `decide` chose for a MetalStackMachine, taken.
 
 use super::FINALIZER;
-use super::model::{Step, identity};
+use super::model::{MachineStep, identity};
 use crate::api::MetalStackMachine;
 use crate::controllers::allocation;
 use crate::reconciler::writes::{describe, ensure_finalizer, remove_finalizer};
@@ -10,18 +10,18 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 
 /// Takes the one step `decide` chose.
-pub async fn act(msm: &MetalStackMachine, ctx: &Context, step: &Step) -> Result<()> {
+pub async fn act(msm: &MetalStackMachine, ctx: &Context, step: &MachineStep) -> Result<()> {
     let api = ctx.api::<MetalStackMachine>(&msm.namespace().unwrap_or_default());
     match step {
-        Step::Nothing => Ok(()),
-        Step::AddFinalizer => ensure_finalizer(&api, msm, FINALIZER).await.map(|_| ()),
-        Step::Allocate(request) => {
+        MachineStep::Nothing => Ok(()),
+        MachineStep::AddFinalizer => ensure_finalizer(&api, msm, FINALIZER).await.map(|_| ()),
+        MachineStep::Allocate(request) => {
             let detail = format!(" in partition {}", request.partitionid);
             let result = ctx.metal.machine_allocate(request).await;
             allocation::allocated(ctx, &request.tags, &result).await;
             allocation::announce(ctx, msm, "Machine", result, &detail).map(|_| ())
         }
-        Step::Record(patch) => {
+        MachineStep::Record(patch) => {
             api.patch(
                 &msm.name_any(),
                 &PatchParams::default(),
@@ -31,7 +31,7 @@ pub async fn act(msm: &MetalStackMachine, ctx: &Context, step: &Step) -> Result<
             .during(|| format!("naming its machine in {}", describe(msm)))?;
             Ok(())
         }
-        Step::Free(id) => allocation::free(ctx, msm, &identity(msm), id, "Machine").await,
-        Step::RemoveFinalizer => remove_finalizer(&api, msm, FINALIZER).await,
+        MachineStep::Free(id) => allocation::free(ctx, msm, &identity(msm), id, "Machine").await,
+        MachineStep::RemoveFinalizer => remove_finalizer(&api, msm, FINALIZER).await,
     }
 }

@@ -1,7 +1,7 @@
 //! What a MetalStackMachine needs next, decided from what was observed, without I/O.
 
 use super::model::{
-    Live, MachineDecision, Observed, Step, cluster_name, partition, provisioned_network,
+    Live, MachineDecision, MachineStep, Observed, cluster_name, partition, provisioned_network,
 };
 use super::order::Order;
 use super::{ASN_LABEL, FINALIZER, RACK_LABEL};
@@ -39,7 +39,7 @@ const HOLD_LIMIT: u32 = 10;
 pub(crate) fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
     let mut status = msm.status.clone().unwrap_or_default();
     match observed.phase() {
-        Phase::Idle(next) => Decision::new(Step::Nothing, status, next),
+        Phase::Idle(next) => Decision::new(MachineStep::Nothing, status, next),
         Phase::Teardown(owned) => {
             status.ready = false;
             status.initialization = None;
@@ -49,8 +49,8 @@ pub(crate) fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDec
                 "freeing the machine",
             );
             match owned.first() {
-                Some(id) => Decision::new(Step::Free(id.clone()), status, Requeue::Now),
-                None => Decision::new(Step::RemoveFinalizer, status, Requeue::AwaitChange),
+                Some(id) => Decision::new(MachineStep::Free(id.clone()), status, Requeue::Now),
+                None => Decision::new(MachineStep::RemoveFinalizer, status, Requeue::AwaitChange),
             }
         }
         Phase::Live(live) => decide_live(msm, live, status),
@@ -68,13 +68,17 @@ fn decide_live(
     };
     let partition = partition(msm, open.msc);
     let Some(found) = &live.found else {
-        return Decision::new(Step::Nothing, status, Requeue::Poll);
+        return Decision::new(MachineStep::Nothing, status, Requeue::Poll);
     };
     let target = Target::of(msm.spec.provider_id.as_deref(), &partition, None);
     let problem = target.as_ref().err().cloned();
     if let Some(problem) = problem.or_else(|| found.preset_problem()) {
         let error = Error::Invalid(problem);
-        return Decision::failed(Step::Nothing, after_failure(msm, status, &error), error);
+        return Decision::failed(
+            MachineStep::Nothing,
+            after_failure(msm, status, &error),
+            error,
+        );
     }
     match found {
         Found::Ours(m) => return allocated(msm, m, &partition, status),
@@ -82,7 +86,7 @@ fn decide_live(
         _ => {}
     }
     if being_deleted(open.machine) {
-        return Decision::new(Step::Nothing, status, Requeue::AwaitChange);
+        return Decision::new(MachineStep::Nothing, status, Requeue::AwaitChange);
     }
     let Some(user_data) = &live.user_data else {
         return without_bootstrap_data(msm, open.machine, status);
@@ -99,7 +103,11 @@ fn decide_live(
     .request();
     // No "allocating" condition: allocating is one call, the next reconcile at once writes its
     // outcome (the machine, or why there is none), and a failure names itself.
-    Decision::new(Step::Allocate(Box::new(request)), status, Requeue::Now)
+    Decision::new(
+        MachineStep::Allocate(Box::new(request)),
+        status,
+        Requeue::Now,
+    )
 }
 
 /// Is the Machine being deleted? Cluster API deletes its infrastructure next, so capms neither
@@ -130,7 +138,7 @@ fn without_bootstrap_data(
         Reason::WaitingForBootstrapData,
         message,
     );
-    Decision::new(Step::Nothing, status, Requeue::Poll)
+    Decision::new(MachineStep::Nothing, status, Requeue::Poll)
 }
 
 /// What the gates let through: the Machine, the provisioned cluster and its network.
@@ -152,14 +160,14 @@ fn gates<'a>(
     // and its MachineSet gives the Machine up, leaving the object orphaned).
     let Some(owner) = capi_owner(msm, "Machine") else {
         return Err(Box::new(Decision::new(
-            Step::Nothing,
+            MachineStep::Nothing,
             status,
             Requeue::AwaitChange,
         )));
     };
     let Some(machine) = &live.machine else {
         return Err(Box::new(Decision::new(
-            Step::Nothing,
+            MachineStep::Nothing,
             status,
             Requeue::After(ABSENT),
         )));
@@ -174,7 +182,7 @@ fn gates<'a>(
         };
         if record_pause(&mut conditions, msm, Some(cluster)) {
             return Err(Box::new(Decision::new(
-                Step::Nothing,
+                MachineStep::Nothing,
                 status,
                 Requeue::AwaitChange,
             )));
@@ -182,7 +190,7 @@ fn gates<'a>(
         if !has_finalizer(msm, FINALIZER) {
             if being_deleted(machine) {
                 return Err(Box::new(Decision::new(
-                    Step::Nothing,
+                    MachineStep::Nothing,
                     before,
                     Requeue::AwaitChange,
                 )));
@@ -215,10 +223,10 @@ fn gates<'a>(
         return Ok((open, status));
     };
     if unreported_wait(msm, live, &before) {
-        return Err(Box::new(Decision::new(Step::Nothing, before, next)));
+        return Err(Box::new(Decision::new(MachineStep::Nothing, before, next)));
     }
     conditions.set_false(Type::Ready, reason, message);
-    Err(Box::new(Decision::new(Step::Nothing, status, next)))
+    Err(Box::new(Decision::new(MachineStep::Nothing, status, next)))
 }
 
 /// Does a new object's wait at a gate go unwritten? A wait a new object meets only for moments
@@ -239,8 +247,8 @@ fn take_up(
     status: MetalStackMachineStatus,
 ) -> MachineDecision {
     match machine_set_hold(msm, live) {
-        Some(left) => Decision::new(Step::Nothing, status, Requeue::After(left)),
-        None => Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange),
+        Some(left) => Decision::new(MachineStep::Nothing, status, Requeue::After(left)),
+        None => Decision::new(MachineStep::AddFinalizer, status, Requeue::AwaitChange),
     }
 }
 
@@ -315,8 +323,8 @@ fn allocated(
     // condition observes. The reconcile right after it writes the status (the engine skips
     // this one's, as moot), unless naming it fails: then this status shows the allocation.
     match record_patch(msm, m, partition) {
-        Some(patch) => Decision::new(Step::Record(patch), status, Requeue::Now),
-        None => Decision::new(Step::Nothing, status, next),
+        Some(patch) => Decision::new(MachineStep::Record(patch), status, Requeue::Now),
+        None => Decision::new(MachineStep::Nothing, status, next),
     }
 }
 
@@ -336,7 +344,7 @@ fn lost_machine(
     // v1beta1 consumers read these; v1beta2 reads the conditions.
     status.failure_reason = Some(FAILURE_REASON_LOST.into());
     status.failure_message = Some(message);
-    Decision::new(Step::Nothing, status, Requeue::Resync)
+    Decision::new(MachineStep::Nothing, status, Requeue::Resync)
 }
 
 /// Cluster API's v1beta1 MachineStatusError for a machine that changed under its feet.

@@ -14,7 +14,7 @@ pub mod watches;
 
 use crate::api::{MetalStackMachine, MetalStackMachineStatus};
 use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, failure};
-use model::{MachineDecision, Observed, Step};
+use model::{MachineDecision, MachineStep, Observed};
 
 pub const FINALIZER: &str = "metal-stack.infrastructure.cluster.x-k8s.io/machine";
 /// Labels capms puts on a MetalStackMachine once it has a machine: where it stands.
@@ -29,7 +29,7 @@ pub struct Machines;
 impl Reconciler for Machines {
     type Object = MetalStackMachine;
     type Observed = Observed;
-    type Step = Step;
+    type Step = MachineStep;
     type Status = MetalStackMachineStatus;
 
     fn status(obj: &MetalStackMachine) -> Option<&MetalStackMachineStatus> {
@@ -44,20 +44,20 @@ impl Reconciler for Machines {
         decide::decide(obj, observed)
     }
 
-    async fn act(obj: &MetalStackMachine, ctx: &Context, step: &Step) -> Result<()> {
+    async fn act(obj: &MetalStackMachine, ctx: &Context, step: &MachineStep) -> Result<()> {
         act::act(obj, ctx, step).await
     }
 
-    fn step_name(step: &Step) -> &'static str {
+    fn step_name(step: &MachineStep) -> &'static str {
         step.into()
     }
 
-    fn effect(step: &Step) -> Effect {
+    fn effect(step: &MachineStep) -> Effect {
         match step {
-            Step::Nothing => Effect::Nothing,
-            Step::AddFinalizer | Step::Record(_) => Effect::OwnObject,
-            Step::Allocate(_) | Step::Free(_) => Effect::MetalApi,
-            Step::RemoveFinalizer => Effect::LetsGo,
+            MachineStep::Nothing => Effect::Nothing,
+            MachineStep::AddFinalizer | MachineStep::Record(_) => Effect::OwnObject,
+            MachineStep::Allocate(_) | MachineStep::Free(_) => Effect::MetalApi,
+            MachineStep::RemoveFinalizer => Effect::LetsGo,
         }
     }
 
@@ -65,7 +65,7 @@ impl Reconciler for Machines {
         obj: &MetalStackMachine,
         status: MetalStackMachineStatus,
         error: Error,
-        step: Option<&Step>,
+        step: Option<&MachineStep>,
     ) -> (MetalStackMachineStatus, Result<Requeue>) {
         failure::<Self>(status, error, step, |s, e| decide::after_failure(obj, s, e))
     }

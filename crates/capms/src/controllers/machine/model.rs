@@ -36,7 +36,7 @@ pub struct Live {
 }
 
 #[derive(Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
-pub enum Step {
+pub enum MachineStep {
     Nothing,
     AddFinalizer,
     Allocate(Box<MachineAllocateRequest>),
@@ -46,7 +46,7 @@ pub enum Step {
     RemoveFinalizer,
 }
 
-pub(crate) type MachineDecision = Decision<Step, MetalStackMachineStatus>;
+pub(crate) type MachineDecision = Decision<MachineStep, MetalStackMachineStatus>;
 
 /// The owner marks that find what capms allocated for a MetalStackMachine.
 pub fn identity(msm: &MetalStackMachine) -> std::collections::BTreeMap<String, String> {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 #[derive(
     Clone, Debug, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::VariantNames,
 )]
-pub enum Step {
+pub enum SweepStep {
     FreeMachine(String),
     FreeIp(String),
     FreeNetwork(String),
@@ -30,7 +30,7 @@ pub(crate) struct Owner {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Candidate {
     /// Freeing it.
-    pub step: Step,
+    pub step: SweepStep,
     pub owner: Owner,
     /// The Cluster (Cluster API's) it belongs to, `namespace/name`: where the event goes.
     pub cluster: String,
@@ -39,7 +39,7 @@ pub(crate) struct Candidate {
 /// What the sweep saw: the allocations of the clusters it manages, and which of their owners
 /// the watch caches hold.
 #[derive(Debug, Default)]
-pub struct Observed {
+pub struct SweepView {
     pub candidates: Vec<Candidate>,
     pub present: BTreeSet<Owner>,
 }
@@ -47,7 +47,7 @@ pub struct Observed {
 /// The allocations seen orphaned, and since when (in this process: a restart starts over).
 #[derive(Debug, Default)]
 pub(crate) struct Orphans {
-    since: BTreeMap<Step, Instant>,
+    since: BTreeMap<SweepStep, Instant>,
 }
 
 impl Orphans {
@@ -55,7 +55,7 @@ impl Orphans {
     /// every look since. One seen with its owner again, or not seen, starts over.
     pub(crate) fn decide(
         &mut self,
-        observed: &Observed,
+        observed: &SweepView,
         now: Instant,
         grace: Duration,
     ) -> Vec<Candidate> {
@@ -76,15 +76,15 @@ impl Orphans {
             .collect();
         // Machines first: a network is freed once nothing is left in it.
         due.sort_by_key(|c| match c.step {
-            Step::FreeMachine(_) => 0,
-            Step::FreeIp(_) => 1,
-            Step::FreeNetwork(_) => 2,
+            SweepStep::FreeMachine(_) => 0,
+            SweepStep::FreeIp(_) => 1,
+            SweepStep::FreeNetwork(_) => 2,
         });
         due
     }
 
     /// Forgets `step` (it was freed).
-    pub fn freed(&mut self, step: &Step) {
+    pub fn freed(&mut self, step: &SweepStep) {
         self.since.remove(step);
     }
 }
@@ -103,7 +103,7 @@ mod tests {
 
     fn machine(id: &str, of: &str) -> Candidate {
         Candidate {
-            step: Step::FreeMachine(id.into()),
+            step: SweepStep::FreeMachine(id.into()),
             owner: owner(OwnerKind::Machine, of),
             cluster: "ns/c".into(),
         }
@@ -115,7 +115,7 @@ mod tests {
     fn an_allocation_is_freed_once_its_owner_has_been_gone_for_the_grace_period() {
         let mut orphans = Orphans::default();
         let start = Instant::now();
-        let observed = Observed {
+        let observed = SweepView {
             candidates: vec![machine("m1", "gone"), machine("m2", "here")],
             present: [owner(OwnerKind::Machine, "here")].into(),
         };
@@ -140,13 +140,13 @@ mod tests {
     fn an_owner_seen_again_or_an_allocation_gone_starts_the_wait_over() {
         let mut orphans = Orphans::default();
         let start = Instant::now();
-        let gone = Observed {
+        let gone = SweepView {
             candidates: vec![machine("m1", "restored")],
             present: BTreeSet::new(),
         };
         orphans.decide(&gone, start, GRACE);
         // A restore brings the owner back for a while.
-        let back = Observed {
+        let back = SweepView {
             candidates: gone.candidates.clone(),
             present: [owner(OwnerKind::Machine, "restored")].into(),
         };
@@ -156,7 +156,7 @@ mod tests {
             [],
             "waits anew"
         );
-        let freed_elsewhere = Observed::default();
+        let freed_elsewhere = SweepView::default();
         orphans.decide(&freed_elsewhere, start + GRACE, GRACE);
         assert_eq!(
             orphans.decide(&gone, start + 2 * GRACE, GRACE),
@@ -176,10 +176,10 @@ mod tests {
             owner: owner(OwnerKind::Cluster, "c"),
             cluster: "ns/c".into(),
         };
-        let observed = Observed {
+        let observed = SweepView {
             candidates: vec![
-                cluster(Step::FreeNetwork("n".into())),
-                cluster(Step::FreeIp("127.100.0.5".into())),
+                cluster(SweepStep::FreeNetwork("n".into())),
+                cluster(SweepStep::FreeIp("127.100.0.5".into())),
                 machine("m", "gone"),
             ],
             present: BTreeSet::new(),

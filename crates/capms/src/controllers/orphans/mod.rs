@@ -23,8 +23,8 @@
 
 mod decide;
 
-pub use decide::Step;
-use decide::{Candidate, Observed, Orphans, Owner};
+pub use decide::SweepStep;
+use decide::{Candidate, Orphans, Owner, SweepView};
 
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
 use crate::capi::{Cluster, DELETE_FOR_MOVE_ANNOTATION};
@@ -78,8 +78,8 @@ async fn sweep(ctx: &Context, orphans: &mut Orphans, grace: Duration) -> Result<
 
 /// The allocations of every cluster capms manages and hands on, and which of their owners the
 /// caches hold.
-async fn observe(ctx: &Context) -> Result<Observed> {
-    let mut observed = Observed::default();
+async fn observe(ctx: &Context) -> Result<SweepView> {
+    let mut observed = SweepView::default();
     for cluster in managed(ctx) {
         let Some(infrastructure) = cluster.metal_stack_cluster() else {
             continue;
@@ -99,7 +99,7 @@ async fn observe(ctx: &Context) -> Result<Observed> {
         let retired = msc.as_ref().map(retired_machines).unwrap_or_default();
         let found = allocations(ctx, &ns, &id, &name).await?;
         observed.candidates.extend(found.into_iter().filter(
-            |c| !matches!(&c.step, Step::FreeMachine(machine) if retired.contains(machine)),
+            |c| !matches!(&c.step, SweepStep::FreeMachine(machine) if retired.contains(machine)),
         ));
     }
     for candidate in &observed.candidates {
@@ -144,7 +144,7 @@ async fn allocations(
         .machine_find_as::<metal_api::MachineSummary>(&machines);
     for m in machines.await? {
         if m.allocation.is_some() {
-            found.push((Step::FreeMachine(m.id), m.tags));
+            found.push((SweepStep::FreeMachine(m.id), m.tags));
         }
     }
     let ips = IpFindRequest {
@@ -152,7 +152,7 @@ async fn allocations(
         ..Default::default()
     };
     for ip in ctx.metal.ip_find(&ips).await? {
-        found.push((Step::FreeIp(ip.ipaddress), ip.tags));
+        found.push((SweepStep::FreeIp(ip.ipaddress), ip.tags));
     }
     let networks = NetworkFindRequest {
         labels: Some([(CLUSTER_ID.to_owned(), id.to_owned())].into()),
@@ -160,7 +160,7 @@ async fn allocations(
     };
     for n in ctx.metal.network_find(&networks).await? {
         let labels = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        found.push((Step::FreeNetwork(n.id), labels));
+        found.push((SweepStep::FreeNetwork(n.id), labels));
     }
     Ok(found
         .into_iter()
@@ -221,7 +221,7 @@ where
 async fn free(ctx: &Context, orphan: &Candidate) -> Result<()> {
     let owner = &orphan.owner;
     let (label, what) = match &orphan.step {
-        Step::FreeMachine(id) => {
+        SweepStep::FreeMachine(id) => {
             let marks = identity(owner.kind, &owner.namespace, &owner.name);
             if !super::allocation::release(ctx, &marks, id).await? {
                 return Ok(());
@@ -230,11 +230,11 @@ async fn free(ctx: &Context, orphan: &Candidate) -> Result<()> {
             let label = if firewall { "firewall" } else { "machine" };
             (label, format!("{label} {id}"))
         }
-        Step::FreeIp(address) => {
+        SweepStep::FreeIp(address) => {
             ctx.metal.ip_free(address).await?;
             ("ip", format!("IP {address}"))
         }
-        Step::FreeNetwork(id) => {
+        SweepStep::FreeNetwork(id) => {
             ctx.metal.network_free(id).await?;
             ("network", format!("network {id}"))
         }

@@ -1,7 +1,7 @@
 //! The one step `decide` chose for a MetalStackRemediation, taken.
 
 use super::decide::FINALIZER;
-use super::model::Step;
+use super::model::RemediationStep;
 use crate::api::MetalStackCluster;
 use crate::api::remediation::MetalStackRemediation;
 use crate::capi::Machine as CapiMachine;
@@ -13,15 +13,15 @@ use metal_api::types::PowerAction;
 
 /// Takes the one step `decide` chose; a power action or reinstall is reported by an Event on
 /// the remediation, whether metal-api took it or refused it.
-pub async fn act(msr: &MetalStackRemediation, ctx: &Context, step: &Step) -> Result<()> {
+pub async fn act(msr: &MetalStackRemediation, ctx: &Context, step: &RemediationStep) -> Result<()> {
     let ns = msr.namespace().unwrap_or_default();
     let api = ctx.api::<MetalStackRemediation>(&ns);
     let machines = ctx.api::<CapiMachine>(&ns);
     let name = msr.name_any();
     match step {
-        Step::Nothing => Ok(()),
-        Step::AddFinalizer => ensure_finalizer(&api, msr, FINALIZER).await.map(|_| ()),
-        Step::PowerCycle(id) => {
+        RemediationStep::Nothing => Ok(()),
+        RemediationStep::AddFinalizer => ensure_finalizer(&api, msr, FINALIZER).await.map(|_| ()),
+        RemediationStep::PowerCycle(id) => {
             let result = ctx.metal.machine_power(id, PowerAction::Cycle).await;
             announce(
                 ctx,
@@ -31,19 +31,19 @@ pub async fn act(msr: &MetalStackRemediation, ctx: &Context, step: &Step) -> Res
                 result,
             )
         }
-        Step::Reinstall(id, image) => {
+        RemediationStep::Reinstall(id, image) => {
             let result = ctx.metal.machine_reinstall(id, image).await;
             let note = format!("reinstalling machine {id} with image {image}");
             announce(ctx, msr, "Reinstalling", &note, result)
         }
-        Step::Conclude(patch) => {
+        RemediationStep::Conclude(patch) => {
             machines
                 .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .during(|| format!("winding up the remediation of Machine {ns}/{name}"))?;
             Ok(())
         }
-        Step::Retire {
+        RemediationStep::Retire {
             cluster,
             machine,
             record,
@@ -62,7 +62,7 @@ pub async fn act(msr: &MetalStackRemediation, ctx: &Context, step: &Step) -> Res
             ctx.events.warn(msr, "MachineRetired", "Retire", note);
             Ok(())
         }
-        Step::GiveUp(condition) => {
+        RemediationStep::GiveUp(condition) => {
             let params = PatchParams::apply(FIELD_MANAGER).force();
             machines
                 .patch_status(&name, &params, &Patch::Apply(condition))
@@ -72,7 +72,7 @@ pub async fn act(msr: &MetalStackRemediation, ctx: &Context, step: &Step) -> Res
             ctx.events.warn(msr, "RemediationExhausted", "GiveUp", note);
             Ok(())
         }
-        Step::RemoveFinalizer => remove_finalizer(&api, msr, FINALIZER).await,
+        RemediationStep::RemoveFinalizer => remove_finalizer(&api, msr, FINALIZER).await,
     }
 }
 

@@ -6,7 +6,7 @@
 //! stopped after asking and before recording the answer, and it records it instead of asking
 //! twice.
 
-use super::model::{Live, Observed, RemediationDecision, Step};
+use super::model::{Live, Observed, RemediationDecision, RemediationStep};
 use crate::api::remediation::{
     ExhaustionPolicy, MetalStackRemediation, MetalStackRemediationStatus, PowerActionRecord,
     RemediationPhase, RemediationType,
@@ -35,7 +35,7 @@ const ATTEMPT_POLL: Duration = Duration::from_secs(10);
 pub(crate) fn decide(msr: &MetalStackRemediation, observed: &Observed) -> RemediationDecision {
     let current = msr.status.clone().unwrap_or_default();
     match observed.phase() {
-        Phase::Idle(next) => Decision::new(Step::Nothing, current, next),
+        Phase::Idle(next) => Decision::new(RemediationStep::Nothing, current, next),
         Phase::Teardown(live) => teardown(live, current),
         Phase::Live(live) => live_decision(msr, live, current),
     }
@@ -45,8 +45,8 @@ pub(crate) fn decide(msr: &MetalStackRemediation, observed: &Observed) -> Remedi
 /// Machine's attempts are wound up, then capms lets go.
 fn teardown(live: &Live, status: MetalStackRemediationStatus) -> RemediationDecision {
     let step = match conclusion(live, &status) {
-        Some(patch) => Step::Conclude(patch),
-        None => Step::RemoveFinalizer,
+        Some(patch) => RemediationStep::Conclude(patch),
+        None => RemediationStep::RemoveFinalizer,
     };
     Decision::new(step, status, Requeue::AwaitChange)
 }
@@ -77,7 +77,7 @@ fn live_decision(
     mut status: MetalStackRemediationStatus,
 ) -> RemediationDecision {
     if !has_finalizer(msr, FINALIZER) {
-        return Decision::new(Step::AddFinalizer, status, Requeue::AwaitChange);
+        return Decision::new(RemediationStep::AddFinalizer, status, Requeue::AwaitChange);
     }
     match status.phase {
         Some(RemediationPhase::Exhausted) => return given_up(msr, live, status),
@@ -89,7 +89,7 @@ fn live_decision(
         Ok(machine) => machine,
         Err((reason, message, next)) => {
             waiting(&mut status, generation, reason, message);
-            return Decision::new(Step::Nothing, status, next);
+            return Decision::new(RemediationStep::Nothing, status, next);
         }
     };
     status.machine_id = Some(machine.id.clone());
@@ -104,7 +104,11 @@ fn live_decision(
         }
         if let Some(why) = control_plane_busy(live) {
             waiting(&mut status, generation, Reason::WaitingForControlPlane, why);
-            return Decision::new(Step::Nothing, status, Requeue::After(ATTEMPT_POLL));
+            return Decision::new(
+                RemediationStep::Nothing,
+                status,
+                Requeue::After(ATTEMPT_POLL),
+            );
         }
         return begin_attempt(status, generation, live.now, strategy.kind(), machine);
     }
@@ -196,7 +200,11 @@ fn begin_attempt(
     let mut conditions = Conditions::of(&mut status.conditions, generation);
     conditions.set_true(Type::Remediating, reason, note);
     conditions.set_false(Type::Ready, reason, "the node is not back yet");
-    Decision::new(Step::Nothing, status, Requeue::After(Duration::ZERO))
+    Decision::new(
+        RemediationStep::Nothing,
+        status,
+        Requeue::After(Duration::ZERO),
+    )
 }
 
 fn attempt_words(kind: RemediationType) -> (Reason, &'static str) {
@@ -238,11 +246,15 @@ fn attempt(
         let at = machine.last_planned_reboot.unwrap_or(live.now);
         status.last_power_action =
             Some(record(action, at, true, "OK (seen in metal-api's events)"));
-        return Decision::new(Step::Nothing, status, Requeue::After(Duration::ZERO));
+        return Decision::new(
+            RemediationStep::Nothing,
+            status,
+            Requeue::After(Duration::ZERO),
+        );
     }
     if !asked {
         status.last_power_action = Some(record(action, live.now, true, "OK"));
-        let step = Step::attempt(strategy.kind(), machine);
+        let step = RemediationStep::attempt(strategy.kind(), machine);
         return Decision::new(step, status, Requeue::After(ATTEMPT_POLL));
     }
     let node_back = live.machine.as_ref().is_some_and(|m| m.node_ready());
@@ -253,7 +265,7 @@ fn attempt(
     let timeout = strategy.timeout();
     if waited < timeout {
         let next = (timeout - waited).min(ATTEMPT_POLL);
-        return Decision::new(Step::Nothing, status, Requeue::After(next));
+        return Decision::new(RemediationStep::Nothing, status, Requeue::After(next));
     }
     if status.retry_count < strategy.retry_limit() {
         return begin_attempt(status, generation, live.now, strategy.kind(), machine);
@@ -304,7 +316,8 @@ fn succeeded(
     let mut conditions = Conditions::of(&mut status.conditions, msr.metadata.generation);
     conditions.set_false(Type::Remediating, Reason::Remediated, note.clone());
     conditions.set_true(Type::Ready, Reason::Remediated, note);
-    let step = conclusion(live, &status).map_or(Step::Nothing, Step::Conclude);
+    let step =
+        conclusion(live, &status).map_or(RemediationStep::Nothing, RemediationStep::Conclude);
     Decision::new(step, status, Requeue::AwaitChange)
 }
 
@@ -316,7 +329,8 @@ fn after_success(
     live: &Live,
     status: MetalStackRemediationStatus,
 ) -> RemediationDecision {
-    let step = conclusion(live, &status).map_or(Step::Nothing, Step::Conclude);
+    let step =
+        conclusion(live, &status).map_or(RemediationStep::Nothing, RemediationStep::Conclude);
     let Some(machine) = live.machine.as_ref().filter(|m| !m.node_ready()) else {
         return Decision::new(step, status, Requeue::AwaitChange);
     };
@@ -374,7 +388,7 @@ fn given_up(
     if let Some((cluster, key)) = retirement(msr, live, &status) {
         let of = format!("{}/{}", msr.namespace().unwrap_or_default(), msr.name_any());
         let why = format!("Machine {of} was given up by its remediation: {note}");
-        let step = Step::Retire {
+        let step = RemediationStep::Retire {
             cluster,
             machine: status.machine_id.clone().unwrap_or_default(),
             record: json!({"metadata": {"annotations": {key: why}}}),
@@ -389,8 +403,8 @@ fn given_up(
                 .is_some_and(|c| c.status == "False" && c.reason == GIVEN_UP_REASON)
     });
     let step = match marked {
-        true => Step::Nothing,
-        false => Step::GiveUp(owner_remediated(&note, live.now)),
+        true => RemediationStep::Nothing,
+        false => RemediationStep::GiveUp(owner_remediated(&note, live.now)),
     };
     Decision::new(step, status, Requeue::AwaitChange)
 }

@@ -15,7 +15,7 @@ pub mod watches;
 
 use crate::api::remediation::{MetalStackRemediation, MetalStackRemediationStatus};
 use crate::reconciler::{Context, Effect, Error, Reconciler, Requeue, Result, failure};
-use model::{Observed, RemediationDecision, Step};
+use model::{Observed, RemediationDecision, RemediationStep};
 
 pub use decide::{FINALIZER, REMEDIATED_ANNOTATION};
 
@@ -25,7 +25,7 @@ pub struct Remediations;
 impl Reconciler for Remediations {
     type Object = MetalStackRemediation;
     type Observed = Observed;
-    type Step = Step;
+    type Step = RemediationStep;
     type Status = MetalStackRemediationStatus;
 
     fn status(obj: &MetalStackRemediation) -> Option<&MetalStackRemediationStatus> {
@@ -40,21 +40,23 @@ impl Reconciler for Remediations {
         decide::decide(obj, observed)
     }
 
-    async fn act(obj: &MetalStackRemediation, ctx: &Context, step: &Step) -> Result<()> {
+    async fn act(obj: &MetalStackRemediation, ctx: &Context, step: &RemediationStep) -> Result<()> {
         act::act(obj, ctx, step).await
     }
 
-    fn step_name(step: &Step) -> &'static str {
+    fn step_name(step: &RemediationStep) -> &'static str {
         step.into()
     }
 
-    fn effect(step: &Step) -> Effect {
+    fn effect(step: &RemediationStep) -> Effect {
         match step {
-            Step::Nothing => Effect::Nothing,
-            Step::AddFinalizer => Effect::OwnObject,
-            Step::PowerCycle(_) | Step::Reinstall(..) => Effect::MetalApi,
-            Step::Conclude(_) | Step::Retire { .. } | Step::GiveUp(_) => Effect::Elsewhere,
-            Step::RemoveFinalizer => Effect::LetsGo,
+            RemediationStep::Nothing => Effect::Nothing,
+            RemediationStep::AddFinalizer => Effect::OwnObject,
+            RemediationStep::PowerCycle(_) | RemediationStep::Reinstall(..) => Effect::MetalApi,
+            RemediationStep::Conclude(_)
+            | RemediationStep::Retire { .. }
+            | RemediationStep::GiveUp(_) => Effect::Elsewhere,
+            RemediationStep::RemoveFinalizer => Effect::LetsGo,
         }
     }
 
@@ -62,9 +64,12 @@ impl Reconciler for Remediations {
         obj: &MetalStackRemediation,
         status: MetalStackRemediationStatus,
         error: Error,
-        step: Option<&Step>,
+        step: Option<&RemediationStep>,
     ) -> (MetalStackRemediationStatus, Result<Requeue>) {
-        let attempted = matches!(step, Some(Step::PowerCycle(_) | Step::Reinstall(..)));
+        let attempted = matches!(
+            step,
+            Some(RemediationStep::PowerCycle(_) | RemediationStep::Reinstall(..))
+        );
         failure::<Self>(status, error, step, |s, e| {
             decide::after_failure(obj, s, e, attempted)
         })

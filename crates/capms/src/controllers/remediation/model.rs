@@ -56,7 +56,7 @@ pub struct ControlPlaneFacts {
 }
 
 #[derive(Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
-pub enum Step {
+pub enum RemediationStep {
     Nothing,
     AddFinalizer,
     /// A power cycle of the machine.
@@ -79,16 +79,16 @@ pub enum Step {
     RemoveFinalizer,
 }
 
-impl Step {
+impl RemediationStep {
     /// The attempt a remediation type makes on `machine`.
-    pub fn attempt(kind: RemediationType, machine: &MetalFacts) -> Step {
+    pub fn attempt(kind: RemediationType, machine: &MetalFacts) -> RemediationStep {
         match kind {
-            RemediationType::Reboot => Step::PowerCycle(machine.id.clone()),
+            RemediationType::Reboot => RemediationStep::PowerCycle(machine.id.clone()),
             RemediationType::Reinstall => {
-                Step::Reinstall(machine.id.clone(), machine.image.clone())
+                RemediationStep::Reinstall(machine.id.clone(), machine.image.clone())
             }
         }
     }
 }
 
-pub(crate) type RemediationDecision = Decision<Step, MetalStackRemediationStatus>;
+pub(crate) type RemediationDecision = Decision<RemediationStep, MetalStackRemediationStatus>;

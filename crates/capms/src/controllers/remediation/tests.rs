@@ -1,7 +1,7 @@
 //! The remediation decision, case by case.
 
 use super::decide::{FINALIZER, GIVEN_UP_REASON, REMEDIATED_ANNOTATION, after_failure, decide};
-use super::model::{ClusterRecord, ControlPlaneFacts, Live, MetalFacts, Observed, Step};
+use super::model::{ClusterRecord, ControlPlaneFacts, Live, MetalFacts, Observed, RemediationStep};
 use crate::api::remediation::{
     MetalStackRemediation, MetalStackRemediationStatus, PowerActionRecord, RemediationPhase,
 };
@@ -94,12 +94,15 @@ fn run(msr: &MetalStackRemediation, live: Live) -> super::model::RemediationDeci
 fn a_new_remediation_gets_the_finalizer_then_records_its_first_attempt_before_asking() {
     let mut msr = remediation(json!({}), Default::default());
     msr.metadata.finalizers = None;
-    assert_eq!(run(&msr, live(false, hung(), 5)).step, Step::AddFinalizer);
+    assert_eq!(
+        run(&msr, live(false, hung(), 5)).step,
+        RemediationStep::AddFinalizer
+    );
     let msr = remediation(json!({}), Default::default());
     let d = run(&msr, live(false, hung(), 5));
     assert_eq!(
         d.step,
-        Step::Nothing,
+        RemediationStep::Nothing,
         "recorded first, asked in the next reconcile"
     );
     assert_eq!(d.status.retry_count, 1);
@@ -113,7 +116,7 @@ fn a_new_remediation_gets_the_finalizer_then_records_its_first_attempt_before_as
 fn a_recorded_attempt_is_asked_once_as_its_strategy_says() {
     let msr = remediation(json!({}), attempted(1, 5, false));
     let d = run(&msr, live(false, hung(), 6));
-    assert_eq!(d.step, Step::PowerCycle(ID.into()));
+    assert_eq!(d.step, RemediationStep::PowerCycle(ID.into()));
     assert!(
         d.status
             .last_power_action
@@ -121,11 +124,14 @@ fn a_recorded_attempt_is_asked_once_as_its_strategy_says() {
     );
     let msr = remediation(json!({"type": "Reinstall"}), attempted(1, 5, false));
     let d = run(&msr, live(false, hung(), 6));
-    assert_eq!(d.step, Step::Reinstall(ID.into(), "ubuntu-24.04".into()));
+    assert_eq!(
+        d.step,
+        RemediationStep::Reinstall(ID.into(), "ubuntu-24.04".into())
+    );
     // Asked: waited for, not asked again.
     let msr = remediation(json!({}), attempted(1, 5, true));
     let d = run(&msr, live(false, hung(), 20));
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, RemediationStep::Nothing);
     assert_eq!(d.next.ok(), Some(Requeue::After(Duration::from_secs(10))));
 }
 
@@ -137,7 +143,7 @@ fn an_attempt_asked_but_not_recorded_is_read_from_metal_apis_events_not_asked_tw
         ..hung()
     };
     let d = run(&msr, live(false, rebooted, 8));
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, RemediationStep::Nothing);
     let action = d
         .status
         .last_power_action
@@ -153,7 +159,7 @@ fn an_attempt_asked_but_not_recorded_is_read_from_metal_apis_events_not_asked_tw
         ..hung()
     };
     let d = run(&msr, live(false, earlier, 8));
-    assert_eq!(d.step, Step::PowerCycle(ID.into()));
+    assert_eq!(d.step, RemediationStep::PowerCycle(ID.into()));
 }
 
 #[test]
@@ -166,7 +172,7 @@ fn a_node_back_after_the_reboot_succeeds_and_winds_the_machine_up() {
     };
     let d = run(&msr, live(true, back.clone(), 70));
     assert_eq!(d.status.phase, Some(RemediationPhase::Succeeded));
-    let Step::Conclude(patch) = &d.step else {
+    let RemediationStep::Conclude(patch) = &d.step else {
         panic!("{:?}", d.step)
     };
     let annotations = &patch["metadata"]["annotations"];
@@ -195,7 +201,7 @@ fn a_timed_out_attempt_is_followed_by_the_next_until_the_limit_then_the_machine_
         attempted(1, 5, true),
     );
     let d = run(&msr, live(false, hung(), 104));
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, RemediationStep::Nothing);
     assert_eq!(d.next.ok(), Some(Requeue::After(Duration::from_secs(1))));
     let d = run(&msr, live(false, hung(), 106));
     assert_eq!(
@@ -208,7 +214,7 @@ fn a_timed_out_attempt_is_followed_by_the_next_until_the_limit_then_the_machine_
     );
     let d = run(&msr, live(false, hung(), 207));
     assert_eq!(d.status.phase, Some(RemediationPhase::Exhausted));
-    let Step::GiveUp(apply) = &d.step else {
+    let RemediationStep::GiveUp(apply) = &d.step else {
         panic!("{:?}", d.step)
     };
     let condition = &apply["status"]["conditions"][0];
@@ -226,7 +232,7 @@ fn an_exhausted_remediation_marks_the_machine_once() {
     let msr = remediation(json!({}), status);
     assert!(matches!(
         run(&msr, live(false, hung(), 900)).step,
-        Step::GiveUp(_)
+        RemediationStep::GiveUp(_)
     ));
     let mut marked = live(false, hung(), 900);
     let m = marked.machine.as_mut().unwrap_or_else(|| panic!("machine"));
@@ -240,7 +246,7 @@ fn an_exhausted_remediation_marks_the_machine_once() {
         "reason": GIVEN_UP_REASON, "message": "", "lastTransitionTime": at(0).to_string()}))
         .unwrap_or_else(|e| panic!("{e}")),
     );
-    assert_eq!(run(&msr, marked).step, Step::Nothing);
+    assert_eq!(run(&msr, marked).step, RemediationStep::Nothing);
 }
 
 #[test]
@@ -249,7 +255,7 @@ fn a_retiring_strategy_records_the_machine_on_its_cluster_before_giving_the_mach
     let msr = remediation(strategy.clone(), attempted(1, 5, true));
     let d = run(&msr, live(false, hung(), 207));
     assert_eq!(d.status.phase, Some(RemediationPhase::Exhausted));
-    let Step::Retire {
+    let RemediationStep::Retire {
         cluster,
         machine,
         record: patch,
@@ -276,16 +282,22 @@ fn a_retiring_strategy_records_the_machine_on_its_cluster_before_giving_the_mach
         .as_mut()
         .unwrap_or_else(|| panic!("record"));
     record.retired.insert(ID.into());
-    assert!(matches!(run(&msr, recorded).step, Step::GiveUp(_)));
+    assert!(matches!(
+        run(&msr, recorded).step,
+        RemediationStep::GiveUp(_)
+    ));
     // Without a MetalStackCluster to record it on, the machine is freed as usual.
     let mut nowhere = live(false, hung(), 208);
     nowhere.cluster_record = None;
-    assert!(matches!(run(&msr, nowhere).step, Step::GiveUp(_)));
+    assert!(matches!(
+        run(&msr, nowhere).step,
+        RemediationStep::GiveUp(_)
+    ));
     // Reusing (the default), nothing is recorded.
     let msr = remediation(json!({"timeoutSeconds": 100}), attempted(1, 5, true));
     assert!(matches!(
         run(&msr, live(false, hung(), 207)).step,
-        Step::GiveUp(_)
+        RemediationStep::GiveUp(_)
     ));
 }
 
@@ -299,7 +311,7 @@ fn a_machine_remediated_within_the_cooldown_is_handed_back_at_once() {
     ));
     let d = run(&msr, recent);
     assert_eq!(d.status.phase, Some(RemediationPhase::Exhausted));
-    assert!(matches!(d.step, Step::GiveUp(_)));
+    assert!(matches!(d.step, RemediationStep::GiveUp(_)));
     // Past the cooldown, or without one, it is remediated again.
     let mut old = live(false, hung(), 5000);
     old.machine = Some(machine(
@@ -324,7 +336,7 @@ fn without_its_machine_a_remediation_waits_and_does_nothing() {
     let d = run(&msr, gone);
     assert_eq!(
         (d.step, d.status.phase),
-        (Step::Nothing, Some(RemediationPhase::Waiting))
+        (RemediationStep::Nothing, Some(RemediationPhase::Waiting))
     );
     let mut not_ours = live(false, hung(), 5);
     let mut m = machine(false, json!({}));
@@ -339,12 +351,15 @@ fn without_its_machine_a_remediation_waits_and_does_nothing() {
         .map(|c| c.reason.clone());
     assert_eq!(
         (d.step, reason.as_deref()),
-        (Step::Nothing, Some("NotMetalStack"))
+        (RemediationStep::Nothing, Some("NotMetalStack"))
     );
     let mut unknown = live(false, hung(), 5);
     unknown.metal = None;
     let d = run(&msr, unknown);
-    assert_eq!((d.step, d.next.ok()), (Step::Nothing, Some(Requeue::Poll)));
+    assert_eq!(
+        (d.step, d.next.ok()),
+        (RemediationStep::Nothing, Some(Requeue::Poll))
+    );
 }
 
 fn control_plane(wanted: i32, has: i32, up_to_date: i32, other_ready: usize) -> ControlPlaneFacts {
@@ -388,20 +403,20 @@ fn a_control_plane_machine_waits_while_its_control_plane_rolls_out_or_lacks_quor
 fn a_deleted_remediation_winds_its_machine_up_then_lets_go() {
     let msr = remediation(json!({}), attempted(1, 5, true));
     let d = decide(&msr, &Observed::Deleting(Some(live(true, hung(), 70))));
-    assert!(matches!(d.step, Step::Conclude(_)));
+    assert!(matches!(d.step, RemediationStep::Conclude(_)));
     let mut done = live(true, hung(), 70);
     done.machine = Some(machine(
         true,
         json!({REMEDIATED_ANNOTATION: at(5).to_string()}),
     ));
     let d = decide(&msr, &Observed::Deleting(Some(done)));
-    assert_eq!(d.step, Step::RemoveFinalizer);
+    assert_eq!(d.step, RemediationStep::RemoveFinalizer);
     let untouched = remediation(json!({}), Default::default());
     let d = decide(
         &untouched,
         &Observed::Deleting(Some(live(true, hung(), 70))),
     );
-    assert_eq!(d.step, Step::RemoveFinalizer);
+    assert_eq!(d.step, RemediationStep::RemoveFinalizer);
 }
 
 #[test]
@@ -421,7 +436,7 @@ fn a_refused_attempt_is_recorded_with_metal_apis_answer_and_asked_again() {
     let again = remediation(json!({}), status);
     assert_eq!(
         run(&again, live(false, hung(), 30)).step,
-        Step::PowerCycle(ID.into())
+        RemediationStep::PowerCycle(ID.into())
     );
 }
 
@@ -444,7 +459,7 @@ fn the_reboot_seen_when_an_attempt_began_survives_the_status_round_trip() {
     // The reboot from before the attempt is not taken for the attempt's own.
     assert_eq!(
         run(&msr, live(false, seen, 8)).step,
-        Step::PowerCycle(ID.into())
+        RemediationStep::PowerCycle(ID.into())
     );
 }
 
@@ -459,7 +474,7 @@ fn a_node_down_again_for_the_timeout_after_success_is_handed_back() {
     let d = run(&msr, up);
     assert_eq!(
         (d.step, d.next.ok()),
-        (Step::Nothing, Some(Requeue::AwaitChange))
+        (RemediationStep::Nothing, Some(Requeue::AwaitChange))
     );
     // NotReady since at(0) (the test Machine's transition): 60 s is within the timeout …
     let mut down = live(false, hung(), 60);
@@ -472,5 +487,5 @@ fn a_node_down_again_for_the_timeout_after_success_is_handed_back() {
     down.machine = Some(machine(false, concluded));
     let d = run(&msr, down);
     assert_eq!(d.status.phase, Some(RemediationPhase::Exhausted));
-    assert!(matches!(d.step, Step::GiveUp(_)));
+    assert!(matches!(d.step, RemediationStep::GiveUp(_)));
 }

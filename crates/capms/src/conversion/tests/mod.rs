@@ -1,5 +1,5 @@
 use super::engine::{dotted, put};
-use super::kinds::{FIREWALL_TEMPLATE, Field, Kind};
+use super::kinds::{ConvertedKind, FIREWALL_TEMPLATE, Field};
 use super::{KEPT_ANNOTATION, Refusal, Schema, convert};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -72,7 +72,7 @@ fn any_conditions(rng: &mut StdRng) -> Value {
 }
 
 /// A random object of `kind` in `version`: each field of its schema present or not.
-fn any_object(rng: &mut StdRng, kind: &'static Kind, version: &str) -> Value {
+fn any_object(rng: &mut StdRng, kind: &'static ConvertedKind, version: &str) -> Value {
     let schema = Schema::of(version).unwrap_or(Schema::Capms);
     let mut object = json!({
         "apiVersion": api_version(version),
@@ -127,7 +127,7 @@ fn round_trips_through_every_other_version_give_back_the_object() {
     let mut rng = StdRng::seed_from_u64(28);
     let versions = ["v1alpha1", "v1alpha3", "v1alpha4"];
     let mut round_trips = std::collections::BTreeMap::new();
-    for kind in Kind::ALL {
+    for kind in ConvertedKind::ALL {
         for from in versions {
             for via in versions.iter().filter(|v| **v != from) {
                 for _ in 0..ROUND_TRIPS {
@@ -146,7 +146,11 @@ fn round_trips_through_every_other_version_give_back_the_object() {
             }
         }
     }
-    assert_eq!(round_trips.len(), Kind::ALL.len() * 6, "{round_trips:?}");
+    assert_eq!(
+        round_trips.len(),
+        ConvertedKind::ALL.len() * 6,
+        "{round_trips:?}"
+    );
     for (pair, count) in round_trips {
         assert_eq!(count, ROUND_TRIPS, "round trips of {pair:?}");
     }
@@ -293,7 +297,7 @@ fn crd_paths(crd: &Value, version: &str) -> BTreeSet<String> {
 
 /// Every path of the schema is a table field, inside one, or on the way to one; every table
 /// field is in the schema.
-fn assert_table_covers(kind: &'static Kind, schema: Schema, paths: &BTreeSet<String>) {
+fn assert_table_covers(kind: &'static ConvertedKind, schema: Schema, paths: &BTreeSet<String>) {
     let fields: Vec<&str> = kind
         .fields()
         .filter_map(|f: &Field| f.path(schema))
@@ -325,7 +329,7 @@ fn assert_table_covers(kind: &'static Kind, schema: Schema, paths: &BTreeSet<Str
 
 #[test]
 fn the_tables_cover_every_field_of_both_schemas() {
-    for kind in Kind::ALL {
+    for kind in ConvertedKind::ALL {
         let ours = crate::api::crds()
             .into_iter()
             .find(|c| c.spec.names.kind == kind.name);

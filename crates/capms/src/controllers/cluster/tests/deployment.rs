@@ -90,7 +90,7 @@ fn the_firewall_takes_over_the_machine_the_deployment_names() {
         &deployed(),
         seen(None, Ok(deployment(Some(TAKEN_OVER), false))),
     );
-    let Step::CreateFirewall(fw) = &d.step else {
+    let ClusterStep::CreateFirewall(fw) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(fw.spec.image, template_spec().image, "the template's spec");
@@ -102,7 +102,7 @@ fn the_firewall_takes_over_the_machine_the_deployment_names() {
         Some("edge")
     );
     let d = run(&deployed(), seen(None, Ok(deployment(None, false))));
-    let Step::CreateFirewall(fw) = &d.step else {
+    let ClusterStep::CreateFirewall(fw) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(
@@ -114,7 +114,7 @@ fn the_firewall_takes_over_the_machine_the_deployment_names() {
 #[test]
 fn an_allocated_firewall_is_recorded_on_the_deployment_and_auto_update_is_said_not_done() {
     let d = run(&deployed(), seen(None, Ok(deployment(None, true))));
-    let Step::CreateFirewall(created) = d.step else {
+    let ClusterStep::CreateFirewall(created) = d.step else {
         panic!("{:?}", d.step)
     };
     let mut fw = with_role(*created, Role::Serving);
@@ -127,7 +127,7 @@ fn an_allocated_firewall_is_recorded_on_the_deployment_and_auto_update_is_said_n
         &deployed(),
         seen(Some(fw.clone()), Ok(deployment(None, true))),
     );
-    let Step::RecordFirewallOnDeployment(name, provider_id) = &d.step else {
+    let ClusterStep::RecordFirewallOnDeployment(name, provider_id) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!((name.as_str(), provider_id.as_str()), ("edge", TAKEN_OVER));
@@ -157,7 +157,7 @@ fn an_allocated_firewall_is_recorded_on_the_deployment_and_auto_update_is_said_n
         "{message}"
     );
     let d = run(&deployed(), newest("firewall-ubuntu-3.1"));
-    let Step::RollInFirewall(new) = &d.step else {
+    let ClusterStep::RollInFirewall(new) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(new.spec.image, "firewall-ubuntu-3.1");
@@ -172,7 +172,7 @@ fn an_allocated_firewall_is_recorded_on_the_deployment_and_auto_update_is_said_n
         d.spec.auto_update = None;
     }
     assert!(
-        matches!(run(&deployed(), off).step, Step::Nothing),
+        matches!(run(&deployed(), off).step, ClusterStep::Nothing),
         "only when asked"
     );
 }
@@ -180,7 +180,7 @@ fn an_allocated_firewall_is_recorded_on_the_deployment_and_auto_update_is_said_n
 #[test]
 fn a_missing_deployment_is_named_with_the_deployments_there_are() {
     let d = run(&deployed(), seen(None, Err(vec!["core".into()])));
-    assert!(matches!(d.step, Step::Nothing), "nothing is created");
+    assert!(matches!(d.step, ClusterStep::Nothing), "nothing is created");
     let (status, reason, message) = condition(&d, Type::FirewallReady);
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -212,7 +212,7 @@ fn a_deployment_is_claimed_once_and_serves_one_cluster() {
     let mut cluster = deployed();
     cluster.metadata.uid = Some("uid-prod".into());
     let d = run(&cluster, seen(None, Ok(owned.clone())));
-    let Step::ClaimDeployment {
+    let ClusterStep::ClaimDeployment {
         name,
         owners,
         labels,
@@ -236,7 +236,7 @@ fn a_deployment_is_claimed_once_and_serves_one_cluster() {
         ..Default::default()
     }]);
     let d = run(&cluster, seen(None, Ok(owned)));
-    assert!(matches!(d.step, Step::Nothing), "{:?}", d.step);
+    assert!(matches!(d.step, ClusterStep::Nothing), "{:?}", d.step);
     let (status, reason, message) = condition(&d, Type::FirewallReady);
     assert_eq!(
         (status.as_str(), reason.as_str()),

@@ -112,18 +112,18 @@ fn a_failure_while_observing_is_filed_under_the_first_step_not_done() {
 fn a_failed_step_is_filed_under_its_own_condition_only() {
     let reason = "MetalServerError";
     let failed =
-        |step: Step| after_failure(&msc(), status(false, &[]), &unreachable(), Some(&step));
-    let network = failed(Step::AllocateNetwork(Box::default()));
+        |step: ClusterStep| after_failure(&msc(), status(false, &[]), &unreachable(), Some(&step));
+    let network = failed(ClusterStep::AllocateNetwork(Box::default()));
     assert_eq!(
         status_of(&network, Type::NetworkReady).map(|s| s.1),
         Some(reason.into())
     );
-    let reserve = failed(Step::ReserveIp(IP.into(), Box::default()));
+    let reserve = failed(ClusterStep::ReserveIp(IP.into(), Box::default()));
     assert_eq!(
         status_of(&reserve, Type::ControlPlaneIpReady).map(|s| s.1),
         Some(reason.into())
     );
-    let other = failed(Step::FreeNetwork("net-1".into()));
+    let other = failed(ClusterStep::FreeNetwork("net-1".into()));
     assert_eq!(status_of(&other, Type::NetworkReady), None);
     assert_eq!(status_of(&other, Type::ControlPlaneIpReady), None);
 }
@@ -136,7 +136,11 @@ fn a_ready_cluster_taking_a_step_stays_provisioned_and_a_new_one_does_not_claim_
     let new = msc();
     for (msc, provisioned) in [(ready, true), (new, false)] {
         let d = run(&msc, live(NetworkSeen::Unallocated, allocate()));
-        assert!(matches!(d.step, Step::AllocateNetwork(_)), "{:?}", d.step);
+        assert!(
+            matches!(d.step, ClusterStep::AllocateNetwork(_)),
+            "{:?}",
+            d.step
+        );
         assert_eq!(
             d.status.initialization.is_some(),
             provisioned,

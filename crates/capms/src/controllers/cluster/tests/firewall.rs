@@ -28,7 +28,7 @@ fn firewall_live(current: Option<MetalStackFirewall>) -> Live {
 #[test]
 fn the_firewall_is_created_then_awaited() {
     let d = run(&with_firewall(), firewall_live(None));
-    let Step::CreateFirewall(fw) = &d.step else {
+    let ClusterStep::CreateFirewall(fw) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(fw.spec, spec());
@@ -42,7 +42,7 @@ fn the_firewall_is_created_then_awaited() {
     );
     let created = *fw.clone();
     let d = run(&with_firewall(), firewall_live(Some(created.clone())));
-    assert!(matches!(d.step, Step::Nothing));
+    assert!(matches!(d.step, ClusterStep::Nothing));
     assert_eq!(condition(&d, Type::FirewallReady).1, "WaitingForFirewall");
     let mut ready = created;
     ready.status = Some(MetalStackFirewallStatus {
@@ -51,7 +51,7 @@ fn the_firewall_is_created_then_awaited() {
     });
     // Ready, it is labelled the one serving; then the cluster is ready.
     let d = run(&with_firewall(), firewall_live(Some(ready.clone())));
-    let Step::RelabelFirewall { labels, .. } = &d.step else {
+    let ClusterStep::RelabelFirewall { labels, .. } = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(
@@ -72,7 +72,7 @@ fn a_firewall_spec_edit_reaches_the_firewall_until_it_is_allocated() {
     }
     let before = plan_firewall(&with_firewall(), "prod", spec(), None);
     let d = run(&edited, firewall_live(Some(before.clone())));
-    let Step::UpdateFirewall(fw) = &d.step else {
+    let ClusterStep::UpdateFirewall(fw) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(fw.spec.image, "firewall-ubuntu-3.1");
@@ -87,7 +87,7 @@ fn a_firewall_spec_edit_reaches_the_firewall_until_it_is_allocated() {
     });
     let d = run(&edited, firewall_live(Some(allocated.clone())));
     assert!(
-        matches!(&d.step, Step::RollInFirewall(fw) if fw.spec.image == "firewall-ubuntu-3.1"),
+        matches!(&d.step, ClusterStep::RollInFirewall(fw) if fw.spec.image == "firewall-ubuntu-3.1"),
         "an allocated firewall is rolled: {:?}",
         d.step
     );
@@ -116,7 +116,7 @@ fn a_missing_template_is_named_with_the_templates_there_are() {
             ..provisioned()
         },
     );
-    assert!(matches!(d.step, Step::Nothing), "nothing is created");
+    assert!(matches!(d.step, ClusterStep::Nothing), "nothing is created");
     let (_, reason, message) = condition(&d, Type::FirewallReady);
     assert_eq!(reason, "FirewallTemplateNotFound");
     assert!(

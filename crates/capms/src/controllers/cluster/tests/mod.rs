@@ -112,20 +112,20 @@ fn gates_wait_for_the_owner_and_the_cluster_and_the_finalizer() {
     let mut fresh = msc();
     fresh.metadata.finalizers = None;
     let d = run(&fresh, provisioned());
-    assert!(matches!(d.step, Step::AddFinalizer));
+    assert!(matches!(d.step, ClusterStep::AddFinalizer));
     let mut paused = provisioned();
     if let Some(c) = paused.cluster.as_mut() {
         c.spec.paused = Some(true);
     }
     let d = run(&msc(), paused);
-    assert!(matches!(d.step, Step::Nothing));
+    assert!(matches!(d.step, ClusterStep::Nothing));
     assert_eq!(condition(&d, Type::Paused).0, "True");
 }
 
 #[test]
 fn the_network_is_allocated_first_and_recorded_once_found() {
     let d = run(&msc(), live(NetworkSeen::Unallocated, allocate()));
-    let Step::AllocateNetwork(request) = &d.step else {
+    let ClusterStep::AllocateNetwork(request) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(
@@ -180,7 +180,7 @@ fn the_control_plane_ip_is_allocated_or_reserved_then_written_to_the_endpoint() 
         &msc(),
         live(NetworkSeen::Allocated("net-1".into()), allocate()),
     );
-    let Step::AllocateIp(request) = &d.step else {
+    let ClusterStep::AllocateIp(request) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(request.type_, "ephemeral");
@@ -202,7 +202,7 @@ fn the_control_plane_ip_is_allocated_or_reserved_then_written_to_the_endpoint() 
             },
         ),
     );
-    let Step::PatchEndpoint(endpoint) = &d.step else {
+    let ClusterStep::PatchEndpoint(endpoint) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(endpoint.host.as_deref(), Some(IP));
@@ -226,7 +226,7 @@ fn the_control_plane_ip_is_allocated_or_reserved_then_written_to_the_endpoint() 
             },
         ),
     );
-    let Step::ReserveIp(host, request) = &d.step else {
+    let ClusterStep::ReserveIp(host, request) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!((host.as_str(), request.type_.as_str()), (IP, "static"));
@@ -275,7 +275,7 @@ fn a_missing_public_network_names_the_field_and_the_choices() {
 #[test]
 fn without_a_firewall_the_cluster_is_ready_once_network_and_ip_are() {
     let d = run(&with_endpoint(), provisioned());
-    assert!(matches!(d.step, Step::Nothing));
+    assert!(matches!(d.step, ClusterStep::Nothing));
     assert!(d.status.ready);
     assert_eq!(
         d.status.initialization.as_ref().and_then(|i| i.provisioned),
@@ -300,7 +300,7 @@ fn teardown_goes_machines_retired_machines_firewall_ip_network_finalizer() {
         machines: 2,
         ..Default::default()
     });
-    assert!(matches!(d.step, Step::Nothing));
+    assert!(matches!(d.step, ClusterStep::Nothing));
     assert_eq!(condition(&d, Type::Ready).1, "WaitingForMachines");
     assert!(
         condition(&d, Type::Ready)
@@ -313,7 +313,7 @@ fn teardown_goes_machines_retired_machines_firewall_ip_network_finalizer() {
         ..Default::default()
     });
     assert!(
-        matches!(&d.step, Step::FreeRetired(id, owner) if id == "m-retired" && owner == "worker-1"),
+        matches!(&d.step, ClusterStep::FreeRetired(id, owner) if id == "m-retired" && owner == "worker-1"),
         "the retired machines go first, once the cluster's MetalStackMachines are gone"
     );
     let d = gone(Left {
@@ -324,31 +324,34 @@ fn teardown_goes_machines_retired_machines_firewall_ip_network_finalizer() {
         ..Default::default()
     });
     assert!(
-        matches!(&d.step, Step::DeleteFirewall(n) if n == "prod-firewall-0a1b2c3d"),
+        matches!(&d.step, ClusterStep::DeleteFirewall(n) if n == "prod-firewall-0a1b2c3d"),
         "every firewall of the cluster goes, a rollout's too"
     );
     let d = gone(Left {
         firewalls: vec![("prod-firewall".into(), true)],
         ..Default::default()
     });
-    assert!(matches!(d.step, Step::Nothing), "deleted already: wait");
+    assert!(
+        matches!(d.step, ClusterStep::Nothing),
+        "deleted already: wait"
+    );
     let d = gone(Left {
         ips: vec![IP.into()],
         networks: vec!["net-1".into()],
         ..Default::default()
     });
-    assert!(matches!(&d.step, Step::FreeIp(ip) if ip == IP));
+    assert!(matches!(&d.step, ClusterStep::FreeIp(ip) if ip == IP));
     assert_eq!(next(&d), Requeue::Now);
     let d = gone(Left {
         networks: vec!["net-1".into()],
         ..Default::default()
     });
-    assert!(matches!(&d.step, Step::FreeNetwork(id) if id == "net-1"));
+    assert!(matches!(&d.step, ClusterStep::FreeNetwork(id) if id == "net-1"));
     let d = gone(Left::default());
-    assert!(matches!(d.step, Step::RemoveFinalizer));
+    assert!(matches!(d.step, ClusterStep::RemoveFinalizer));
     let d = decide(&msc(), &Observed::HandsOff);
     assert!(
-        matches!(d.step, Step::Nothing),
+        matches!(d.step, ClusterStep::Nothing),
         "paused or moved away: nothing freed"
     );
     assert_eq!(d.status, Default::default());
@@ -362,7 +365,7 @@ fn a_busy_network_is_waited_for_and_other_failures_are_reported() {
         status: 422,
         message: "prefixes still in use".into(),
     });
-    let step = Step::FreeNetwork("net-1".into());
+    let step = ClusterStep::FreeNetwork("net-1".into());
     let (status, next) = Clusters::failed(&msc(), Default::default(), busy, Some(&step));
     assert_eq!(next.ok(), Some(Requeue::After(Duration::from_secs(2))));
     assert_eq!(
@@ -374,7 +377,7 @@ fn a_busy_network_is_waited_for_and_other_failures_are_reported() {
         status: 409,
         message: "taken".into(),
     });
-    let step = Step::AllocateIp(Box::default());
+    let step = ClusterStep::AllocateIp(Box::default());
     let (status, next) = Clusters::failed(&msc(), Default::default(), refused, Some(&step));
     assert!(next.is_err());
     assert_eq!(
@@ -395,7 +398,7 @@ fn a_given_control_plane_ip_is_the_endpoint_on_port_443_and_never_recorded_as_ca
             EndpointSeen::AsGiven,
         ),
     );
-    let Step::PatchEndpoint(endpoint) = &d.step else {
+    let ClusterStep::PatchEndpoint(endpoint) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(

@@ -78,7 +78,7 @@ const MINUTE: Duration = Duration::from_secs(60);
 fn a_changed_spec_rolls_in_a_new_firewall_while_the_old_one_serves() {
     let old = firewall("fw-1", true, MINUTE * 60, true);
     let d = run(&wanting("fw-2", None), seen(vec![old.clone()]));
-    let Step::RollInFirewall(new) = &d.step else {
+    let ClusterStep::RollInFirewall(new) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(new.spec.image, "fw-2");
@@ -98,7 +98,7 @@ fn a_changed_spec_rolls_in_a_new_firewall_while_the_old_one_serves() {
     // Killed and restarted: the same firewall, by name, not a second one.
     let again = run(&wanting("fw-2", None), seen(vec![old.clone()]));
     assert!(
-        matches!(&again.step, Step::RollInFirewall(fw) if fw.metadata.name == new.metadata.name)
+        matches!(&again.step, ClusterStep::RollInFirewall(fw) if fw.metadata.name == new.metadata.name)
     );
 
     // Created, not ready yet: wait, with the new firewall's own words.
@@ -107,7 +107,7 @@ fn a_changed_spec_rolls_in_a_new_firewall_while_the_old_one_serves() {
         &wanting("fw-2", None),
         seen(vec![old.clone(), rolling.clone()]),
     );
-    assert!(matches!(d.step, Step::Nothing));
+    assert!(matches!(d.step, ClusterStep::Nothing));
     assert!(d.status.ready);
     assert_eq!(condition(&d, Type::FirewallRolledOut).1, "RollingOut");
     assert!(matches!(next(&d), Requeue::After(t) if t <= MINUTE));
@@ -123,11 +123,13 @@ fn a_changed_spec_rolls_in_a_new_firewall_while_the_old_one_serves() {
         &wanting("fw-2", None),
         seen(vec![old.clone(), unlabelled.clone()]),
     );
-    assert!(matches!(&d.step, Step::RetireFirewall(n, Retire::Replaced) if n == "prod-firewall"));
+    assert!(
+        matches!(&d.step, ClusterStep::RetireFirewall(n, Retire::Replaced) if n == "prod-firewall")
+    );
     assert_eq!(rollout(&d).serving, ready.metadata.name);
     let d = run(&wanting("fw-2", None), seen(vec![unlabelled]));
     assert!(
-        matches!(&d.step, Step::RelabelFirewall { name, labels, .. } if Some(name) == ready.metadata.name.as_ref() && labels.get(FIREWALL_ROLE_LABEL).map(String::as_str) == Some("Serving")),
+        matches!(&d.step, ClusterStep::RelabelFirewall { name, labels, .. } if Some(name) == ready.metadata.name.as_ref() && labels.get(FIREWALL_ROLE_LABEL).map(String::as_str) == Some("Serving")),
         "{:?}",
         d.step
     );
@@ -138,7 +140,7 @@ fn a_changed_spec_rolls_in_a_new_firewall_while_the_old_one_serves() {
         format!("MetalStackFirewall {} is ready", ready.name_any())
     );
     let d = run(&wanting("fw-2", None), seen(vec![ready.clone()]));
-    assert!(matches!(d.step, Step::Nothing));
+    assert!(matches!(d.step, ClusterStep::Nothing));
     assert_eq!(condition(&d, Type::FirewallRolledOut).0, "True");
     assert_eq!(rollout(&d).phase, RolloutPhase::Stable);
     assert_eq!(rollout(&d).serving, ready.metadata.name);
@@ -153,7 +155,7 @@ fn a_firewall_not_ready_by_the_deadline_is_freed_and_the_old_one_keeps_serving()
         &wanting("fw-2", None),
         seen(vec![old.clone(), late.clone()]),
     );
-    let Step::RetireFirewall(name, Retire::Failed(why)) = &d.step else {
+    let ClusterStep::RetireFirewall(name, Retire::Failed(why)) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(Some(name), late.metadata.name.as_ref());
@@ -172,7 +174,7 @@ fn a_firewall_not_ready_by_the_deadline_is_freed_and_the_old_one_keeps_serving()
         &wanting("fw-2", Some(failed.clone())),
         seen(vec![old.clone()]),
     );
-    assert!(matches!(d.step, Step::Nothing));
+    assert!(matches!(d.step, ClusterStep::Nothing));
     assert!(matches!(next(&d), Requeue::After(t) if t <= backoff(1)));
     assert!(
         condition(&d, Type::FirewallRolledOut)
@@ -182,7 +184,11 @@ fn a_firewall_not_ready_by_the_deadline_is_freed_and_the_old_one_keeps_serving()
     let mut waited = failed.clone();
     waited.last_failure_time = Some(Time(now() - jiff::SignedDuration::from_mins(2)));
     let d = run(&wanting("fw-2", Some(waited)), seen(vec![old.clone()]));
-    assert!(matches!(d.step, Step::RollInFirewall(_)), "{:?}", d.step);
+    assert!(
+        matches!(d.step, ClusterStep::RollInFirewall(_)),
+        "{:?}",
+        d.step
+    );
 
     // After the last attempt capms waits for the next change of the spec.
     let mut exhausted = failed.clone();
@@ -192,7 +198,7 @@ fn a_firewall_not_ready_by_the_deadline_is_freed_and_the_old_one_keeps_serving()
         &wanting("fw-2", Some(exhausted.clone())),
         seen(vec![old.clone()]),
     );
-    assert!(matches!(d.step, Step::Nothing));
+    assert!(matches!(d.step, ClusterStep::Nothing));
     assert_eq!(
         next(&d),
         Requeue::Resync,
@@ -201,7 +207,7 @@ fn a_firewall_not_ready_by_the_deadline_is_freed_and_the_old_one_keeps_serving()
     assert!(condition(&d, Type::FirewallRolledOut).2.contains("gave up"));
     // A different spec starts afresh.
     let d = run(&wanting("fw-3", Some(exhausted)), seen(vec![old]));
-    assert!(matches!(d.step, Step::RollInFirewall(_)));
+    assert!(matches!(d.step, ClusterStep::RollInFirewall(_)));
 }
 
 #[test]
@@ -213,20 +219,20 @@ fn a_further_change_supersedes_the_firewall_rolling_in_never_the_serving_one() {
         seen(vec![old.clone(), rolling.clone()]),
     );
     assert!(
-        matches!(&d.step, Step::RetireFirewall(n, Retire::Superseded) if Some(n) == rolling.metadata.name.as_ref()),
+        matches!(&d.step, ClusterStep::RetireFirewall(n, Retire::Superseded) if Some(n) == rolling.metadata.name.as_ref()),
         "{:?}",
         d.step
     );
     assert!(d.status.ready);
     let d = run(&wanting("fw-3", None), seen(vec![old]));
-    assert!(matches!(&d.step, Step::RollInFirewall(fw) if fw.spec.image == "fw-3"));
+    assert!(matches!(&d.step, ClusterStep::RollInFirewall(fw) if fw.spec.image == "fw-3"));
 }
 
 #[test]
 fn a_lost_firewall_is_replaced_by_the_new_spec_and_goes_once_that_is_ready() {
     let lost = firewall("fw-1", true, MINUTE * 60, false);
     let d = run(&wanting("fw-2", None), seen(vec![lost.clone()]));
-    let Step::CreateFirewall(new) = &d.step else {
+    let ClusterStep::CreateFirewall(new) = &d.step else {
         panic!("{:?}", d.step)
     };
     assert!(
@@ -235,7 +241,9 @@ fn a_lost_firewall_is_replaced_by_the_new_spec_and_goes_once_that_is_ready() {
     );
     let ready = firewall("fw-2", false, MINUTE, true);
     let d = run(&wanting("fw-2", None), seen(vec![lost, ready]));
-    assert!(matches!(&d.step, Step::RetireFirewall(n, Retire::Replaced) if n == "prod-firewall"));
+    assert!(
+        matches!(&d.step, ClusterStep::RetireFirewall(n, Retire::Replaced) if n == "prod-firewall")
+    );
 }
 
 #[test]
@@ -249,16 +257,16 @@ fn rolled_names_follow_the_spec_and_wait_for_a_namesake_being_deleted() {
     // The first firewall is named after the cluster; a deleted (lost) one comes back under
     // that name once it is gone.
     let d = run(&wanting("fw-1", None), seen(vec![]));
-    assert!(matches!(&d.step, Step::CreateFirewall(fw) if fw.name_any() == "prod-firewall"));
+    assert!(matches!(&d.step, ClusterStep::CreateFirewall(fw) if fw.name_any() == "prod-firewall"));
     let mut deleting = firewall("fw-1", true, MINUTE, false);
     deleting.metadata.deletion_timestamp = Some(Time(now()));
     let d = run(&wanting("fw-1", None), seen(vec![deleting]));
-    assert!(matches!(d.step, Step::Nothing), "{:?}", d.step);
+    assert!(matches!(d.step, ClusterStep::Nothing), "{:?}", d.step);
     let old = firewall("fw-1", true, MINUTE * 60, true);
     let mut namesake = a;
     namesake.metadata.deletion_timestamp = Some(Time(now()));
     let d = run(&wanting("fw-2", None), seen(vec![old, namesake]));
-    assert!(matches!(d.step, Step::Nothing), "{:?}", d.step);
+    assert!(matches!(d.step, ClusterStep::Nothing), "{:?}", d.step);
     assert!(d.status.ready);
 }
 
@@ -267,14 +275,14 @@ fn while_nothing_serves_one_rolled_firewall_at_a_time() {
     // The first firewall is still booting; the spec changes twice.
     let booting = firewall("fw-1", true, MINUTE, false);
     let d = run(&wanting("fw-2", None), seen(vec![booting.clone()]));
-    assert!(matches!(&d.step, Step::CreateFirewall(fw) if fw.spec.image == "fw-2"));
+    assert!(matches!(&d.step, ClusterStep::CreateFirewall(fw) if fw.spec.image == "fw-2"));
     let rolling = firewall("fw-2", false, MINUTE, false);
     let d = run(
         &wanting("fw-3", None),
         seen(vec![booting.clone(), rolling.clone()]),
     );
     assert!(
-        matches!(&d.step, Step::RetireFirewall(n, Retire::Superseded) if Some(n) == rolling.metadata.name.as_ref()),
+        matches!(&d.step, ClusterStep::RetireFirewall(n, Retire::Superseded) if Some(n) == rolling.metadata.name.as_ref()),
         "the earlier roll-in goes before another is made: {:?}",
         d.step
     );
@@ -287,7 +295,7 @@ fn new_labels_are_patched_in_place_not_rolled() {
         labels.clear();
     }
     let d = run(&wanting("fw-1", None), seen(vec![serving]));
-    let Step::RelabelFirewall { name, labels, .. } = &d.step else {
+    let ClusterStep::RelabelFirewall { name, labels, .. } = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(name, "prod-firewall");
@@ -301,7 +309,7 @@ fn of_two_firewalls_with_the_current_spec_the_ready_one_serves() {
     let first = firewall("fw-1", true, MINUTE * 60, true);
     let d = run(&wanting("fw-1", None), seen(vec![rolled_in.clone(), first]));
     assert!(
-        matches!(&d.step, Step::RetireFirewall(n, Retire::Replaced) if Some(n) == rolled_in.metadata.name.as_ref()),
+        matches!(&d.step, ClusterStep::RetireFirewall(n, Retire::Replaced) if Some(n) == rolled_in.metadata.name.as_ref()),
         "{:?}",
         d.step
     );
@@ -320,7 +328,10 @@ fn a_failed_firewall_seen_again_is_counted_once() {
     assert_eq!(once.failed_attempts, 1);
     // Its deletion failed, or the cache has not caught up: the same firewall again.
     let d = run(&wanting("fw-2", Some(once)), seen(vec![old, late]));
-    assert!(matches!(d.step, Step::RetireFirewall(_, Retire::Failed(_))));
+    assert!(matches!(
+        d.step,
+        ClusterStep::RetireFirewall(_, Retire::Failed(_))
+    ));
     assert_eq!(rollout(&d).failed_attempts, 1);
 }
 
@@ -336,7 +347,7 @@ fn while_the_failed_firewall_is_deleted_the_rollout_still_says_it_failed() {
     let mut deleting = late;
     deleting.metadata.deletion_timestamp = Some(Time(now()));
     let d = run(&wanting("fw-2", Some(failed)), seen(vec![old, deleting]));
-    assert!(matches!(d.step, Step::Nothing));
+    assert!(matches!(d.step, ClusterStep::Nothing));
     assert_eq!(rollout(&d).phase, RolloutPhase::Failed);
     assert_eq!(condition(&d, Type::FirewallRolledOut).1, "RolloutFailed");
 }

@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn a_machine_is_named_first_and_its_status_written_after_that() {
     let d = live_run(&msm(), live(ours(event::PHONED_HOME)));
-    let Step::Record(patch) = &d.step else {
+    let MachineStep::Record(patch) = &d.step else {
         panic!("expected the providerID patch, got {:?}", d.step)
     };
     assert_eq!(
@@ -25,7 +25,7 @@ fn a_machine_is_named_first_and_its_status_written_after_that() {
     );
 
     let d = live_run(&named(), live(ours(event::PHONED_HOME)));
-    assert_eq!(d.step, Step::Nothing, "already named: no write");
+    assert_eq!(d.step, MachineStep::Nothing, "already named: no write");
     assert!(d.status.ready);
     assert_eq!(
         d.status.initialization.as_ref().and_then(|i| i.provisioned),
@@ -42,7 +42,7 @@ fn a_preset_provider_id_is_kept_as_written() {
     let mut preset = msm();
     preset.spec.provider_id = Some(format!("metalstack://{ID}"));
     let d = live_run(&preset, live(ours(event::PHONED_HOME)));
-    let Step::Record(patch) = &d.step else {
+    let MachineStep::Record(patch) = &d.step else {
         panic!("expected the label patch, got {:?}", d.step)
     };
     assert_eq!(patch["spec"]["providerID"], format!("metalstack://{ID}"));
@@ -140,7 +140,7 @@ fn a_lost_machine_is_reported_never_replaced() {
         },
     ] {
         let d = live_run(&named, live(Found::Lost(lost)));
-        assert_eq!(d.step, Step::Nothing, "nothing is allocated");
+        assert_eq!(d.step, MachineStep::Nothing, "nothing is allocated");
         let (status, reason, message) = condition(&d, Type::Ready);
         assert_eq!((status, reason), ("False", "MachineLost"));
         assert!(

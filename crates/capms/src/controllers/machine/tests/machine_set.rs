@@ -23,7 +23,7 @@ fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
         ..live(Found::Nothing)
     };
     let d = live_run(&fresh, at(10, true, 60));
-    assert_eq!(d.step, Step::Nothing, "no finalizer yet");
+    assert_eq!(d.step, MachineStep::Nothing, "no finalizer yet");
     assert_eq!(
         d.status,
         MetalStackMachineStatus::default(),
@@ -43,7 +43,7 @@ fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
         ("--machine-set-wait=0s", at(10, true, 0)),
     ] {
         let d = live_run(&fresh, live);
-        assert_eq!(d.step, Step::AddFinalizer, "{why}");
+        assert_eq!(d.step, MachineStep::AddFinalizer, "{why}");
     }
     let skewed = |behind: u64| Live {
         now: created - Duration::from_secs(behind),
@@ -56,14 +56,18 @@ fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
         "a clock a little behind the apiserver's waits as if the object were new"
     );
     let d = live_run(&fresh, skewed(3600));
-    assert_eq!(d.step, Step::AddFinalizer, "one far behind does not wait");
+    assert_eq!(
+        d.step,
+        MachineStep::AddFinalizer,
+        "one far behind does not wait"
+    );
     let mut undated = fresh.clone();
     undated.metadata.creation_timestamp = None;
     let d = live_run(&undated, at(10, true, 60));
-    assert_eq!(d.step, Step::AddFinalizer, "no age, no wait");
+    assert_eq!(d.step, MachineStep::AddFinalizer, "no age, no wait");
     let d = live_run(&msm(), at(10, true, 60));
     assert!(
-        matches!(d.step, Step::Allocate(_)),
+        matches!(d.step, MachineStep::Allocate(_)),
         "a machine capms has taken up never waits again: {:?}",
         d.step
     );
@@ -104,7 +108,7 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
         ),
     ] {
         let d = live_run(&fresh, live);
-        assert_eq!(d.step, Step::Nothing, "{why}");
+        assert_eq!(d.step, MachineStep::Nothing, "{why}");
         assert_eq!(requeue(&d), Requeue::After(left), "{why}");
     }
     for (why, live) in [
@@ -115,7 +119,7 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
         ("ten times the wait in all", at(600, Some(599))),
     ] {
         let d = live_run(&fresh, live);
-        assert_eq!(d.step, Step::AddFinalizer, "{why}");
+        assert_eq!(d.step, MachineStep::AddFinalizer, "{why}");
     }
     let d = live_run(&fresh, at(90, Some(90 + 30)));
     assert_eq!(
@@ -126,7 +130,7 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
     let d = live_run(&fresh, at(30, Some(30 + 3600)));
     assert_eq!(
         d.step,
-        Step::AddFinalizer,
+        MachineStep::AddFinalizer,
         "one far in the future is no known time: no wait, as for the replica itself"
     );
     let huge = Live {
@@ -134,7 +138,11 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
         ..at(30, Some(20))
     };
     let d = live_run(&fresh, huge);
-    assert_eq!(d.step, Step::Nothing, "a wait too long to multiply waits");
+    assert_eq!(
+        d.step,
+        MachineStep::Nothing,
+        "a wait too long to multiply waits"
+    );
 }
 
 #[test]

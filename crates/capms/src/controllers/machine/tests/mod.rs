@@ -173,7 +173,7 @@ mod machine_set;
 #[test]
 fn an_externally_managed_machine_is_left_alone() {
     let d = run(&msm(), Observed::Unmanaged);
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(requeue(&d), Requeue::AwaitChange);
     assert!(d.status.conditions.is_empty());
 }
@@ -192,15 +192,15 @@ fn deletion_frees_one_machine_at_a_time_then_lets_go() {
         &m,
         Observed::Deleting(Some(vec![ID.into(), "other".into()])),
     );
-    assert_eq!(d.step, Step::Free(ID.into()));
+    assert_eq!(d.step, MachineStep::Free(ID.into()));
     assert_eq!(requeue(&d), Requeue::Now);
     assert!(!d.status.ready && d.status.initialization.is_none());
     assert_eq!(ready_reason(&d), ("False", "Deleting"));
     let d = run(&m, Observed::Deleting(Some(vec![])));
-    assert_eq!(d.step, Step::RemoveFinalizer);
+    assert_eq!(d.step, MachineStep::RemoveFinalizer);
     assert_eq!(requeue(&d), Requeue::AwaitChange);
     let d = run(&m, Observed::Deleting(None));
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(
         d.status,
         m.status.clone().unwrap_or_default(),
@@ -213,7 +213,7 @@ fn nothing_is_written_before_the_owning_machine_exists() {
     let mut orphan = msm();
     orphan.metadata.owner_references = None;
     let d = live_run(&orphan, Live::default());
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(d.status, MetalStackMachineStatus::default(), "no status");
     assert_eq!(
         requeue(&d),
@@ -222,7 +222,7 @@ fn nothing_is_written_before_the_owning_machine_exists() {
     );
 
     let d = live_run(&msm(), Live::default());
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(d.status, MetalStackMachineStatus::default(), "no status");
     assert_eq!(
         requeue(&d),
@@ -243,7 +243,7 @@ fn a_new_objects_short_wait_is_not_written_and_a_lasting_one_is() {
         ..live(Found::Nothing)
     };
     let d = live_run(&fresh, at(5));
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(
         d.status,
         fresh.status.clone().unwrap_or_default(),
@@ -319,7 +319,7 @@ fn every_gate_names_what_it_waits_for() {
     ];
     for (observed, reason, message, wait) in cases {
         let d = live_run(&msm(), observed);
-        assert_eq!(d.step, Step::Nothing, "{reason}");
+        assert_eq!(d.step, MachineStep::Nothing, "{reason}");
         assert_eq!(ready_reason(&d), ("False", reason));
         let (_, _, said) = condition(&d, Type::Ready);
         assert!(said.contains(message), "{said:?} should say {message:?}");
@@ -337,7 +337,7 @@ fn a_pause_stops_before_any_write_and_is_reported() {
             ..live(Found::Nothing)
         },
     );
-    assert_eq!(d.step, Step::Nothing);
+    assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(condition(&d, Type::Paused).0, "True");
     assert_eq!(requeue(&d), Requeue::AwaitChange);
     let mut annotated = msm();
@@ -354,7 +354,7 @@ fn the_finalizer_comes_before_anything_is_allocated() {
     let mut fresh = msm();
     fresh.metadata.finalizers = None;
     let d = live_run(&fresh, live(Found::Nothing));
-    assert_eq!(d.step, Step::AddFinalizer);
+    assert_eq!(d.step, MachineStep::AddFinalizer);
     assert_eq!(requeue(&d), Requeue::AwaitChange);
 }
 
@@ -376,7 +376,7 @@ fn nothing_is_taken_up_or_allocated_for_a_machine_being_deleted() {
         (&msm(), "nothing allocated yet"),
     ] {
         let d = live_run(obj, deleting(Found::Nothing));
-        assert_eq!(d.step, Step::Nothing, "{what}");
+        assert_eq!(d.step, MachineStep::Nothing, "{what}");
         assert_eq!(requeue(&d), Requeue::AwaitChange, "{what}");
         let allocated =
             crate::reconciler::conditions::find(&d.status.conditions, Type::MachineAllocated);
@@ -389,7 +389,7 @@ fn nothing_is_taken_up_or_allocated_for_a_machine_being_deleted() {
 #[test]
 fn a_free_slot_is_allocated_with_everything_the_machine_needs() {
     let d = live_run(&msm(), live(Found::Nothing));
-    let Step::Allocate(request) = &d.step else {
+    let MachineStep::Allocate(request) = &d.step else {
         panic!("expected an allocation, got {:?}", d.step)
     };
     assert_eq!(
@@ -431,7 +431,7 @@ fn a_free_slot_is_allocated_with_everything_the_machine_needs() {
     own_partition.spec.partition = Some("nbg-w8101".into());
     own_partition.spec.provider_id = Some(format!("metalstack://{ID}"));
     let d = live_run(&own_partition, control_plane);
-    let Step::Allocate(request) = &d.step else {
+    let MachineStep::Allocate(request) = &d.step else {
         panic!("expected an allocation, got {:?}", d.step)
     };
     assert_eq!(request.partitionid, "nbg-w8101");
@@ -460,7 +460,7 @@ fn an_unusable_provider_id_fails_naming_the_field() {
         (msm(), taken),
     ] {
         let d = live_run(&m, live(found));
-        assert_eq!(d.step, Step::Nothing, "nothing is allocated");
+        assert_eq!(d.step, MachineStep::Nothing, "nothing is allocated");
         let error = d.next.as_ref().expect_err("an error");
         assert_eq!(error.category(), Category::InvalidSpec);
         assert!(error.to_string().starts_with("spec.providerID"), "{error}");

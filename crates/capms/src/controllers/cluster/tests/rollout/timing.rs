@@ -15,12 +15,12 @@ fn a_firewall_rolling_in_is_looked_at_again_by_its_deadline_and_fails_at_it() {
     let old = firewall("fw-1", true, MINUTE * 60, true);
     let young = firewall("fw-2", false, DEADLINE - Duration::from_secs(30), false);
     let d = run(&wanting("fw-2", None), seen(vec![old.clone(), young]));
-    assert!(matches!(d.step, Step::Nothing), "{:?}", d.step);
+    assert!(matches!(d.step, ClusterStep::Nothing), "{:?}", d.step);
     assert_eq!(next(&d), Requeue::After(Duration::from_secs(30)));
     let due = firewall("fw-2", false, DEADLINE, false);
     let d = run(&wanting("fw-2", None), seen(vec![old, due]));
     assert!(
-        matches!(d.step, Step::RetireFirewall(_, Retire::Failed(_))),
+        matches!(d.step, ClusterStep::RetireFirewall(_, Retire::Failed(_))),
         "{:?}",
         d.step
     );
@@ -82,7 +82,11 @@ fn another_firewall_being_deleted_does_not_hold_the_rollout_up() {
     let mut going = firewall("fw-3", false, MINUTE, false);
     going.metadata.deletion_timestamp = Some(Time(now()));
     let d = run(&wanting("fw-2", None), seen(vec![old, going]));
-    assert!(matches!(d.step, Step::RollInFirewall(_)), "{:?}", d.step);
+    assert!(
+        matches!(d.step, ClusterStep::RollInFirewall(_)),
+        "{:?}",
+        d.step
+    );
 }
 
 #[test]
@@ -108,7 +112,7 @@ fn a_firewall_rolling_in_while_none_serves_is_relabelled_as_provisioning() {
     let booting = firewall("fw-1", true, MINUTE, false);
     let rolling = firewall("fw-2", false, MINUTE, false);
     let d = run(&wanting("fw-2", None), seen(vec![booting, rolling]));
-    let Step::RelabelFirewall { labels, .. } = &d.step else {
+    let ClusterStep::RelabelFirewall { labels, .. } = &d.step else {
         panic!("{:?}", d.step)
     };
     assert_eq!(
