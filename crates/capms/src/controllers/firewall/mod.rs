@@ -48,12 +48,7 @@ impl Reconciler for Firewalls {
     }
 
     fn effect(step: &FirewallStep) -> Effect {
-        match step {
-            FirewallStep::Nothing => Effect::Nothing,
-            FirewallStep::AddFinalizer | FirewallStep::Record(_) => Effect::OwnObject,
-            FirewallStep::Allocate(_) | FirewallStep::Free(_) => Effect::MetalApi,
-            FirewallStep::RemoveFinalizer => Effect::LetsGo,
-        }
+        step.effect()
     }
 
     fn failed(

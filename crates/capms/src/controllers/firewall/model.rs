@@ -2,6 +2,7 @@
 
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus};
 use crate::capi::Cluster;
+use crate::controllers::allocation::AllocationStep;
 use crate::controllers::allocation::{Found, Target};
 use crate::reconciler::Decision;
 use metal_api::types::FirewallCreateRequest;
@@ -22,16 +23,8 @@ pub struct Live {
     pub found: Option<Found>,
 }
 
-#[derive(Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
-pub enum FirewallStep {
-    Nothing,
-    AddFinalizer,
-    Allocate(Box<FirewallCreateRequest>),
-    /// Merge patch naming the machine in spec.providerID.
-    Record(serde_json::Value),
-    Free(String),
-    RemoveFinalizer,
-}
+/// The steps a MetalStackFirewall reconcile can take.
+pub type FirewallStep = AllocationStep<FirewallCreateRequest>;
 
 pub(crate) type FirewallDecision = Decision<FirewallStep, MetalStackFirewallStatus>;
 

@@ -53,12 +53,7 @@ impl Reconciler for Machines {
     }
 
     fn effect(step: &MachineStep) -> Effect {
-        match step {
-            MachineStep::Nothing => Effect::Nothing,
-            MachineStep::AddFinalizer | MachineStep::Record(_) => Effect::OwnObject,
-            MachineStep::Allocate(_) | MachineStep::Free(_) => Effect::MetalApi,
-            MachineStep::RemoveFinalizer => Effect::LetsGo,
-        }
+        step.effect()
     }
 
     fn failed(

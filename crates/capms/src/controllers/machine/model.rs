@@ -3,6 +3,7 @@
 
 use crate::api::{MetalStackCluster, MetalStackMachine, MetalStackMachineStatus};
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster, Machine as CapiMachine};
+use crate::controllers::allocation::AllocationStep;
 use crate::controllers::allocation::Found;
 use crate::reconciler::Decision;
 use kube::ResourceExt;
@@ -35,16 +36,8 @@ pub struct Live {
     pub machine_set_wait: std::time::Duration,
 }
 
-#[derive(Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
-pub enum MachineStep {
-    Nothing,
-    AddFinalizer,
-    Allocate(Box<MachineAllocateRequest>),
-    /// Merge patch naming the machine: spec.providerID and the rack and ASN labels.
-    Record(serde_json::Value),
-    Free(String),
-    RemoveFinalizer,
-}
+/// The steps a MetalStackMachine reconcile can take.
+pub type MachineStep = AllocationStep<MachineAllocateRequest>;
 
 pub(crate) type MachineDecision = Decision<MachineStep, MetalStackMachineStatus>;
 
