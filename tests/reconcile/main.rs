@@ -245,6 +245,7 @@ where
     rig.api.put(&stored);
 }
 
+mod gates;
 mod listing;
 mod ownership;
 mod provisioning;

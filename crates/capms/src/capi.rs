@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// Label Cluster API sets on every object of a cluster.
 pub(crate) const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// Annotation that pauses reconciliation of one object.
-pub(crate) const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 /// Annotation clusterctl move puts on the objects it deletes from the source cluster after
 /// moving them: their infrastructure lives on, managed from the target.
 pub const DELETE_FOR_MOVE_ANNOTATION: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";

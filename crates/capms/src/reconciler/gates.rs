@@ -1,31 +1,10 @@
 //! The gates every reconcile passes before it acts: another controller managing the object, a
-//! pause (the Cluster's or the object's own), and deletions capms must keep its hands off; and
-//! an object's age, which says how long it has waited at one.
+//! pause (the Cluster's or the object's own), and deletions capms must keep its hands off.
 
 use super::conditions::{Conditions, Reason, Type};
 use super::{Context, Result};
 use crate::capi::{Cluster, DELETE_FOR_MOVE_ANNOTATION, MANAGED_BY_ANNOTATION, PAUSED_ANNOTATION};
 use kube::{Resource, ResourceExt};
-use std::time::Duration;
-
-/// How long `obj` has existed at `now`; None without a creation time, or when `now` lies before
-/// it.
-pub fn age<K: Resource>(obj: &K, now: jiff::Timestamp) -> Option<Duration> {
-    let created = obj.meta().creation_timestamp.as_ref()?.0;
-    elapsed(created, now, Duration::ZERO)
-}
-
-/// How long before `now` `then` was. capms's clock may be a little behind the apiserver's, so
-/// that an object seems created in the future: less than `skew` ahead counts as now, more as
-/// no known time.
-pub fn elapsed(then: jiff::Timestamp, now: jiff::Timestamp, skew: Duration) -> Option<Duration> {
-    let since = now.duration_since(then);
-    match Duration::try_from(since) {
-        Ok(elapsed) => Some(elapsed),
-        Err(_) if since.unsigned_abs() < skew => Some(Duration::ZERO),
-        Err(_) => None,
-    }
-}
 
 /// Is reconciliation paused, by the Cluster or by the object's own annotation?
 pub(crate) fn paused_reason<K: Resource>(obj: &K, cluster: Option<&Cluster>) -> Option<String> {
@@ -65,15 +44,17 @@ pub(crate) fn record_pause<K: Resource>(
     obj: &K,
     cluster: Option<&Cluster>,
 ) -> bool {
-    match paused_reason(obj, cluster) {
-        Some(reason) => {
-            conditions.set_true(Type::Paused, Reason::Paused, reason);
-            true
-        }
-        None => {
-            conditions.set_false(Type::Paused, Reason::NotPaused, "");
-            false
-        }
+    let reason = paused_reason(obj, cluster);
+    report_pause(conditions, reason.as_deref());
+    reason.is_some()
+}
+
+/// The `Paused` condition of a pause already decided: True with its reason, or
+/// False/NotPaused.
+pub(crate) fn report_pause(conditions: &mut Conditions<'_>, reason: Option<&str>) {
+    match reason {
+        Some(reason) => conditions.set_true(Type::Paused, Reason::Paused, reason),
+        None => conditions.set_false(Type::Paused, Reason::NotPaused, ""),
     }
 }
 
@@ -88,4 +69,32 @@ pub(crate) fn capi_owner<K: Resource>(obj: &K, kind: &str) -> Option<String> {
         .iter()
         .find(|o| o.kind == kind && o.api_version.starts_with("cluster.x-k8s.io/"))
         .map(|o| o.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{MetalStackMachine, MetalStackMachineSpec};
+    use crate::capi::ClusterSpec;
+
+    #[test]
+    fn a_pause_is_the_clusters_or_the_objects_own() {
+        let cluster = |paused| {
+            Cluster::new(
+                "prod",
+                ClusterSpec {
+                    paused: Some(paused),
+                    ..Default::default()
+                },
+            )
+        };
+        let mut obj = MetalStackMachine::new("m", MetalStackMachineSpec::default());
+        assert_eq!(paused_reason(&obj, Some(&cluster(false))), None);
+        assert_eq!(paused_reason(&obj, None), None);
+        let by_cluster = paused_reason(&obj, Some(&cluster(true)));
+        assert_eq!(by_cluster.as_deref(), Some("Cluster spec.paused is true"));
+        obj.metadata.annotations = Some([(PAUSED_ANNOTATION.to_owned(), String::new())].into());
+        let own = paused_reason(&obj, Some(&cluster(false))).unwrap_or_default();
+        assert!(own.contains(PAUSED_ANNOTATION), "{own}");
+    }
 }

@@ -6,6 +6,7 @@
 //! them together the same way for every kind.
 
 pub mod backoff;
+pub(crate) mod clock;
 pub mod conditions;
 mod context;
 pub mod crash_points;

@@ -42,7 +42,11 @@ pub async fn free<K: kube::Resource<DynamicType = ()>>(
 
 /// Frees machine `id`, allocated for the object `marks` find, in metal-api and in the
 /// listings; false when metal-api no longer had it.
-pub(crate) async fn release(ctx: &Context, marks: &BTreeMap<String, String>, id: &str) -> Result<bool> {
+pub(crate) async fn release(
+    ctx: &Context,
+    marks: &BTreeMap<String, String>,
+    id: &str,
+) -> Result<bool> {
     match ctx.metal.machine_free(id).await {
         Ok(_) => {
             ctx.listings.freed(id, marks).await;

@@ -274,7 +274,7 @@ impl Rollout<'_, '_> {
     /// freed.
     fn rolling_in(&mut self, target: &MetalStackFirewall, serving: &MetalStackFirewall) -> Outcome {
         let (name, old) = (target.name_any(), serving.name_any());
-        let age = crate::reconciler::gates::age(target, self.seen.now).unwrap_or_default();
+        let age = crate::reconciler::clock::age(target, self.seen.now).unwrap_or_default();
         let deadline = self.seen.rollout_deadline;
         let serves = format!("MetalStackFirewall {old} is ready and serves");
         if age < deadline {

@@ -1,19 +1,19 @@
 //! What a MetalStackMachine needs next, decided from what was observed, without I/O.
 
 use super::model::{
-    Live, MachineDecision, MachineStep, Observed, cluster_name, partition, provisioned_network,
+    Gate, Live, MachineDecision, MachineSetPace, MachineStep, Observed, Open, cluster_name,
+    partition,
 };
 use super::order::Order;
-use super::{ASN_LABEL, FINALIZER, RACK_LABEL};
+use super::{ASN_LABEL, RACK_LABEL};
 use crate::api::{
-    Initialization, MachineAddress, MachineAddressType, MetalStackCluster, MetalStackMachine,
-    MetalStackMachineStatus,
+    Initialization, MachineAddress, MachineAddressType, MetalStackMachine, MetalStackMachineStatus,
 };
 use crate::capi::Machine as CapiMachine;
 use crate::controllers::allocation::{Found, Lost, Target, health_condition, health_requeue};
+use crate::reconciler::clock::{age, elapsed};
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
-use crate::reconciler::gates::{age, capi_owner, elapsed, record_pause};
-use crate::reconciler::writes::has_finalizer;
+use crate::reconciler::gates::report_pause;
 use crate::reconciler::{Decision, Error, Phase, Requeue};
 use kube::ResourceExt;
 use metal_api::ProviderId;
@@ -23,6 +23,7 @@ use std::time::Duration;
 
 /// How long to wait for an object that sends no event here (the Machine, the Cluster).
 const ABSENT: Duration = Duration::from_secs(10);
+const ABSENT_WAIT: Requeue = Requeue::After(ABSENT);
 /// MachineHealthy while the machine provisions.
 const PROVISIONING: &str = "provisioning (metal-api's machine events show how far)";
 /// How long a new object waits at a gate before its status says so.
@@ -60,19 +61,78 @@ pub(crate) fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDec
 fn decide_live(
     msm: &MetalStackMachine,
     live: &Live,
+    mut status: MetalStackMachineStatus,
+) -> MachineDecision {
+    let nothing = |status, next| Decision::new(MachineStep::Nothing, status, next);
+    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
+    let (machine, reason, next) = match &live.gate {
+        // Cluster API's contract: until the owning Machine is there, capms writes nothing to
+        // the object (a write racing Cluster API's first patch of a new object makes that
+        // patch fail, and its MachineSet gives the Machine up, leaving the object orphaned).
+        Gate::NoOwner => return nothing(status, Requeue::AwaitChange),
+        Gate::NoMachine => return nothing(status, Requeue::After(ABSENT)),
+        Gate::Paused(why) => {
+            report_pause(&mut conditions, Some(why));
+            return nothing(status, Requeue::AwaitChange);
+        }
+        Gate::NotTakenUp {
+            machine,
+            machine_set,
+        } => return take_up(msm, live.now, machine, machine_set.as_ref()),
+        Gate::NoCluster { machine } => (machine, Reason::WaitingForCluster, ABSENT_WAIT),
+        Gate::NoInfrastructure { machine } => {
+            report_pause(&mut conditions, None);
+            (
+                machine,
+                Reason::WaitingForClusterInfrastructure,
+                Requeue::Poll,
+            )
+        }
+        Gate::NoBootstrapSecret { machine } => {
+            report_pause(&mut conditions, None);
+            (machine, Reason::WaitingForBootstrapData, Requeue::Poll)
+        }
+        Gate::Open(open) => {
+            report_pause(&mut conditions, None);
+            return allocate(msm, open, status);
+        }
+    };
+    let before = msm.status.clone().unwrap_or_default();
+    if unreported_wait(msm, live.now, &before) {
+        return nothing(before, next);
+    }
+    let message = waiting_message(msm, machine, reason);
+    conditions.set_false(Type::Ready, reason, message);
+    nothing(status, next)
+}
+
+/// Why a live object waits at a closed gate, for its Ready condition.
+fn waiting_message(msm: &MetalStackMachine, machine: &CapiMachine, reason: Reason) -> String {
+    let ns = msm.namespace().unwrap_or_default();
+    let cluster_name = cluster_name(msm, machine);
+    match reason {
+        Reason::WaitingForCluster => format!("Cluster {ns}/{cluster_name} does not exist (yet)"),
+        Reason::WaitingForClusterInfrastructure => {
+            format!("waiting for the MetalStackCluster of Cluster {cluster_name} to be provisioned")
+        }
+        _ => format!(
+            "waiting for Machine {} to have spec.bootstrap.dataSecretName",
+            machine.name_any()
+        ),
+    }
+}
+
+/// Every gate is open: the machine allocated for the object, or the request that allocates
+/// one.
+fn allocate(
+    msm: &MetalStackMachine,
+    open: &Open,
     status: MetalStackMachineStatus,
 ) -> MachineDecision {
-    let (open, status) = match gates(msm, live, status) {
-        Ok(open) => open,
-        Err(waiting) => return *waiting,
-    };
-    let partition = partition(msm, open.msc);
-    let Some(found) = &live.found else {
-        return Decision::new(MachineStep::Nothing, status, Requeue::Poll);
-    };
+    let partition = partition(msm, &open.msc);
     let target = Target::of(msm.spec.provider_id.as_deref(), &partition, None);
     let problem = target.as_ref().err().cloned();
-    if let Some(problem) = problem.or_else(|| found.preset_problem()) {
+    if let Some(problem) = problem.or_else(|| open.found.preset_problem()) {
         let error = Error::Invalid(problem);
         return Decision::failed(
             MachineStep::Nothing,
@@ -80,22 +140,22 @@ fn decide_live(
             error,
         );
     }
-    match found {
+    match &open.found {
         Found::Ours(m) => return allocated(msm, m, &partition, status),
         Found::Lost(lost) => return lost_machine(msm, lost, status),
         _ => {}
     }
-    if being_deleted(open.machine) {
+    if being_deleted(&open.machine) {
         return Decision::new(MachineStep::Nothing, status, Requeue::AwaitChange);
     }
-    let Some(user_data) = &live.user_data else {
-        return without_bootstrap_data(msm, open.machine, status);
+    let Some(user_data) = &open.user_data else {
+        return without_bootstrap_data(msm, &open.machine, status);
     };
     let request = Order {
         msm,
-        msc: open.msc,
+        msc: &open.msc,
         partition: &partition,
-        network: open.network.to_owned(),
+        network: open.network.clone(),
         user_data,
         control_plane: open.machine.is_control_plane(),
         preset: target.ok().and_then(|t| t.preset),
@@ -141,114 +201,36 @@ fn without_bootstrap_data(
     Decision::new(MachineStep::Nothing, status, Requeue::Poll)
 }
 
-/// What the gates let through: the Machine, the provisioned cluster and its network.
-struct Open<'a> {
-    machine: &'a CapiMachine,
-    msc: &'a MetalStackCluster,
-    network: &'a str,
-}
-
-/// The gates before allocation, in order; the first closed one decides (Ready says why).
-fn gates<'a>(
-    msm: &MetalStackMachine,
-    live: &'a Live,
-    mut status: MetalStackMachineStatus,
-) -> Result<(Open<'a>, MetalStackMachineStatus), Box<MachineDecision>> {
-    let ns = msm.namespace().unwrap_or_default();
-    // Cluster API's contract: until the owning Machine is there, capms writes nothing to the
-    // object (a write racing Cluster API's first patch of a new object makes that patch fail,
-    // and its MachineSet gives the Machine up, leaving the object orphaned).
-    let Some(owner) = capi_owner(msm, "Machine") else {
-        return Err(Box::new(Decision::new(
-            MachineStep::Nothing,
-            status,
-            Requeue::AwaitChange,
-        )));
-    };
-    let Some(machine) = &live.machine else {
-        return Err(Box::new(Decision::new(
-            MachineStep::Nothing,
-            status,
-            Requeue::After(ABSENT),
-        )));
-    };
-    let before = status.clone();
-    let mut conditions = Conditions::of(&mut status.conditions, msm.metadata.generation);
-    let (reason, message, next) = 'closed: {
-        let cluster_name = cluster_name(msm, machine);
-        let Some(cluster) = &live.cluster else {
-            let message = format!("Cluster {ns}/{cluster_name} does not exist (yet)");
-            break 'closed (Reason::WaitingForCluster, message, Requeue::After(ABSENT));
-        };
-        if record_pause(&mut conditions, msm, Some(cluster)) {
-            return Err(Box::new(Decision::new(
-                MachineStep::Nothing,
-                status,
-                Requeue::AwaitChange,
-            )));
-        }
-        if !has_finalizer(msm, FINALIZER) {
-            if being_deleted(machine) {
-                return Err(Box::new(Decision::new(
-                    MachineStep::Nothing,
-                    before,
-                    Requeue::AwaitChange,
-                )));
-            }
-            return Err(Box::new(take_up(msm, live, before)));
-        }
-        let infrastructure = live.infrastructure.as_ref();
-        let Some((msc, network)) =
-            infrastructure.and_then(|msc| Some((msc, provisioned_network(msc)?)))
-        else {
-            let message = format!(
-                "waiting for the MetalStackCluster of Cluster {cluster_name} to be provisioned"
-            );
-            break 'closed (
-                Reason::WaitingForClusterInfrastructure,
-                message,
-                Requeue::Poll,
-            );
-        };
-        if machine.spec.bootstrap.data_secret_name.is_none() {
-            let message =
-                format!("waiting for Machine {owner} to have spec.bootstrap.dataSecretName");
-            break 'closed (Reason::WaitingForBootstrapData, message, Requeue::Poll);
-        }
-        let open = Open {
-            machine,
-            msc,
-            network,
-        };
-        return Ok((open, status));
-    };
-    if unreported_wait(msm, live, &before) {
-        return Err(Box::new(Decision::new(MachineStep::Nothing, before, next)));
-    }
-    conditions.set_false(Type::Ready, reason, message);
-    Err(Box::new(Decision::new(MachineStep::Nothing, status, next)))
-}
-
 /// Does a new object's wait at a gate go unwritten? A wait a new object meets only for moments
 /// (its cluster provisions as Cluster API creates its machines) is not written: each write
 /// wakes Cluster API's Machine controller, and nobody would see it. Once the object is
 /// [`UNREPORTED_WAIT`] old, or has a Ready condition, every wait is written; the gate's own
 /// requeue brings that look.
-fn unreported_wait(msm: &MetalStackMachine, live: &Live, before: &MetalStackMachineStatus) -> bool {
+fn unreported_wait(
+    msm: &MetalStackMachine,
+    now: jiff::Timestamp,
+    before: &MetalStackMachineStatus,
+) -> bool {
     let reported = conditions::find(&before.conditions, Type::Ready).is_some();
-    !reported && age(msm, live.now).is_some_and(|age| age < UNREPORTED_WAIT)
+    !reported && age(msm, now).is_some_and(|age| age < UNREPORTED_WAIT)
 }
 
-/// capms's first write: its finalizer, unless the replica waits for its MachineSet. Neither
-/// writes a status: the finalizer's own event brings the next look.
+/// capms's first write: its finalizer, unless the Machine is being deleted or the replica
+/// waits for its MachineSet. Neither writes a status: the finalizer's own event brings the next
+/// look.
 fn take_up(
     msm: &MetalStackMachine,
-    live: &Live,
-    status: MetalStackMachineStatus,
+    now: jiff::Timestamp,
+    machine: &CapiMachine,
+    machine_set: Option<&MachineSetPace>,
 ) -> MachineDecision {
-    match machine_set_hold(msm, live) {
-        Some(left) => Decision::new(MachineStep::Nothing, status, Requeue::After(left)),
-        None => Decision::new(MachineStep::AddFinalizer, status, Requeue::AwaitChange),
+    let before = msm.status.clone().unwrap_or_default();
+    if being_deleted(machine) {
+        return Decision::new(MachineStep::Nothing, before, Requeue::AwaitChange);
+    }
+    match machine_set.and_then(|set| machine_set_hold(msm, now, set)) {
+        Some(left) => Decision::new(MachineStep::Nothing, before, Requeue::After(left)),
+        None => Decision::new(MachineStep::AddFinalizer, before, Requeue::AwaitChange),
     }
 }
 
@@ -261,15 +243,16 @@ fn take_up(
 /// stuck, not busy: its replicas go on then, and none waits longer than [`HOLD_LIMIT`] times
 /// that from its creation. It looks again every [`HOLD_POLL`] meanwhile. A replica without a
 /// known creation time (none, or one far in the future) does not wait.
-fn machine_set_hold(msm: &MetalStackMachine, live: &Live) -> Option<Duration> {
-    if !live.machine_set_creating {
-        return None;
-    }
-    let wait = live.machine_set_wait;
+fn machine_set_hold(
+    msm: &MetalStackMachine,
+    now: jiff::Timestamp,
+    set: &MachineSetPace,
+) -> Option<Duration> {
+    let wait = set.wait;
     let created = msm.metadata.creation_timestamp.as_ref()?.0;
-    let newest = live.machine_set_newest.map_or(created, |n| n.max(created));
-    let idle = elapsed(newest, live.now, wait)?;
-    let age = elapsed(created, live.now, wait)?;
+    let newest = set.newest.map_or(created, |n| n.max(created));
+    let idle = elapsed(newest, now, wait)?;
+    let age = elapsed(created, now, wait)?;
     let left = wait
         .checked_sub(idle)?
         .min(wait.saturating_mul(HOLD_LIMIT).checked_sub(age)?);

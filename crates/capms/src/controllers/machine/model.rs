@@ -2,7 +2,7 @@
 //! the object and its cluster that observe, decide and the watches share.
 
 use crate::api::{MetalStackCluster, MetalStackMachine, MetalStackMachineStatus};
-use crate::capi::{CLUSTER_NAME_LABEL, Cluster, Machine as CapiMachine};
+use crate::capi::{CLUSTER_NAME_LABEL, Machine as CapiMachine};
 use crate::controllers::allocation::AllocationStep;
 use crate::controllers::allocation::Found;
 use crate::reconciler::Decision;
@@ -12,28 +12,64 @@ use metal_api::types::MachineAllocateRequest;
 /// What observe read. Deleting carries the ids of the machines still allocated for it.
 pub type Observed = crate::reconciler::Observed<Live, Vec<String>>;
 
-/// Read in the order decide looks at it: a later field is None when an earlier gate stopped
-/// the reading.
-#[derive(Debug, Default)]
+/// What observe read of a live MetalStackMachine.
+#[derive(Debug)]
 pub struct Live {
-    /// The Machine named by the owner reference.
-    pub machine: Option<CapiMachine>,
-    pub cluster: Option<Cluster>,
-    /// The Cluster's MetalStackCluster.
-    pub infrastructure: Option<MetalStackCluster>,
-    /// The bootstrap Secret's `value`.
-    pub user_data: Option<String>,
-    pub found: Option<Found>,
     /// When observe read: how long a wait has lasted is measured against it.
     pub now: jiff::Timestamp,
-    /// Read only while the object lacks capms's finalizer (and its Cluster is not paused): the
-    /// Machine's MachineSet is still creating replicas.
-    pub machine_set_creating: bool,
-    /// While it is: when it last created a replica (its newest Machine's creation).
-    pub machine_set_newest: Option<jiff::Timestamp>,
+    /// The first gate that is closed, or what allocating needs once every gate is open.
+    pub gate: Gate,
+}
+
+/// The gates a live MetalStackMachine passes before capms allocates for it. `observe` walks
+/// them in this order, reads nothing past the first closed one, and is the one place the order
+/// is stated: `decide` reports a closed gate and never checks one again.
+#[derive(Debug)]
+pub enum Gate {
+    /// No owner reference to a Machine: Cluster API's contract has capms write nothing yet.
+    NoOwner,
+    /// The owning Machine is not there (yet).
+    NoMachine,
+    /// The Machine's Cluster is not there (yet).
+    NoCluster { machine: CapiMachine },
+    /// Reconciliation is paused, by the Cluster or by the object's own annotation: why.
+    Paused(String),
+    /// capms's finalizer is not on the object yet: it takes the object up, unless the
+    /// Machine's MachineSet is still creating replicas (`machine_set`).
+    NotTakenUp {
+        machine: CapiMachine,
+        machine_set: Option<MachineSetPace>,
+    },
+    /// The Cluster's MetalStackCluster is not there or not provisioned.
+    NoInfrastructure { machine: CapiMachine },
+    /// The Machine names no bootstrap data Secret yet.
+    NoBootstrapSecret { machine: CapiMachine },
+    /// Every gate is open.
+    Open(Box<Open>),
+}
+
+/// A MachineSet that is still creating replicas.
+#[derive(Debug)]
+pub struct MachineSetPace {
+    /// When it last created a replica (its newest Machine's creation).
+    pub newest: Option<jiff::Timestamp>,
     /// How long a MachineSet may go without creating a replica before its waiting replicas
     /// start anyway, and a tenth of the longest wait (the manager's `--machine-set-wait`).
-    pub machine_set_wait: std::time::Duration,
+    pub wait: std::time::Duration,
+}
+
+/// What allocating needs, read once every gate is open.
+#[derive(Debug)]
+pub struct Open {
+    pub machine: CapiMachine,
+    /// The Cluster's provisioned MetalStackCluster.
+    pub msc: MetalStackCluster,
+    /// Its private network.
+    pub network: String,
+    /// What metal-api holds for the object.
+    pub found: Found,
+    /// The bootstrap Secret's `value`, read only when nothing is allocated yet.
+    pub user_data: Option<String>,
 }
 
 /// The steps a MetalStackMachine reconcile can take.

@@ -1,7 +1,10 @@
 //! What a MetalStackMachine reconcile reads, in the order `decide` looks at it.
 
 use super::FINALIZER;
-use super::model::{Live, Observed, cluster_name, identity, partition, provisioned_network};
+use super::model::{
+    Gate, Live, MachineSetPace, Observed, Open, cluster_name, identity, partition,
+    provisioned_network,
+};
 use crate::api::{MetalStackCluster, MetalStackMachine};
 use crate::capi::{Cluster, Machine as CapiMachine, MachineSet};
 use crate::controllers::allocation::{self, Found, Target};
@@ -67,71 +70,76 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
         let owned = owned.into_iter().filter(|id| !retired.contains(id));
         return Ok(Observed::Deleting(Some(owned.collect())));
     }
-    let mut live = Live {
+    let live = Live {
         now: jiff::Timestamp::now(),
-        machine_set_wait: ctx.settings.machine_set_wait,
-        ..Live::default()
+        gate: gate(msm, ctx).await?,
     };
-    observe_live(msm, ctx, &mut live).await?;
     Ok(Observed::Live(Box::new(live)))
 }
 
-/// Is the MachineSet `name` still creating replicas, and when did it last create one?
-async fn observe_machine_set(ctx: &Context, ns: &str, name: &str, live: &mut Live) -> Result<()> {
-    let Some(set) = ctx.get::<MachineSet>(ns, name).await? else {
-        return Ok(());
-    };
-    live.machine_set_creating = set.creating();
-    if live.machine_set_creating {
-        let created = ctx
-            .pick(ns, |m: &CapiMachine| set.replica_created(m))
-            .await?;
-        live.machine_set_newest = created.into_iter().max();
+/// The MachineSet `name`, while it is still creating replicas: when it last created one.
+async fn machine_set_pace(ctx: &Context, ns: &str, name: &str) -> Result<Option<MachineSetPace>> {
+    let wait = ctx.settings.machine_set_wait;
+    if wait.is_zero() {
+        return Ok(None);
     }
-    Ok(())
+    let Some(set) = ctx.get::<MachineSet>(ns, name).await? else {
+        return Ok(None);
+    };
+    if !set.creating() {
+        return Ok(None);
+    }
+    let created = ctx
+        .pick(ns, |m: &CapiMachine| set.replica_created(m))
+        .await?;
+    let newest = created.into_iter().max();
+    Ok(Some(MachineSetPace { newest, wait }))
 }
 
-async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -> Result<()> {
+/// The gates, in order: reads each one's facts and stops at the first that is closed.
+async fn gate(msm: &MetalStackMachine, ctx: &Context) -> Result<Gate> {
     let ns = msm.namespace().unwrap_or_default();
     let Some(owner) = capi_owner(msm, "Machine") else {
-        return Ok(());
+        return Ok(Gate::NoOwner);
     };
     let Some(machine) = ctx.get::<CapiMachine>(&ns, &owner).await? else {
-        return Ok(());
+        return Ok(Gate::NoMachine);
     };
-    let cluster_name = cluster_name(msm, &machine);
-    let secret = machine.spec.bootstrap.data_secret_name.clone();
-    let machine_set = capi_owner(&machine, "MachineSet");
-    live.machine = Some(machine);
-    let Some(cluster) = ctx.get::<Cluster>(&ns, &cluster_name).await? else {
-        return Ok(());
+    let Some(cluster) = ctx
+        .get::<Cluster>(&ns, &cluster_name(msm, &machine))
+        .await?
+    else {
+        return Ok(Gate::NoCluster { machine });
     };
-    let infrastructure = cluster.metal_stack_cluster().map(str::to_owned);
-    let paused = paused_reason(msm, Some(&cluster)).is_some();
-    live.cluster = Some(cluster);
-    if paused {
-        return Ok(());
+    if let Some(reason) = paused_reason(msm, Some(&cluster)) {
+        return Ok(Gate::Paused(reason));
     }
     if !has_finalizer(msm, FINALIZER) {
-        if let Some(set) = machine_set.filter(|_| !live.machine_set_wait.is_zero()) {
-            observe_machine_set(ctx, &ns, &set, live).await?;
-        }
-        return Ok(());
+        let machine_set = match capi_owner(&machine, "MachineSet") {
+            Some(set) => machine_set_pace(ctx, &ns, &set).await?,
+            None => None,
+        };
+        return Ok(Gate::NotTakenUp {
+            machine,
+            machine_set,
+        });
     }
-    let Some(name) = infrastructure else {
-        return Ok(());
+    let msc = match cluster.metal_stack_cluster() {
+        Some(name) => ctx.get::<MetalStackCluster>(&ns, name).await?,
+        None => None,
     };
-    let Some(msc) = ctx.get::<MetalStackCluster>(&ns, &name).await? else {
-        return Ok(());
+    let Some((msc, network)) = msc.and_then(|msc| {
+        let network = provisioned_network(&msc)?.to_owned();
+        Some((msc, network))
+    }) else {
+        return Ok(Gate::NoInfrastructure { machine });
     };
-    let provisioned = provisioned_network(&msc).is_some();
-    let partition = partition(msm, &msc);
-    let listing = allocation::query(ctx, &msc, msm.status.as_ref().is_some_and(|s| s.ready));
-    live.infrastructure = Some(msc);
-    let Some(secret) = secret.filter(|_| provisioned) else {
-        return Ok(());
+    let Some(secret) = machine.spec.bootstrap.data_secret_name.clone() else {
+        return Ok(Gate::NoBootstrapSecret { machine });
     };
-    let found = match Target::of(msm.spec.provider_id.as_deref(), &partition, None) {
+    let ready = msm.status.as_ref().is_some_and(|s| s.ready);
+    let listing = allocation::query(ctx, &msc, ready);
+    let found = match Target::of(msm.spec.provider_id.as_deref(), &partition(msm, &msc), None) {
         Ok(target) => {
             allocation::lookup(ctx, &identity(msm), &target, ROLE_MACHINE, &listing).await?
         }
@@ -139,11 +147,17 @@ async fn observe_live(msm: &MetalStackMachine, ctx: &Context, live: &mut Live) -
         Err(_) => Found::Nothing,
     };
     // The bootstrap data is read only to allocate.
-    if found == Found::Nothing {
-        live.user_data = bootstrap_data(ctx, &ns, &secret).await?;
-    }
-    live.found = Some(found);
-    Ok(())
+    let user_data = match found {
+        Found::Nothing => bootstrap_data(ctx, &ns, &secret).await?,
+        _ => None,
+    };
+    Ok(Gate::Open(Box::new(Open {
+        machine,
+        msc,
+        network,
+        found,
+        user_data,
+    })))
 }
 
 /// The bootstrap Secret's `value`, if it has one.

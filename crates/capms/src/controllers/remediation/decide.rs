@@ -150,7 +150,7 @@ fn recently_remediated(live: &Live, cooldown: Duration) -> Option<String> {
     let machine = live.machine.as_ref()?;
     let noted = machine.annotations().get(REMEDIATED_ANNOTATION)?;
     let at: jiff::Timestamp = noted.parse().ok()?;
-    let since = crate::reconciler::gates::elapsed(at, live.now, CLOCK_SKEW)?;
+    let since = crate::reconciler::clock::elapsed(at, live.now, CLOCK_SKEW)?;
     (since < cooldown).then(|| format!("{}s", since.as_secs()))
 }
 
@@ -261,7 +261,7 @@ fn attempt(
     if rebooted && machine.phoned_home.is_some() && node_back {
         return succeeded(msr, live, status);
     }
-    let waited = crate::reconciler::gates::elapsed(began, live.now, CLOCK_SKEW).unwrap_or_default();
+    let waited = crate::reconciler::clock::elapsed(began, live.now, CLOCK_SKEW).unwrap_or_default();
     let timeout = strategy.timeout();
     if waited < timeout {
         let next = (timeout - waited).min(ATTEMPT_POLL);
@@ -338,7 +338,7 @@ fn after_success(
     let since = machine
         .condition(NODE_READY)
         .map(|c| c.last_transition_time.0);
-    let down = since.and_then(|at| crate::reconciler::gates::elapsed(at, live.now, CLOCK_SKEW));
+    let down = since.and_then(|at| crate::reconciler::clock::elapsed(at, live.now, CLOCK_SKEW));
     match down {
         Some(down) if down >= timeout => {
             let note = format!(

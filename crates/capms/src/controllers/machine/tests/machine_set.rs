@@ -12,15 +12,24 @@ fn new_replica() -> (MetalStackMachine, jiff::Timestamp) {
     (fresh, created)
 }
 
+/// Observed at `now` while the replica's MachineSet `set` creates replicas (None: it does not).
+fn not_taken_up(now: jiff::Timestamp, set: Option<MachineSetPace>) -> Live {
+    let machine = capi_machine(Some("bootstrap"));
+    let gate = Gate::NotTakenUp {
+        machine,
+        machine_set: set,
+    };
+    Live { now, gate }
+}
+
 #[test]
 fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
     use std::time::Duration;
     let (fresh, created) = new_replica();
-    let at = |seconds: u64, creating: bool, wait: u64| Live {
-        now: created + Duration::from_secs(seconds),
-        machine_set_creating: creating,
-        machine_set_wait: Duration::from_secs(wait),
-        ..live(Found::Nothing)
+    let at = |seconds: u64, creating: bool, wait: u64| {
+        let wait = Duration::from_secs(wait);
+        let set = creating.then_some(MachineSetPace { newest: None, wait });
+        not_taken_up(created + Duration::from_secs(seconds), set)
     };
     let d = live_run(&fresh, at(10, true, 60));
     assert_eq!(d.step, MachineStep::Nothing, "no finalizer yet");
@@ -65,12 +74,6 @@ fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
     undated.metadata.creation_timestamp = None;
     let d = live_run(&undated, at(10, true, 60));
     assert_eq!(d.step, MachineStep::AddFinalizer, "no age, no wait");
-    let d = live_run(&msm(), at(10, true, 60));
-    assert!(
-        matches!(d.step, MachineStep::Allocate(_)),
-        "a machine capms has taken up never waits again: {:?}",
-        d.step
-    );
 }
 
 #[test]
@@ -78,12 +81,12 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
     use std::time::Duration;
     let (fresh, created) = new_replica();
     let secs = Duration::from_secs;
-    let at = |seconds: u64, newest: Option<i64>| Live {
-        now: created + secs(seconds),
-        machine_set_creating: true,
-        machine_set_newest: newest.map(|n| created + jiff::SignedDuration::from_secs(n)),
-        machine_set_wait: secs(60),
-        ..live(Found::Nothing)
+    let pace = |newest: Option<i64>, wait: Duration| MachineSetPace {
+        newest: newest.map(|n| created + jiff::SignedDuration::from_secs(n)),
+        wait,
+    };
+    let at = |seconds: u64, newest: Option<i64>| {
+        not_taken_up(created + secs(seconds), Some(pace(newest, secs(60))))
     };
     for (why, live, left) in [
         ("a sibling created 10 s ago", at(90, Some(80)), secs(30)),
@@ -133,10 +136,7 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
         MachineStep::AddFinalizer,
         "one far in the future is no known time: no wait, as for the replica itself"
     );
-    let huge = Live {
-        machine_set_wait: Duration::MAX,
-        ..at(30, Some(20))
-    };
+    let huge = not_taken_up(created + secs(30), Some(pace(Some(20), Duration::MAX)));
     let d = live_run(&fresh, huge);
     assert_eq!(
         d.step,

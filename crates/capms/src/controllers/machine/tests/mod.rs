@@ -8,8 +8,8 @@ use crate::api::{
     MetalStackMachineSpec,
 };
 use crate::api::{MetalStackCluster, MetalStackMachine};
-use crate::capi::{Bootstrap, ClusterSpec, MachineSpec};
-use crate::capi::{Cluster, Machine as CapiMachine};
+use crate::capi::Machine as CapiMachine;
+use crate::capi::{Bootstrap, MachineSpec};
 use crate::controllers::allocation::Found;
 use crate::controllers::allocation::Lost;
 use crate::reconciler::Requeue;
@@ -58,16 +58,6 @@ fn capi_machine(secret: Option<&str>) -> CapiMachine {
     )
 }
 
-fn cluster(paused: bool) -> Cluster {
-    Cluster::new(
-        "prod",
-        ClusterSpec {
-            paused: Some(paused),
-            ..Default::default()
-        },
-    )
-}
-
 fn infrastructure(provisioned: bool) -> MetalStackCluster {
     let mut msc = MetalStackCluster::new(
         "prod",
@@ -88,15 +78,26 @@ fn infrastructure(provisioned: bool) -> MetalStackCluster {
     msc
 }
 
-/// Everything observed up to allocation.
-fn live(found: Found) -> Live {
-    Live {
-        machine: Some(capi_machine(Some("bootstrap"))),
-        cluster: Some(cluster(false)),
-        infrastructure: Some(infrastructure(true)),
+/// Every gate open: everything observed up to allocation.
+fn open(found: Found) -> Open {
+    Open {
+        machine: capi_machine(Some("bootstrap")),
+        msc: infrastructure(true),
+        network: "net-1".into(),
+        found,
         user_data: Some("#cloud-config\nhostname: node-1\n".into()),
-        found: Some(found),
-        ..Live::default()
+    }
+}
+
+fn live(found: Found) -> Live {
+    at_gate(Gate::Open(Box::new(open(found))))
+}
+
+/// Observed at `gate`, at the epoch.
+fn at_gate(gate: Gate) -> Live {
+    Live {
+        now: jiff::Timestamp::UNIX_EPOCH,
+        gate,
     }
 }
 
@@ -212,7 +213,7 @@ fn deletion_frees_one_machine_at_a_time_then_lets_go() {
 fn nothing_is_written_before_the_owning_machine_exists() {
     let mut orphan = msm();
     orphan.metadata.owner_references = None;
-    let d = live_run(&orphan, Live::default());
+    let d = live_run(&orphan, at_gate(Gate::NoOwner));
     assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(d.status, MetalStackMachineStatus::default(), "no status");
     assert_eq!(
@@ -221,7 +222,7 @@ fn nothing_is_written_before_the_owning_machine_exists() {
         "the owner reference wakes it"
     );
 
-    let d = live_run(&msm(), Live::default());
+    let d = live_run(&msm(), at_gate(Gate::NoMachine));
     assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(d.status, MetalStackMachineStatus::default(), "no status");
     assert_eq!(
@@ -238,9 +239,10 @@ fn a_new_objects_short_wait_is_not_written_and_a_lasting_one_is() {
     let mut fresh = msm();
     fresh.metadata.creation_timestamp = Some(Time(created));
     let at = |seconds: u64| Live {
-        infrastructure: None,
         now: created + Duration::from_secs(seconds),
-        ..live(Found::Nothing)
+        gate: Gate::NoInfrastructure {
+            machine: capi_machine(Some("bootstrap")),
+        },
     };
     let d = live_run(&fresh, at(5));
     assert_eq!(d.step, MachineStep::Nothing);
@@ -272,46 +274,34 @@ fn a_new_objects_short_wait_is_not_written_and_a_lasting_one_is() {
 fn every_gate_names_what_it_waits_for() {
     let cases: Vec<(Live, &str, &str, Requeue)> = vec![
         (
-            Live {
-                cluster: None,
-                ..live(Found::Nothing)
-            },
+            at_gate(Gate::NoCluster {
+                machine: capi_machine(Some("bootstrap")),
+            }),
             "WaitingForCluster",
             "Cluster team-a/prod does not exist (yet)",
             Requeue::After(std::time::Duration::from_secs(10)),
         ),
         (
-            Live {
-                infrastructure: None,
-                ..live(Found::Nothing)
-            },
+            at_gate(Gate::NoInfrastructure {
+                machine: capi_machine(Some("bootstrap")),
+            }),
             "WaitingForClusterInfrastructure",
-            "MetalStackCluster of Cluster prod",
+            "MetalStackCluster of Cluster prod to be provisioned",
             Requeue::Poll,
         ),
         (
-            Live {
-                infrastructure: Some(infrastructure(false)),
-                ..live(Found::Nothing)
-            },
-            "WaitingForClusterInfrastructure",
-            "to be provisioned",
-            Requeue::Poll,
-        ),
-        (
-            Live {
-                machine: Some(capi_machine(None)),
-                ..live(Found::Nothing)
-            },
+            at_gate(Gate::NoBootstrapSecret {
+                machine: capi_machine(None),
+            }),
             "WaitingForBootstrapData",
             "spec.bootstrap.dataSecretName",
             Requeue::Poll,
         ),
         (
-            Live {
+            at_gate(Gate::Open(Box::new(Open {
                 user_data: None,
-                ..live(Found::Nothing)
-            },
+                ..open(Found::Nothing)
+            }))),
             "WaitingForBootstrapData",
             "bootstrap Secret team-a/bootstrap does not exist or has no key \"value\"",
             Requeue::Poll,
@@ -330,21 +320,12 @@ fn every_gate_names_what_it_waits_for() {
 
 #[test]
 fn a_pause_stops_before_any_write_and_is_reported() {
-    let d = live_run(
-        &msm(),
-        Live {
-            cluster: Some(cluster(true)),
-            ..live(Found::Nothing)
-        },
-    );
+    let why = "Cluster spec.paused is true";
+    let d = live_run(&named(), at_gate(Gate::Paused(why.into())));
     assert_eq!(d.step, MachineStep::Nothing);
-    assert_eq!(condition(&d, Type::Paused).0, "True");
+    assert_eq!(condition(&d, Type::Paused), ("True", "Paused", why));
     assert_eq!(requeue(&d), Requeue::AwaitChange);
-    let mut annotated = msm();
-    annotated.metadata.annotations =
-        Some([(crate::capi::PAUSED_ANNOTATION.to_owned(), String::new())].into());
-    let d = live_run(&annotated, live(Found::Nothing));
-    assert_eq!(condition(&d, Type::Paused).1, "Paused");
+    assert!(!d.status.ready, "nothing else is reported");
     let d = live_run(&named(), live(ours(event::PHONED_HOME)));
     assert_eq!(condition(&d, Type::Paused), ("False", "NotPaused", ""));
 }
@@ -353,29 +334,41 @@ fn a_pause_stops_before_any_write_and_is_reported() {
 fn the_finalizer_comes_before_anything_is_allocated() {
     let mut fresh = msm();
     fresh.metadata.finalizers = None;
-    let d = live_run(&fresh, live(Found::Nothing));
+    let machine = capi_machine(Some("bootstrap"));
+    let machine_set = None;
+    let d = live_run(
+        &fresh,
+        at_gate(Gate::NotTakenUp {
+            machine,
+            machine_set,
+        }),
+    );
     assert_eq!(d.step, MachineStep::AddFinalizer);
     assert_eq!(requeue(&d), Requeue::AwaitChange);
 }
 
 #[test]
 fn nothing_is_taken_up_or_allocated_for_a_machine_being_deleted() {
+    let mut machine = capi_machine(Some("bootstrap"));
+    machine.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+    );
     let deleting = |found: Found| {
-        let mut l = live(found);
-        if let Some(m) = l.machine.as_mut() {
-            m.metadata.deletion_timestamp = Some(
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
-            );
-        }
-        l
+        let machine = machine.clone();
+        at_gate(Gate::Open(Box::new(Open {
+            machine,
+            ..open(found)
+        })))
     };
-    let mut fresh = msm();
-    fresh.metadata.finalizers = None;
-    for (obj, what) in [
-        (&fresh, "no finalizer yet"),
-        (&msm(), "nothing allocated yet"),
+    let not_taken_up = at_gate(Gate::NotTakenUp {
+        machine: machine.clone(),
+        machine_set: None,
+    });
+    for (observed, what) in [
+        (not_taken_up, "no finalizer yet"),
+        (deleting(Found::Nothing), "nothing allocated yet"),
     ] {
-        let d = live_run(obj, deleting(Found::Nothing));
+        let d = live_run(&msm(), observed);
         assert_eq!(d.step, MachineStep::Nothing, "{what}");
         assert_eq!(requeue(&d), Requeue::AwaitChange, "{what}");
         let allocated =
@@ -422,11 +415,13 @@ fn a_free_slot_is_allocated_with_everything_the_machine_needs() {
     }
     assert!(request.placement_tags.is_empty(), "workers are not spread");
 
-    let mut control_plane = live(Found::Nothing);
-    if let Some(m) = control_plane.machine.as_mut() {
-        m.metadata.labels =
-            Some([(crate::capi::CONTROL_PLANE_LABEL.to_owned(), String::new())].into());
-    }
+    let mut machine = capi_machine(Some("bootstrap"));
+    machine.metadata.labels =
+        Some([(crate::capi::CONTROL_PLANE_LABEL.to_owned(), String::new())].into());
+    let control_plane = at_gate(Gate::Open(Box::new(Open {
+        machine,
+        ..open(Found::Nothing)
+    })));
     let mut own_partition = msm();
     own_partition.spec.partition = Some("nbg-w8101".into());
     own_partition.spec.provider_id = Some(format!("metalstack://{ID}"));
