@@ -3,37 +3,67 @@
 
 use super::*;
 
-/// The reason of the stored object's condition `type_`, if it has one.
-fn reason(rig: &Rig, msm: &MetalStackMachine, type_: &str) -> Option<String> {
-    let stored = rig.api.get(msm);
-    let conditions = stored.status.map(|s| s.conditions).unwrap_or_default();
-    let found = conditions.into_iter().find(|c| c.type_ == type_);
-    found.map(|c| c.reason)
+/// The stored object as JSON.
+fn stored<K>(rig: &Rig, obj: &K) -> serde_json::Value
+where
+    K: Resource<DynamicType = ()> + serde::Serialize + serde::de::DeserializeOwned,
+{
+    serde_json::to_value(rig.api.get(obj)).expect("json")
 }
 
-fn has_finalizer(rig: &Rig, msm: &MetalStackMachine) -> bool {
-    let stored = rig.api.get(msm);
-    stored.metadata.finalizers.is_some_and(|f| !f.is_empty())
+/// The reason of the stored object's condition `type_`, if it has one.
+fn reason<K>(rig: &Rig, obj: &K, type_: &str) -> Option<String>
+where
+    K: Resource<DynamicType = ()> + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let stored = stored(rig, obj);
+    let conditions = stored.pointer("/status/conditions")?.as_array()?.clone();
+    let found = conditions.into_iter().find(|c| c["type"] == type_)?;
+    found["reason"].as_str().map(str::to_owned)
+}
+
+fn has_finalizer<K>(rig: &Rig, obj: &K) -> bool
+where
+    K: Resource<DynamicType = ()> + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let stored = stored(rig, obj);
+    let finalizers = stored
+        .pointer("/metadata/finalizers")
+        .and_then(|f| f.as_array());
+    finalizers.is_some_and(|f| !f.is_empty())
 }
 
 /// One reconcile of the stored object; its writes.
-async fn once(rig: &Rig, msm: &MetalStackMachine) -> Vec<Write> {
-    let (rounds, _) = walk::<Machines>(rig, msm, 1, |_| true).await;
+async fn once<R: Reconciler>(rig: &Rig, obj: &R::Object) -> Vec<Write>
+where
+    R::Object: serde::Serialize,
+{
+    let (rounds, _) = walk::<R>(rig, obj, 1, |_| true).await;
     rounds.into_iter().flatten().collect()
+}
+
+/// Its paused annotation set or removed on the stored `obj`.
+fn set_paused<K>(rig: &Rig, obj: &K, paused: bool)
+where
+    K: Resource<DynamicType = ()> + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut stored = rig.api.get(obj);
+    let annotation = capms::capi::PAUSED_ANNOTATION.to_owned();
+    stored.meta_mut().annotations = paused.then(|| [(annotation, String::new())].into());
+    rig.api.put(&stored);
 }
 
 #[tokio::test]
 async fn a_machine_meets_its_gates_in_order() {
     // The Cluster and its MetalStackCluster, not provisioned yet.
     let (rig, _) = cluster_rig().await;
-    let mut msm = metal_stack_machine();
-    let paused = capms::capi::PAUSED_ANNOTATION.to_owned();
-    msm.metadata.annotations = Some([(paused.clone(), String::new())].into());
+    let msm = metal_stack_machine();
     rig.api.put(&msm);
+    set_paused(&rig, &msm, true);
 
     // Its Machine is not there: nothing is written, not even the pause.
     assert!(
-        once(&rig, &msm).await.is_empty(),
+        once::<Machines>(&rig, &msm).await.is_empty(),
         "no write without the Machine"
     );
 
@@ -41,7 +71,7 @@ async fn a_machine_meets_its_gates_in_order() {
     let mut machine = capi_machine();
     machine.spec.bootstrap.data_secret_name = None;
     rig.api.put(&machine);
-    once(&rig, &msm).await;
+    once::<Machines>(&rig, &msm).await;
     assert_eq!(reason(&rig, &msm, "Paused").as_deref(), Some("Paused"));
     assert!(
         !has_finalizer(&rig, &msm),
@@ -49,16 +79,48 @@ async fn a_machine_meets_its_gates_in_order() {
     );
 
     // Unpaused: taken up before anything else is looked at.
-    let mut unpaused = rig.api.get(&msm);
-    unpaused.metadata.annotations = None;
-    rig.api.put(&unpaused);
-    once(&rig, &msm).await;
+    set_paused(&rig, &msm, false);
+    once::<Machines>(&rig, &msm).await;
     assert!(has_finalizer(&rig, &msm), "the finalizer first");
     assert_eq!(reason(&rig, &msm, "Ready"), None, "and no status with it");
 
     // The cluster's infrastructure is awaited before the Machine's bootstrap data.
-    once(&rig, &msm).await;
+    once::<Machines>(&rig, &msm).await;
     let infrastructure = Some("WaitingForClusterInfrastructure".to_owned());
     assert_eq!(reason(&rig, &msm, "Ready"), infrastructure);
     assert_eq!(reason(&rig, &msm, "Paused").as_deref(), Some("NotPaused"));
+}
+
+#[tokio::test]
+async fn a_firewall_meets_its_gates_in_order() {
+    // The Cluster and its MetalStackCluster, which has no private network yet.
+    let (rig, msc) = cluster_rig().await;
+    let mut fw = MetalStackFirewall::new("prod-firewall", MetalStackFirewallSpec::default());
+    fw.metadata.namespace = Some(NS.into());
+    fw.metadata.uid = Some("uid-fw".into());
+    let mut owner = owner("MetalStackCluster", "prod");
+    owner.api_version = "infrastructure.cluster.x-k8s.io/v1alpha4".into();
+    fw.metadata.owner_references = Some(vec![owner]);
+    rig.api.put(&fw);
+    set_paused(&rig, &fw, true);
+
+    // Paused: reported, and the firewall is not taken up.
+    once::<Firewalls>(&rig, &fw).await;
+    assert_eq!(reason(&rig, &fw, "Paused").as_deref(), Some("Paused"));
+    assert!(
+        !has_finalizer(&rig, &fw),
+        "a paused firewall is not taken up"
+    );
+
+    // Unpaused: the cluster's private network is awaited before the firewall is taken up.
+    set_paused(&rig, &fw, false);
+    once::<Firewalls>(&rig, &fw).await;
+    let network = Some("WaitingForNetwork".to_owned());
+    assert_eq!(reason(&rig, &fw, "Ready"), network);
+    assert!(!has_finalizer(&rig, &fw), "not taken up without a network");
+
+    // The cluster provisioned (its network allocated): taken up.
+    walk::<Clusters>(&rig, &msc, 8, ready).await;
+    once::<Firewalls>(&rig, &fw).await;
+    assert!(has_finalizer(&rig, &fw), "taken up once its network exists");
 }

@@ -1,15 +1,12 @@
 //! What a MetalStackFirewall needs next, decided from what was observed, without I/O.
 
-use super::FINALIZER;
-use super::model::{FirewallDecision, FirewallStep, Live, Observed, target};
+use super::model::{FirewallDecision, FirewallGate, FirewallStep, Observed, target};
 use super::request::request;
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus};
 use crate::controllers::allocation::{Found, health_condition, health_requeue};
 use crate::reconciler::conditions::{Conditions, Reason, Type};
-use crate::reconciler::gates::record_pause;
-use crate::reconciler::writes::has_finalizer;
+use crate::reconciler::gates::report_pause;
 use crate::reconciler::{Decision, Error, Phase, Requeue};
-use kube::ResourceExt;
 use metal_api::ProviderId;
 use metal_api::types::{Machine, MachineHealth};
 use std::time::Duration;
@@ -33,41 +30,46 @@ pub(crate) fn decide(fw: &MetalStackFirewall, observed: &Observed) -> FirewallDe
                 None => Decision::new(FirewallStep::RemoveFinalizer, status, Requeue::AwaitChange),
             }
         }
-        Phase::Live(live) => decide_live(fw, live, status),
+        Phase::Live(gate) => decide_live(fw, gate, status),
     }
 }
 
 fn decide_live(
     fw: &MetalStackFirewall,
-    live: &Live,
+    gate: &FirewallGate,
     mut status: MetalStackFirewallStatus,
 ) -> FirewallDecision {
     let mut conditions = Conditions::of(&mut status.conditions, fw.metadata.generation);
-    let Some(msc) = &live.infrastructure else {
-        conditions.set_false(
-            Type::Ready,
-            Reason::WaitingForCluster,
-            "waiting for the MetalStackCluster this firewall belongs to (owner reference or cluster-name label)",
-        );
-        return Decision::new(FirewallStep::Nothing, status, Requeue::After(ABSENT));
+    let inputs = match gate {
+        FirewallGate::NoCluster => {
+            conditions.set_false(
+                Type::Ready,
+                Reason::WaitingForCluster,
+                "waiting for the MetalStackCluster this firewall belongs to (owner reference or cluster-name label)",
+            );
+            return Decision::new(FirewallStep::Nothing, status, Requeue::After(ABSENT));
+        }
+        FirewallGate::Paused(why) => {
+            report_pause(&mut conditions, Some(why));
+            return Decision::new(FirewallStep::Nothing, status, Requeue::AwaitChange);
+        }
+        FirewallGate::NoNetwork { cluster } => {
+            report_pause(&mut conditions, None);
+            let message =
+                format!("waiting for MetalStackCluster {cluster} to have its private network");
+            conditions.set_false(Type::Ready, Reason::WaitingForNetwork, message);
+            return Decision::new(FirewallStep::Nothing, status, Requeue::Poll);
+        }
+        FirewallGate::NotTakenUp => {
+            report_pause(&mut conditions, None);
+            return Decision::new(FirewallStep::AddFinalizer, status, Requeue::AwaitChange);
+        }
+        FirewallGate::Open(inputs) => {
+            report_pause(&mut conditions, None);
+            inputs
+        }
     };
-    if record_pause(&mut conditions, fw, live.cluster.as_ref()) {
-        return Decision::new(FirewallStep::Nothing, status, Requeue::AwaitChange);
-    }
-    let Some(network) = &live.network else {
-        let message = format!(
-            "waiting for MetalStackCluster {} to have its private network",
-            msc.name_any()
-        );
-        conditions.set_false(Type::Ready, Reason::WaitingForNetwork, message);
-        return Decision::new(FirewallStep::Nothing, status, Requeue::Poll);
-    };
-    if !has_finalizer(fw, FINALIZER) {
-        return Decision::new(FirewallStep::AddFinalizer, status, Requeue::AwaitChange);
-    }
-    let Some(found) = &live.found else {
-        return Decision::new(FirewallStep::Nothing, status, Requeue::Poll);
-    };
+    let (msc, network, found) = (&inputs.msc, &inputs.network, &inputs.found);
     let target = target(fw, msc);
     let problem = target.as_ref().err().cloned();
     if let Some(problem) = problem.or_else(|| found.preset_problem()) {

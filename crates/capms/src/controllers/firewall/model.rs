@@ -1,26 +1,40 @@
 //! What a MetalStackFirewall reconcile observes and the steps it can take.
 
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus};
-use crate::capi::Cluster;
 use crate::controllers::allocation::AllocationStep;
 use crate::controllers::allocation::{Found, Target};
 use crate::reconciler::Decision;
 use metal_api::types::FirewallCreateRequest;
 
 /// What observe read. Deleting carries the ids of the machines still allocated for it.
-pub type Observed = crate::reconciler::Observed<Live, Vec<String>>;
+pub type Observed = crate::reconciler::Observed<FirewallGate, Vec<String>>;
 
-/// Read in the order decide looks at it: a later field is None when an earlier gate stopped
-/// the reading.
-#[derive(Debug, Default)]
-pub struct Live {
-    /// The MetalStackCluster the firewall belongs to (owner reference or cluster-name label).
-    pub infrastructure: Option<MetalStackCluster>,
-    /// That MetalStackCluster's Cluster, for the pause.
-    pub cluster: Option<Cluster>,
-    /// The cluster's private network, as far as it exists.
-    pub network: Option<String>,
-    pub found: Option<Found>,
+/// The gates a live MetalStackFirewall passes before capms allocates for it. `observe` walks
+/// them in this order, reads nothing past the first closed one, and is the one place the order
+/// is stated: `decide` reports a closed gate and never checks one again.
+#[derive(Debug)]
+pub enum FirewallGate {
+    /// The MetalStackCluster it belongs to (owner reference or cluster-name label) is not
+    /// there (yet).
+    NoCluster,
+    /// Reconciliation is paused, by the Cluster or by the object's own annotation: why.
+    Paused(String),
+    /// The MetalStackCluster `name` has no private network yet.
+    NoNetwork { cluster: String },
+    /// capms's finalizer is not on the object yet.
+    NotTakenUp,
+    /// Every gate is open.
+    Open(Box<FirewallInputs>),
+}
+
+/// What allocating needs, read once every gate is open.
+#[derive(Debug)]
+pub struct FirewallInputs {
+    pub msc: MetalStackCluster,
+    /// The cluster's private network.
+    pub network: String,
+    /// What metal-api holds for the firewall.
+    pub found: Found,
 }
 
 /// The steps a MetalStackFirewall reconcile can take.

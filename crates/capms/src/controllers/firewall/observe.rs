@@ -1,7 +1,7 @@
 //! What a MetalStackFirewall reconcile reads, in the order `decide` looks at it.
 
 use super::FINALIZER;
-use super::model::{Live, Observed, target};
+use super::model::{FirewallGate, FirewallInputs, Observed, target};
 use crate::api::{MetalStackCluster, MetalStackFirewall};
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::controllers::allocation::{self, Found};
@@ -41,31 +41,44 @@ pub async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed>
         let owned = allocation::owned(ctx, &marks, listing.as_ref(), named.as_deref()).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
-    let mut live = Live::default();
+    Ok(Observed::Live(Box::new(gate(fw, ctx).await?)))
+}
+
+/// The gates, in order: reads each one's facts and stops at the first that is closed.
+async fn gate(fw: &MetalStackFirewall, ctx: &Context) -> Result<FirewallGate> {
     let Some(msc) = owning_cluster(fw, ctx).await? else {
-        return Ok(Observed::Live(Box::new(live)));
+        return Ok(FirewallGate::NoCluster);
     };
     let ns = fw.namespace().unwrap_or_default();
-    if let Some(name) = capi_owner(&msc, "Cluster") {
-        live.cluster = ctx.get::<Cluster>(&ns, &name).await?;
+    let cluster = match capi_owner(&msc, "Cluster") {
+        Some(name) => ctx.get::<Cluster>(&ns, &name).await?,
+        None => None,
+    };
+    if let Some(reason) = paused_reason(fw, cluster.as_ref()) {
+        return Ok(FirewallGate::Paused(reason));
     }
-    let paused = paused_reason(fw, live.cluster.as_ref()).is_some();
-    if !paused {
-        live.network = private_network(&msc, ctx).await?;
+    let Some(network) = private_network(&msc, ctx).await? else {
+        let cluster = msc.name_any();
+        return Ok(FirewallGate::NoNetwork { cluster });
+    };
+    if !has_finalizer(fw, FINALIZER) {
+        return Ok(FirewallGate::NotTakenUp);
     }
-    if live.network.is_some() && has_finalizer(fw, FINALIZER) {
-        live.found = Some(match target(fw, &msc) {
-            Ok(target) => {
-                let ready = fw.status.as_ref().is_some_and(|s| s.ready);
-                let listing = allocation::query(ctx, &msc, ready);
-                allocation::lookup(ctx, &identity(fw), &target, ROLE_FIREWALL, &listing).await?
-            }
-            // decide names the malformed field; nothing to look up.
-            Err(_) => Found::Nothing,
-        });
-    }
-    live.infrastructure = Some(msc);
-    Ok(Observed::Live(Box::new(live)))
+    let found = match target(fw, &msc) {
+        Ok(target) => {
+            let ready = fw.status.as_ref().is_some_and(|s| s.ready);
+            let listing = allocation::query(ctx, &msc, ready);
+            allocation::lookup(ctx, &identity(fw), &target, ROLE_FIREWALL, &listing).await?
+        }
+        // decide names the malformed field; nothing to look up.
+        Err(_) => Found::Nothing,
+    };
+    let inputs = FirewallInputs {
+        msc,
+        network,
+        found,
+    };
+    Ok(FirewallGate::Open(Box::new(inputs)))
 }
 
 /// The MetalStackCluster a firewall belongs to: its controller owner, else the cluster named by

@@ -57,13 +57,13 @@ fn infrastructure() -> MetalStackCluster {
     msc
 }
 
-fn live(found: Found) -> Live {
-    Live {
-        infrastructure: Some(infrastructure()),
-        cluster: None,
-        network: Some("net-1".into()),
-        found: Some(found),
-    }
+/// Every gate open.
+fn live(found: Found) -> FirewallGate {
+    FirewallGate::Open(Box::new(FirewallInputs {
+        msc: infrastructure(),
+        network: "net-1".into(),
+        found,
+    }))
 }
 
 fn ours(last: &str) -> Found {
@@ -80,7 +80,7 @@ fn ours(last: &str) -> Found {
     Found::Ours(std::sync::Arc::new(m))
 }
 
-fn run(fw: &MetalStackFirewall, live: Live) -> FirewallDecision {
+fn run(fw: &MetalStackFirewall, live: FirewallGate) -> FirewallDecision {
     decide(fw, &Observed::Live(Box::new(live)))
 }
 
@@ -95,38 +95,24 @@ fn reason(d: &FirewallDecision) -> String {
 
 #[test]
 fn gates_wait_for_the_cluster_and_its_network() {
-    let d = run(&firewall(), Live::default());
+    let d = run(&firewall(), FirewallGate::NoCluster);
     assert_eq!(reason(&d), "WaitingForCluster");
     assert_eq!(
         d.next.ok(),
         Some(Requeue::After(std::time::Duration::from_secs(10)))
     );
-    let d = run(
-        &firewall(),
-        Live {
-            network: None,
-            ..live(Found::Nothing)
-        },
-    );
+    let cluster = "prod".to_owned();
+    let d = run(&firewall(), FirewallGate::NoNetwork { cluster });
     assert_eq!(reason(&d), "WaitingForNetwork");
     assert_eq!(d.next.ok(), Some(Requeue::Poll));
-    let mut fresh = firewall();
-    fresh.metadata.finalizers = None;
-    let d = run(&fresh, live(Found::Nothing));
+    let d = run(&firewall(), FirewallGate::NotTakenUp);
     assert_eq!(d.step, FirewallStep::AddFinalizer);
 }
 
 #[test]
 fn a_paused_cluster_pauses_its_firewall() {
-    let mut paused = crate::capi::Cluster::new("prod", Default::default());
-    paused.spec.paused = Some(true);
-    let d = run(
-        &firewall(),
-        Live {
-            cluster: Some(paused),
-            ..live(Found::Nothing)
-        },
-    );
+    let why = "Cluster spec.paused is true".to_owned();
+    let d = run(&firewall(), FirewallGate::Paused(why));
     assert_eq!(d.step, FirewallStep::Nothing);
     assert_eq!(condition(&d, Type::Paused).0, "True");
 }

@@ -1,8 +1,8 @@
 //! What a MetalStackMachine needs next, decided from what was observed, without I/O.
 
 use super::model::{
-    Gate, Live, MachineDecision, MachineSetPace, MachineStep, Observed, Open, cluster_name,
-    partition,
+    Live, MachineDecision, MachineGate, MachineInputs, MachineSetPace, MachineStep, Observed,
+    cluster_name, partition,
 };
 use super::order::Order;
 use super::{ASN_LABEL, RACK_LABEL};
@@ -69,18 +69,18 @@ fn decide_live(
         // Cluster API's contract: until the owning Machine is there, capms writes nothing to
         // the object (a write racing Cluster API's first patch of a new object makes that
         // patch fail, and its MachineSet gives the Machine up, leaving the object orphaned).
-        Gate::NoOwner => return nothing(status, Requeue::AwaitChange),
-        Gate::NoMachine => return nothing(status, Requeue::After(ABSENT)),
-        Gate::Paused(why) => {
+        MachineGate::NoOwner => return nothing(status, Requeue::AwaitChange),
+        MachineGate::NoMachine => return nothing(status, Requeue::After(ABSENT)),
+        MachineGate::Paused(why) => {
             report_pause(&mut conditions, Some(why));
             return nothing(status, Requeue::AwaitChange);
         }
-        Gate::NotTakenUp {
+        MachineGate::NotTakenUp {
             machine,
             machine_set,
         } => return take_up(msm, live.now, machine, machine_set.as_ref()),
-        Gate::NoCluster { machine } => (machine, Reason::WaitingForCluster, ABSENT_WAIT),
-        Gate::NoInfrastructure { machine } => {
+        MachineGate::NoCluster { machine } => (machine, Reason::WaitingForCluster, ABSENT_WAIT),
+        MachineGate::NoInfrastructure { machine } => {
             report_pause(&mut conditions, None);
             (
                 machine,
@@ -88,11 +88,11 @@ fn decide_live(
                 Requeue::Poll,
             )
         }
-        Gate::NoBootstrapSecret { machine } => {
+        MachineGate::NoBootstrapSecret { machine } => {
             report_pause(&mut conditions, None);
             (machine, Reason::WaitingForBootstrapData, Requeue::Poll)
         }
-        Gate::Open(open) => {
+        MachineGate::Open(open) => {
             report_pause(&mut conditions, None);
             return allocate(msm, open, status);
         }
@@ -126,7 +126,7 @@ fn waiting_message(msm: &MetalStackMachine, machine: &CapiMachine, reason: Reaso
 /// one.
 fn allocate(
     msm: &MetalStackMachine,
-    open: &Open,
+    open: &MachineInputs,
     status: MetalStackMachineStatus,
 ) -> MachineDecision {
     let partition = partition(msm, &open.msc);

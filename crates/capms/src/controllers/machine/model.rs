@@ -18,14 +18,14 @@ pub struct Live {
     /// When observe read: how long a wait has lasted is measured against it.
     pub now: jiff::Timestamp,
     /// The first gate that is closed, or what allocating needs once every gate is open.
-    pub gate: Gate,
+    pub gate: MachineGate,
 }
 
 /// The gates a live MetalStackMachine passes before capms allocates for it. `observe` walks
 /// them in this order, reads nothing past the first closed one, and is the one place the order
 /// is stated: `decide` reports a closed gate and never checks one again.
 #[derive(Debug)]
-pub enum Gate {
+pub enum MachineGate {
     /// No owner reference to a Machine: Cluster API's contract has capms write nothing yet.
     NoOwner,
     /// The owning Machine is not there (yet).
@@ -45,7 +45,7 @@ pub enum Gate {
     /// The Machine names no bootstrap data Secret yet.
     NoBootstrapSecret { machine: CapiMachine },
     /// Every gate is open.
-    Open(Box<Open>),
+    Open(Box<MachineInputs>),
 }
 
 /// A MachineSet that is still creating replicas.
@@ -60,7 +60,7 @@ pub struct MachineSetPace {
 
 /// What allocating needs, read once every gate is open.
 #[derive(Debug)]
-pub struct Open {
+pub struct MachineInputs {
     pub machine: CapiMachine,
     /// The Cluster's provisioned MetalStackCluster.
     pub msc: MetalStackCluster,

@@ -2,7 +2,7 @@
 
 use super::FINALIZER;
 use super::model::{
-    Gate, Live, MachineSetPace, Observed, Open, cluster_name, identity, partition,
+    Live, MachineGate, MachineInputs, MachineSetPace, Observed, cluster_name, identity, partition,
     provisioned_network,
 };
 use crate::api::{MetalStackCluster, MetalStackMachine};
@@ -97,29 +97,29 @@ async fn machine_set_pace(ctx: &Context, ns: &str, name: &str) -> Result<Option<
 }
 
 /// The gates, in order: reads each one's facts and stops at the first that is closed.
-async fn gate(msm: &MetalStackMachine, ctx: &Context) -> Result<Gate> {
+async fn gate(msm: &MetalStackMachine, ctx: &Context) -> Result<MachineGate> {
     let ns = msm.namespace().unwrap_or_default();
     let Some(owner) = capi_owner(msm, "Machine") else {
-        return Ok(Gate::NoOwner);
+        return Ok(MachineGate::NoOwner);
     };
     let Some(machine) = ctx.get::<CapiMachine>(&ns, &owner).await? else {
-        return Ok(Gate::NoMachine);
+        return Ok(MachineGate::NoMachine);
     };
     let Some(cluster) = ctx
         .get::<Cluster>(&ns, &cluster_name(msm, &machine))
         .await?
     else {
-        return Ok(Gate::NoCluster { machine });
+        return Ok(MachineGate::NoCluster { machine });
     };
     if let Some(reason) = paused_reason(msm, Some(&cluster)) {
-        return Ok(Gate::Paused(reason));
+        return Ok(MachineGate::Paused(reason));
     }
     if !has_finalizer(msm, FINALIZER) {
         let machine_set = match capi_owner(&machine, "MachineSet") {
             Some(set) => machine_set_pace(ctx, &ns, &set).await?,
             None => None,
         };
-        return Ok(Gate::NotTakenUp {
+        return Ok(MachineGate::NotTakenUp {
             machine,
             machine_set,
         });
@@ -132,10 +132,10 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context) -> Result<Gate> {
         let network = provisioned_network(&msc)?.to_owned();
         Some((msc, network))
     }) else {
-        return Ok(Gate::NoInfrastructure { machine });
+        return Ok(MachineGate::NoInfrastructure { machine });
     };
     let Some(secret) = machine.spec.bootstrap.data_secret_name.clone() else {
-        return Ok(Gate::NoBootstrapSecret { machine });
+        return Ok(MachineGate::NoBootstrapSecret { machine });
     };
     let ready = msm.status.as_ref().is_some_and(|s| s.ready);
     let listing = allocation::query(ctx, &msc, ready);
@@ -151,7 +151,7 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context) -> Result<Gate> {
         Found::Nothing => bootstrap_data(ctx, &ns, &secret).await?,
         _ => None,
     };
-    Ok(Gate::Open(Box::new(Open {
+    Ok(MachineGate::Open(Box::new(MachineInputs {
         machine,
         msc,
         network,

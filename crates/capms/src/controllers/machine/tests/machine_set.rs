@@ -15,7 +15,7 @@ fn new_replica() -> (MetalStackMachine, jiff::Timestamp) {
 /// Observed at `now` while the replica's MachineSet `set` creates replicas (None: it does not).
 fn not_taken_up(now: jiff::Timestamp, set: Option<MachineSetPace>) -> Live {
     let machine = capi_machine(Some("bootstrap"));
-    let gate = Gate::NotTakenUp {
+    let gate = MachineGate::NotTakenUp {
         machine,
         machine_set: set,
     };

@@ -79,8 +79,8 @@ fn infrastructure(provisioned: bool) -> MetalStackCluster {
 }
 
 /// Every gate open: everything observed up to allocation.
-fn open(found: Found) -> Open {
-    Open {
+fn open(found: Found) -> MachineInputs {
+    MachineInputs {
         machine: capi_machine(Some("bootstrap")),
         msc: infrastructure(true),
         network: "net-1".into(),
@@ -90,11 +90,11 @@ fn open(found: Found) -> Open {
 }
 
 fn live(found: Found) -> Live {
-    at_gate(Gate::Open(Box::new(open(found))))
+    at_gate(MachineGate::Open(Box::new(open(found))))
 }
 
 /// Observed at `gate`, at the epoch.
-fn at_gate(gate: Gate) -> Live {
+fn at_gate(gate: MachineGate) -> Live {
     Live {
         now: jiff::Timestamp::UNIX_EPOCH,
         gate,
@@ -213,7 +213,7 @@ fn deletion_frees_one_machine_at_a_time_then_lets_go() {
 fn nothing_is_written_before_the_owning_machine_exists() {
     let mut orphan = msm();
     orphan.metadata.owner_references = None;
-    let d = live_run(&orphan, at_gate(Gate::NoOwner));
+    let d = live_run(&orphan, at_gate(MachineGate::NoOwner));
     assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(d.status, MetalStackMachineStatus::default(), "no status");
     assert_eq!(
@@ -222,7 +222,7 @@ fn nothing_is_written_before_the_owning_machine_exists() {
         "the owner reference wakes it"
     );
 
-    let d = live_run(&msm(), at_gate(Gate::NoMachine));
+    let d = live_run(&msm(), at_gate(MachineGate::NoMachine));
     assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(d.status, MetalStackMachineStatus::default(), "no status");
     assert_eq!(
@@ -240,7 +240,7 @@ fn a_new_objects_short_wait_is_not_written_and_a_lasting_one_is() {
     fresh.metadata.creation_timestamp = Some(Time(created));
     let at = |seconds: u64| Live {
         now: created + Duration::from_secs(seconds),
-        gate: Gate::NoInfrastructure {
+        gate: MachineGate::NoInfrastructure {
             machine: capi_machine(Some("bootstrap")),
         },
     };
@@ -274,7 +274,7 @@ fn a_new_objects_short_wait_is_not_written_and_a_lasting_one_is() {
 fn every_gate_names_what_it_waits_for() {
     let cases: Vec<(Live, &str, &str, Requeue)> = vec![
         (
-            at_gate(Gate::NoCluster {
+            at_gate(MachineGate::NoCluster {
                 machine: capi_machine(Some("bootstrap")),
             }),
             "WaitingForCluster",
@@ -282,7 +282,7 @@ fn every_gate_names_what_it_waits_for() {
             Requeue::After(std::time::Duration::from_secs(10)),
         ),
         (
-            at_gate(Gate::NoInfrastructure {
+            at_gate(MachineGate::NoInfrastructure {
                 machine: capi_machine(Some("bootstrap")),
             }),
             "WaitingForClusterInfrastructure",
@@ -290,7 +290,7 @@ fn every_gate_names_what_it_waits_for() {
             Requeue::Poll,
         ),
         (
-            at_gate(Gate::NoBootstrapSecret {
+            at_gate(MachineGate::NoBootstrapSecret {
                 machine: capi_machine(None),
             }),
             "WaitingForBootstrapData",
@@ -298,7 +298,7 @@ fn every_gate_names_what_it_waits_for() {
             Requeue::Poll,
         ),
         (
-            at_gate(Gate::Open(Box::new(Open {
+            at_gate(MachineGate::Open(Box::new(MachineInputs {
                 user_data: None,
                 ..open(Found::Nothing)
             }))),
@@ -321,7 +321,7 @@ fn every_gate_names_what_it_waits_for() {
 #[test]
 fn a_pause_stops_before_any_write_and_is_reported() {
     let why = "Cluster spec.paused is true";
-    let d = live_run(&named(), at_gate(Gate::Paused(why.into())));
+    let d = live_run(&named(), at_gate(MachineGate::Paused(why.into())));
     assert_eq!(d.step, MachineStep::Nothing);
     assert_eq!(condition(&d, Type::Paused), ("True", "Paused", why));
     assert_eq!(requeue(&d), Requeue::AwaitChange);
@@ -338,7 +338,7 @@ fn the_finalizer_comes_before_anything_is_allocated() {
     let machine_set = None;
     let d = live_run(
         &fresh,
-        at_gate(Gate::NotTakenUp {
+        at_gate(MachineGate::NotTakenUp {
             machine,
             machine_set,
         }),
@@ -355,12 +355,12 @@ fn nothing_is_taken_up_or_allocated_for_a_machine_being_deleted() {
     );
     let deleting = |found: Found| {
         let machine = machine.clone();
-        at_gate(Gate::Open(Box::new(Open {
+        at_gate(MachineGate::Open(Box::new(MachineInputs {
             machine,
             ..open(found)
         })))
     };
-    let not_taken_up = at_gate(Gate::NotTakenUp {
+    let not_taken_up = at_gate(MachineGate::NotTakenUp {
         machine: machine.clone(),
         machine_set: None,
     });
@@ -418,7 +418,7 @@ fn a_free_slot_is_allocated_with_everything_the_machine_needs() {
     let mut machine = capi_machine(Some("bootstrap"));
     machine.metadata.labels =
         Some([(crate::capi::CONTROL_PLANE_LABEL.to_owned(), String::new())].into());
-    let control_plane = at_gate(Gate::Open(Box::new(Open {
+    let control_plane = at_gate(MachineGate::Open(Box::new(MachineInputs {
         machine,
         ..open(Found::Nothing)
     })));
