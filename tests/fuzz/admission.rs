@@ -234,14 +234,14 @@ fn spoilt_review_objects(
     rng: &mut StdRng,
 ) -> Option<(&'static str, Value, Value)> {
     if let Some(go) = go_provider_object(kind).filter(|_| rng.random_bool(0.5)) {
-        let bad = spoilt(rng, &go, &[Step::Key("spec".into())]);
+        let bad = spoilt(rng, &go, &[PathSegment::Key("spec".into())]);
         let hub = |o: &Value| {
             capms::conversion::convert(o, "infrastructure.cluster.x-k8s.io/v1alpha4").ok()
         };
         return Some(("v1alpha1", hub(&go)?, hub(&bad)?));
     }
     let valid = reading(kind, rng);
-    let bad = spoilt(rng, &valid, &[Step::Key("spec".into())]);
+    let bad = spoilt(rng, &valid, &[PathSegment::Key("spec".into())]);
     // An update starts from the template as the management cluster holds it.
     let old = match kind {
         AdmittedKind::FirewallTemplate => {

@@ -63,7 +63,7 @@ fn metal_api_answers_spoilt_field_by_field_are_read_or_refused_naming_the_field(
     let (mut read_fine, mut refused) = (0, 0);
     for i in 0..cases() {
         let (what, doc, read) = &answers[i % answers.len()];
-        let bad = spoilt(&mut rng, doc, &[Step::Index(0)]);
+        let bad = spoilt(&mut rng, doc, &[PathSegment::Index(0)]);
         match read(&bad) {
             Ok(()) => read_fine += 1,
             Err(e) => {

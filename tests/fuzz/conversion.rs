@@ -182,7 +182,7 @@ async fn spoilt_objects_convert_back_unchanged_or_are_refused_naming_what() {
         let to = SERVED_VERSIONS[rng.random_range(0..SERVED_VERSIONS.len())];
         let good = valid(kind, from);
         let under = match rng.random_bool(0.8) {
-            true => vec![Step::Key("spec".into())],
+            true => vec![PathSegment::Key("spec".into())],
             false => vec![],
         };
         let bad = stored(spoilt(&mut rng, &good, &under));

@@ -10,7 +10,7 @@
 // A test fails loudly on what it does not expect.
 #![allow(clippy::expect_used)]
 
-use capms_test_support::fuzz::{Step, paths, random_json, spoil};
+use capms_test_support::fuzz::{PathSegment, paths, random_json, spoil};
 use metal_sim::inventory::Inventory;
 use metal_sim::state::State;
 use rand::rngs::StdRng;
@@ -60,7 +60,7 @@ fn lab() -> State {
 }
 
 /// `doc` spoilt at one of its values below `under`.
-fn spoilt(rng: &mut StdRng, doc: &serde_json::Value, under: &[Step]) -> serde_json::Value {
+fn spoilt(rng: &mut StdRng, doc: &serde_json::Value, under: &[PathSegment]) -> serde_json::Value {
     let all = paths(doc, under);
     let path = &all[rng.random_range(0..all.len())];
     spoil(rng, doc, path)

@@ -63,13 +63,13 @@ pub fn random_json(rng: &mut StdRng, depth: u32) -> Value {
 
 /// Where a value sits: the keys and indices from the document down to it.
 #[derive(Clone, Debug)]
-pub enum Step {
+pub enum PathSegment {
     Key(String),
     Index(usize),
 }
 
 /// Every value of `doc` below `under` (itself included), by its path.
-pub fn paths(doc: &Value, under: &[Step]) -> Vec<Vec<Step>> {
+pub fn paths(doc: &Value, under: &[PathSegment]) -> Vec<Vec<PathSegment>> {
     let mut out = Vec::new();
     if let Some(start) = at(doc, under) {
         collect(start, under.to_vec(), &mut out);
@@ -77,19 +77,19 @@ pub fn paths(doc: &Value, under: &[Step]) -> Vec<Vec<Step>> {
     out
 }
 
-fn collect(value: &Value, path: Vec<Step>, out: &mut Vec<Vec<Step>>) {
+fn collect(value: &Value, path: Vec<PathSegment>, out: &mut Vec<Vec<PathSegment>>) {
     match value {
         Value::Object(o) => {
             for (k, v) in o {
                 let mut p = path.clone();
-                p.push(Step::Key(k.clone()));
+                p.push(PathSegment::Key(k.clone()));
                 collect(v, p, out);
             }
         }
         Value::Array(a) => {
             for (i, v) in a.iter().enumerate() {
                 let mut p = path.clone();
-                p.push(Step::Index(i));
+                p.push(PathSegment::Index(i));
                 collect(v, p, out);
             }
         }
@@ -98,17 +98,17 @@ fn collect(value: &Value, path: Vec<Step>, out: &mut Vec<Vec<Step>>) {
     out.push(path);
 }
 
-fn at<'a>(doc: &'a Value, path: &[Step]) -> Option<&'a Value> {
+fn at<'a>(doc: &'a Value, path: &[PathSegment]) -> Option<&'a Value> {
     path.iter().try_fold(doc, |v, step| match step {
-        Step::Key(k) => v.get(k),
-        Step::Index(i) => v.get(*i),
+        PathSegment::Key(k) => v.get(k),
+        PathSegment::Index(i) => v.get(*i),
     })
 }
 
-fn at_mut<'a>(doc: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
+fn at_mut<'a>(doc: &'a mut Value, path: &[PathSegment]) -> Option<&'a mut Value> {
     path.iter().try_fold(doc, |v, step| match step {
-        Step::Key(k) => v.get_mut(k),
-        Step::Index(i) => v.get_mut(*i),
+        PathSegment::Key(k) => v.get_mut(k),
+        PathSegment::Index(i) => v.get_mut(*i),
     })
 }
 
@@ -124,7 +124,7 @@ fn other_type(rng: &mut StdRng, value: &Value) -> Value {
 }
 
 /// `doc` with the value at `path` spoilt one way or another.
-pub fn spoil(rng: &mut StdRng, doc: &Value, path: &[Step]) -> Value {
+pub fn spoil(rng: &mut StdRng, doc: &Value, path: &[PathSegment]) -> Value {
     let mut out = doc.clone();
     let Some(target) = at_mut(&mut out, path) else {
         return out;
@@ -145,10 +145,10 @@ pub fn spoil(rng: &mut StdRng, doc: &Value, path: &[Step]) -> Value {
                 return out;
             };
             match (at_mut(&mut out, parent), last) {
-                (Some(Value::Object(o)), Step::Key(k)) => {
+                (Some(Value::Object(o)), PathSegment::Key(k)) => {
                     o.remove(k);
                 }
-                (Some(Value::Array(a)), Step::Index(i)) if *i < a.len() => {
+                (Some(Value::Array(a)), PathSegment::Index(i)) if *i < a.len() => {
                     a.remove(*i);
                 }
                 _ => {}

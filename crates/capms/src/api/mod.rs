@@ -215,11 +215,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     .collect()
 }
 
-/// Each CRD with the file name it is committed under in `manifests/crd/`, rendered as YAML.
-pub fn crd_files() -> Result<Vec<(String, String)>, serde_saphyr::ser::Error> {
-    render(crds())
-}
-
 /// Each CRD with its file name, rendered as YAML.
 pub fn render(
     crds: Vec<CustomResourceDefinition>,
