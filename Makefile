@@ -30,7 +30,8 @@ test: binaries
 
 ## Provisioning and admission at scale, measured (release build) and judged against capms's
 ## targets (exit 1 when one is missed); the report goes to target/bench.
-## `make bench BENCH_ARGS="--clusters 10 --workers 100 --machines 1010"` for others.
+## `make bench BENCH_ARGS="--clusters 10 --workers 100 --idle 30 --admission-rate 500 --admission-seconds 5"`
+## for 1,000 workers (BENCH_ARGS replaces every default; docs/benchmarks.md lists the sizes).
 BENCH_ARGS ?= --clusters 5 --workers 40 --idle 30 --admission-rate 500 --admission-seconds 60
 bench: binaries
 	$(CARGO) run --locked --release -p capms-bench -- $(BENCH_ARGS)
