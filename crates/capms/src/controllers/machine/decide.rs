@@ -23,7 +23,6 @@ use std::time::Duration;
 
 /// How long to wait for an object that sends no event here (the Machine, the Cluster).
 const ABSENT: Duration = Duration::from_secs(10);
-const ABSENT_WAIT: Requeue = Requeue::After(ABSENT);
 /// MachineHealthy while the machine provisions.
 const PROVISIONING: &str = "provisioning (metal-api's machine events show how far)";
 /// How long a new object waits at a gate before its status says so.
@@ -79,7 +78,9 @@ fn decide_live(
             machine,
             machine_set,
         } => return take_up(msm, live.now, machine, machine_set.as_ref()),
-        MachineGate::NoCluster { machine } => (machine, Reason::WaitingForCluster, ABSENT_WAIT),
+        MachineGate::NoCluster { machine } => {
+            (machine, Reason::WaitingForCluster, Requeue::After(ABSENT))
+        }
         MachineGate::NoInfrastructure { machine } => {
             report_pause(&mut conditions, None);
             (
