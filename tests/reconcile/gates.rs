@@ -124,3 +124,37 @@ async fn a_firewall_meets_its_gates_in_order() {
     once::<Firewalls>(&rig, &fw).await;
     assert!(has_finalizer(&rig, &fw), "taken up once its network exists");
 }
+
+#[tokio::test]
+async fn a_cluster_meets_its_gates_in_order() {
+    let rig = rig().await;
+    let msc = metal_stack_cluster(None);
+    rig.api.put(&msc);
+    set_paused(&rig, &msc, true);
+
+    // Its Cluster is not there: said, before the pause.
+    once::<Clusters>(&rig, &msc).await;
+    let waiting = Some("WaitingForCluster".to_owned());
+    assert_eq!(reason(&rig, &msc, "Ready"), waiting);
+    assert_eq!(
+        reason(&rig, &msc, "Paused"),
+        None,
+        "the pause is not looked at yet"
+    );
+
+    // The Cluster: the pause is reported, and the object is not taken up.
+    rig.api.put(&capi_cluster());
+    once::<Clusters>(&rig, &msc).await;
+    assert_eq!(reason(&rig, &msc, "Paused").as_deref(), Some("Paused"));
+    assert!(
+        !has_finalizer(&rig, &msc),
+        "a paused cluster is not taken up"
+    );
+
+    // Unpaused: taken up before anything is allocated.
+    set_paused(&rig, &msc, false);
+    once::<Clusters>(&rig, &msc).await;
+    assert!(has_finalizer(&rig, &msc), "the finalizer first");
+    let network = reason(&rig, &msc, "NetworkReady");
+    assert_eq!(network, None, "nothing allocated with the finalizer");
+}

@@ -46,23 +46,33 @@ pub(crate) fn private_choices<'a>(
     )
 }
 
+/// Why a cluster that names no public network has no default one to take.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NoDefaultExternal {
+    #[error(
+        "is not set and no external network carries the label {key}; name one here (v1alpha4) or give spec.controlPlaneIP; {choices}",
+        key = metal_api::tags::NETWORK_DEFAULT
+    )]
+    None { choices: String },
+    #[error(
+        "is not set and several external networks carry the label {key}; name one here (v1alpha4) or give spec.controlPlaneIP; {choices}",
+        key = metal_api::tags::NETWORK_DEFAULT
+    )]
+    Several { choices: String },
+}
+
 /// The public network of a cluster that names none: the one external network metal-api labels
-/// `network.metal-stack.io/default`; Err names what is wrong and the valid choices.
-pub(crate) fn default_external(all: &[Network]) -> Result<&Network, String> {
+/// `network.metal-stack.io/default`; the error names what is wrong and the valid choices.
+pub(crate) fn default_external(all: &[Network]) -> Result<&Network, NoDefaultExternal> {
     let key = metal_api::tags::NETWORK_DEFAULT;
     let mut defaults = all
         .iter()
         .filter(|n| is_external(n) && n.labels.contains_key(key));
+    let choices = || external_choices(all);
     match (defaults.next(), defaults.next()) {
         (Some(n), None) => Ok(n),
-        (None, _) => Err(format!(
-            "is not set and no external network carries the label {key}; name one here (v1alpha4) or give spec.controlPlaneIP; {}",
-            external_choices(all)
-        )),
-        (Some(_), Some(_)) => Err(format!(
-            "is not set and several external networks carry the label {key}; name one here (v1alpha4) or give spec.controlPlaneIP; {}",
-            external_choices(all)
-        )),
+        (None, _) => Err(NoDefaultExternal::None { choices: choices() }),
+        (Some(_), Some(_)) => Err(NoDefaultExternal::Several { choices: choices() }),
     }
 }
 

@@ -37,20 +37,8 @@ pub(crate) async fn deletion_hands_off<K: Resource>(
     Ok(paused_reason(obj, cluster.as_ref()).is_some())
 }
 
-/// Keeps the `Paused` condition true to the cause (True with it, or False/NotPaused) and tells
-/// whether reconciliation stops here.
-pub(crate) fn record_pause<K: Resource>(
-    conditions: &mut Conditions<'_>,
-    obj: &K,
-    cluster: Option<&Cluster>,
-) -> bool {
-    let reason = paused_reason(obj, cluster);
-    report_pause(conditions, reason.as_deref());
-    reason.is_some()
-}
-
-/// The `Paused` condition of a pause already decided: True with its reason, or
-/// False/NotPaused.
+/// The `Paused` condition of a pause observe already decided (`paused_reason`): True with its
+/// reason, or False/NotPaused.
 pub(crate) fn report_pause(conditions: &mut Conditions<'_>, reason: Option<&str>) {
     match reason {
         Some(reason) => conditions.set_true(Type::Paused, Reason::Paused, reason),

@@ -18,6 +18,11 @@ pub struct Target {
     pub preset: Option<String>,
 }
 
+/// A spec.providerID that names no metal-stack machine.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{field} {0}", field = PROVIDER_ID_FIELD)]
+pub(crate) struct InvalidProviderId(metal_api::provider_id::Invalid);
+
 impl Target {
     /// From spec.providerID; `partition` tells capms' own `metal://<partition>/<id>` apart from
     /// a user's choice. `recorded` is a machine id capms noted in status, if any.
@@ -25,14 +30,14 @@ impl Target {
         provider_id: Option<&str>,
         partition: &str,
         recorded: Option<&str>,
-    ) -> Result<Target, String> {
+    ) -> Result<Target, InvalidProviderId> {
         let Some(text) = provider_id else {
             return Ok(Target {
                 recorded: recorded.map(str::to_owned),
                 preset: None,
             });
         };
-        let parsed = ProviderId::parse(text).map_err(|e| format!("{PROVIDER_ID_FIELD} {e}"))?;
+        let parsed = ProviderId::parse(text).map_err(InvalidProviderId)?;
         if text == ProviderId::format(partition, &parsed.machine_id) && recorded.is_none() {
             return Ok(Target {
                 recorded: Some(parsed.machine_id),
@@ -135,7 +140,7 @@ mod tests {
             Target::of(Some(&format!("metalstack://{ID}")), "fra", Some(ID)).expect("noted");
         assert_eq!((noted.recorded.as_deref(), noted.preset), (Some(ID), None));
         let bad = Target::of(Some("metal:/x"), "fra", None).expect_err("malformed");
-        assert!(bad.contains("spec.providerID"), "{bad}");
+        assert!(bad.to_string().starts_with("spec.providerID"), "{bad}");
     }
 
     #[test]

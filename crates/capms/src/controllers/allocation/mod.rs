@@ -12,7 +12,7 @@ mod step;
 
 pub use act::{allocated, free};
 pub(crate) use act::{announce, release};
-pub(crate) use facts::{Found, Lost, Target, named_machine};
+pub(crate) use facts::{Found, InvalidProviderId, Lost, Target, named_machine};
 pub(crate) use health::{health_condition, health_requeue};
 pub use observe::teardown_query;
 pub(crate) use observe::{lookup, owned, query, teardown_query_of};

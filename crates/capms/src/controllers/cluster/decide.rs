@@ -2,14 +2,15 @@
 //! private network, its control-plane IP and endpoint, its firewall (`firewall`), and on
 //! deletion the teardown in reverse (`teardown`).
 
-use super::model::{ClusterDecision, ClusterStep, EndpointSeen, Live, NetworkSeen, Observed};
+use super::model::{
+    ClusterDecision, ClusterGate, ClusterStep, EndpointSeen, NetworkSeen, Observed,
+};
 use super::requests::{ip_request, network_request};
 use super::rollout::Outcome;
-use super::{FINALIZER, firewall, teardown};
+use super::{firewall, teardown};
 use crate::api::{ApiEndpoint, Initialization, MetalStackCluster, MetalStackClusterStatus};
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
-use crate::reconciler::gates::{capi_owner, record_pause};
-use crate::reconciler::writes::has_finalizer;
+use crate::reconciler::gates::report_pause;
 use crate::reconciler::{Decision, Error, Phase, Requeue};
 use kube::ResourceExt;
 use metal_api::types::{IP_TYPE_EPHEMERAL, IP_TYPE_STATIC};
@@ -23,37 +24,45 @@ pub(crate) fn decide(msc: &MetalStackCluster, observed: &Observed) -> ClusterDec
     match observed.phase() {
         Phase::Idle(next) => Decision::new(ClusterStep::Nothing, status, next),
         Phase::Teardown(left) => teardown::decide(msc, left, status),
-        Phase::Live(live) => decide_live(msc, live, status),
+        Phase::Live(gate) => decide_live(msc, gate, status),
     }
 }
 
 fn decide_live(
     msc: &MetalStackCluster,
-    live: &Live,
+    gate: &ClusterGate,
     mut status: MetalStackClusterStatus,
 ) -> ClusterDecision {
     let ns = msc.namespace().unwrap_or_default();
     let mut conditions = Conditions::of(&mut status.conditions, msc.metadata.generation);
-    let Some(owner) = capi_owner(msc, "Cluster") else {
-        let message = "waiting for Cluster API to set the owning Cluster";
-        conditions.set_false(Type::Ready, Reason::WaitingForClusterOwnerRef, message);
-        return Decision::new(ClusterStep::Nothing, status, Requeue::AwaitChange);
+    let stages = match gate {
+        ClusterGate::NoOwner => {
+            let message = "waiting for Cluster API to set the owning Cluster";
+            conditions.set_false(Type::Ready, Reason::WaitingForClusterOwnerRef, message);
+            return Decision::new(ClusterStep::Nothing, status, Requeue::AwaitChange);
+        }
+        ClusterGate::NoCluster { owner } => {
+            let message = format!("Cluster {ns}/{owner} does not exist (yet)");
+            conditions.set_false(Type::Ready, Reason::WaitingForCluster, message);
+            return Decision::new(ClusterStep::Nothing, status, Requeue::After(ABSENT));
+        }
+        ClusterGate::Paused(why) => {
+            report_pause(&mut conditions, Some(why));
+            return Decision::new(ClusterStep::Nothing, status, Requeue::AwaitChange);
+        }
+        ClusterGate::NotTakenUp => {
+            report_pause(&mut conditions, None);
+            return Decision::new(ClusterStep::AddFinalizer, status, Requeue::AwaitChange);
+        }
+        ClusterGate::Open(stages) => {
+            report_pause(&mut conditions, None);
+            stages
+        }
     };
-    let Some(cluster) = &live.cluster else {
-        let message = format!("Cluster {ns}/{owner} does not exist (yet)");
-        conditions.set_false(Type::Ready, Reason::WaitingForCluster, message);
-        return Decision::new(ClusterStep::Nothing, status, Requeue::After(ABSENT));
-    };
-    if record_pause(&mut conditions, msc, Some(cluster)) {
-        return Decision::new(ClusterStep::Nothing, status, Requeue::AwaitChange);
-    }
-    if !has_finalizer(msc, FINALIZER) {
-        return Decision::new(ClusterStep::AddFinalizer, status, Requeue::AwaitChange);
-    }
     let mut progress = Progress { msc, status };
-    let step = match progress.network(live.network.as_ref()) {
-        Ok(None) => match progress.endpoint(live.endpoint.as_ref()) {
-            Ok(None) => return progress.firewall(&owner, live.firewall.as_ref()),
+    let step = match progress.network(stages.network.as_ref()) {
+        Ok(None) => match progress.endpoint(stages.endpoint.as_ref()) {
+            Ok(None) => return progress.firewall(&stages.owner, stages.firewall.as_ref()),
             other => other,
         },
         other => other,

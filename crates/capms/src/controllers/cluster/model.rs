@@ -4,18 +4,35 @@ use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     ApiEndpoint, MetalStackClusterStatus, MetalStackFirewall, MetalStackFirewallTemplate,
 };
-use crate::capi::Cluster;
 use crate::reconciler::Decision;
 use metal_api::types::{IpAllocateRequest, NetworkAllocateRequest};
 
 /// What observe read. Deleting carries what is left to tear down.
-pub type Observed = crate::reconciler::Observed<Live, Box<Left>>;
+pub type Observed = crate::reconciler::Observed<ClusterGate, Box<Left>>;
 
-/// What observe read, in the order decide looks at it; a later field is None when an earlier
-/// gate stopped the reading.
+/// The gates a live MetalStackCluster passes before capms provisions it. `observe` walks them
+/// in this order, reads nothing past the first closed one, and is the one place the order is
+/// stated: `decide` reports a closed gate and never checks one again.
+#[derive(Debug)]
+pub enum ClusterGate {
+    /// No owner reference to a Cluster: Cluster API has not taken the object up yet.
+    NoOwner,
+    /// The owning Cluster `owner` is not there (yet).
+    NoCluster { owner: String },
+    /// Reconciliation is paused, by the Cluster or by the object's own annotation: why.
+    Paused(String),
+    /// capms's finalizer is not on the object yet.
+    NotTakenUp,
+    /// Every gate is open: the provisioning stages as far as they were read.
+    Open(Box<Stages>),
+}
+
+/// The provisioning stages of an open cluster, in the order decide takes them; a later stage is
+/// None while an earlier one is under way.
 #[derive(Debug, Default)]
-pub struct Live {
-    pub cluster: Option<Cluster>,
+pub struct Stages {
+    /// The owning Cluster's name.
+    pub owner: String,
     pub network: Option<NetworkSeen>,
     pub endpoint: Option<EndpointSeen>,
     pub firewall: Option<FirewallSeen>,

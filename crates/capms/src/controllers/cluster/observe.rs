@@ -1,6 +1,6 @@
 //! What a MetalStackCluster reconcile reads, in the order `decide` looks at it.
 
-use super::model::{EndpointSeen, FirewallSeen, Left, Live, NetworkSeen, Observed};
+use super::model::{ClusterGate, EndpointSeen, FirewallSeen, Left, NetworkSeen, Observed, Stages};
 use super::{FINALIZER, belongs_to};
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
@@ -41,28 +41,42 @@ pub async fn observe(msc: &MetalStackCluster, ctx: &Context) -> Result<Observed>
         }
         return Ok(Observed::Deleting(Some(Box::new(left(msc, ctx).await?))));
     }
-    let mut live = Live::default();
-    observe_live(msc, ctx, &mut live).await?;
-    Ok(Observed::Live(Box::new(live)))
+    Ok(Observed::Live(Box::new(gate(msc, ctx).await?)))
 }
 
-async fn observe_live(msc: &MetalStackCluster, ctx: &Context, live: &mut Live) -> Result<()> {
+/// The gates, in order: reads each one's facts and stops at the first that is closed.
+async fn gate(msc: &MetalStackCluster, ctx: &Context) -> Result<ClusterGate> {
     let ns = msc.namespace().unwrap_or_default();
     let Some(owner) = capi_owner(msc, "Cluster") else {
-        return Ok(());
+        return Ok(ClusterGate::NoOwner);
     };
-    live.cluster = ctx.get::<Cluster>(&ns, &owner).await?;
-    if paused_reason(msc, live.cluster.as_ref()).is_some() || !has_finalizer(msc, FINALIZER) {
-        return Ok(());
+    let Some(cluster) = ctx.get::<Cluster>(&ns, &owner).await? else {
+        return Ok(ClusterGate::NoCluster { owner });
+    };
+    if let Some(reason) = paused_reason(msc, Some(&cluster)) {
+        return Ok(ClusterGate::Paused(reason));
     }
+    if !has_finalizer(msc, FINALIZER) {
+        return Ok(ClusterGate::NotTakenUp);
+    }
+    let stages = stages(msc, ctx, owner).await?;
+    Ok(ClusterGate::Open(Box::new(stages)))
+}
+
+/// The provisioning stages, each read once the one before it is done.
+async fn stages(msc: &MetalStackCluster, ctx: &Context, owner: String) -> Result<Stages> {
+    let mut stages = Stages {
+        owner,
+        ..Stages::default()
+    };
     let network = network(msc, ctx).await?;
     let done = matches!(
         network,
         NetworkSeen::Given { .. } | NetworkSeen::Allocated(_)
     );
-    live.network = Some(network);
+    stages.network = Some(network);
     if !done {
-        return Ok(());
+        return Ok(stages);
     }
     let endpoint = endpoint(msc, ctx).await?;
     let done = !matches!(
@@ -71,11 +85,11 @@ async fn observe_live(msc: &MetalStackCluster, ctx: &Context, live: &mut Live) -
             | EndpointSeen::Free { .. }
             | EndpointSeen::PublicNetworkUnusable(_)
     );
-    live.endpoint = Some(endpoint);
+    stages.endpoint = Some(endpoint);
     if done && super::firewall::wants_firewall(&msc.spec) {
-        live.firewall = Some(firewall(msc, ctx).await?);
+        stages.firewall = Some(firewall(msc, ctx).await?);
     }
-    Ok(())
+    Ok(stages)
 }
 
 /// The private network: the one in spec.privateNetworkID, the one capms allocated before
@@ -194,7 +208,8 @@ async fn public_network(
 ) -> Result<std::result::Result<Network, String>> {
     let Some(id) = &msc.spec.public_network_id else {
         let all = ctx.metal.networks().await?;
-        return Ok(networks::default_external(&all).cloned());
+        let default = networks::default_external(&all).cloned();
+        return Ok(default.map_err(|e| e.to_string()));
     };
     match ctx.metal.network(id).await {
         Ok(n) => Ok(Ok(n)),

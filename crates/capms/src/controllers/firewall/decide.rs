@@ -71,7 +71,7 @@ fn decide_live(
     };
     let (msc, network, found) = (&inputs.msc, &inputs.network, &inputs.found);
     let target = target(fw, msc);
-    let problem = target.as_ref().err().cloned();
+    let problem = target.as_ref().err().map(ToString::to_string);
     if let Some(problem) = problem.or_else(|| found.preset_problem()) {
         let error = Error::Invalid(problem);
         return Decision::failed(

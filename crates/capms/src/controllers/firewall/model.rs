@@ -2,7 +2,7 @@
 
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus};
 use crate::controllers::allocation::AllocationStep;
-use crate::controllers::allocation::{Found, Target};
+use crate::controllers::allocation::{Found, InvalidProviderId, Target};
 use crate::reconciler::Decision;
 use metal_api::types::FirewallCreateRequest;
 
@@ -43,7 +43,10 @@ pub type FirewallStep = AllocationStep<FirewallCreateRequest>;
 pub(crate) type FirewallDecision = Decision<FirewallStep, MetalStackFirewallStatus>;
 
 /// Which machine the firewall means: the one noted in status, else spec.providerID's.
-pub fn target(fw: &MetalStackFirewall, msc: &MetalStackCluster) -> Result<Target, String> {
+pub(crate) fn target(
+    fw: &MetalStackFirewall,
+    msc: &MetalStackCluster,
+) -> Result<Target, InvalidProviderId> {
     let recorded = fw.status.as_ref().and_then(|s| s.machine_id.as_deref());
     Target::of(
         fw.spec.provider_id.as_deref(),

@@ -132,7 +132,7 @@ fn allocate(
 ) -> MachineDecision {
     let partition = partition(msm, &open.msc);
     let target = Target::of(msm.spec.provider_id.as_deref(), &partition, None);
-    let problem = target.as_ref().err().cloned();
+    let problem = target.as_ref().err().map(ToString::to_string);
     if let Some(problem) = problem.or_else(|| open.found.preset_problem()) {
         let error = Error::Invalid(problem);
         return Decision::failed(

@@ -157,8 +157,8 @@ fn check_public_network(
             .as_ref()
             .and_then(|e| e.host.as_ref());
         let needed = host.is_none() && spec.control_plane_ip.is_none();
-        if let (true, Err(message)) = (needed, networks::default_external(&catalog.networks)) {
-            report.error(field, message);
+        if let (true, Err(missing)) = (needed, networks::default_external(&catalog.networks)) {
+            report.error(field, missing.to_string());
         }
         return;
     };

@@ -72,8 +72,8 @@ fn template() -> MetalStackFirewallTemplate {
 fn seen(
     current: Option<MetalStackFirewall>,
     deployment: Result<MetalStackFirewallDeployment, Vec<String>>,
-) -> Live {
-    Live {
+) -> Stages {
+    Stages {
         firewall: Some(FirewallSeen {
             firewalls: current.into_iter().collect(),
             deployment: Some(deployment),

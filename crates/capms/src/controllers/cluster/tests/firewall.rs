@@ -15,8 +15,8 @@ fn with_firewall() -> MetalStackCluster {
     c
 }
 
-fn firewall_live(current: Option<MetalStackFirewall>) -> Live {
-    Live {
+fn firewall_live(current: Option<MetalStackFirewall>) -> Stages {
+    Stages {
         firewall: Some(FirewallSeen {
             firewalls: current.into_iter().collect(),
             ..Default::default()
@@ -111,7 +111,7 @@ fn a_missing_template_is_named_with_the_templates_there_are() {
     };
     let d = run(
         &templated,
-        Live {
+        Stages {
             firewall: Some(seen),
             ..provisioned()
         },

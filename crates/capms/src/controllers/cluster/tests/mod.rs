@@ -9,7 +9,7 @@ use crate::api::{
     TemplateMeta,
 };
 use crate::capi::{CLONED_FROM_GROUPKIND, CLONED_FROM_NAME};
-use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
+use crate::capi::CLUSTER_NAME_LABEL;
 use crate::reconciler::Error;
 use crate::reconciler::Requeue;
 use crate::reconciler::conditions::Type;
@@ -65,24 +65,28 @@ fn with_endpoint() -> MetalStackCluster {
     c
 }
 
-fn live(network: NetworkSeen, endpoint: EndpointSeen) -> Live {
-    Live {
-        cluster: Some(Cluster::new("prod", Default::default())),
+fn live(network: NetworkSeen, endpoint: EndpointSeen) -> Stages {
+    Stages {
+        owner: "prod".into(),
         network: Some(network),
         endpoint: Some(endpoint),
         firewall: None,
     }
 }
 
-fn provisioned() -> Live {
+fn provisioned() -> Stages {
     live(
         NetworkSeen::Allocated("net-1".into()),
         EndpointSeen::Recorded,
     )
 }
 
-fn run(msc: &MetalStackCluster, live: Live) -> ClusterDecision {
-    decide(msc, &Observed::Live(Box::new(live)))
+fn run(msc: &MetalStackCluster, live: Stages) -> ClusterDecision {
+    at_gate(msc, ClusterGate::Open(Box::new(live)))
+}
+
+fn at_gate(msc: &MetalStackCluster, gate: ClusterGate) -> ClusterDecision {
+    decide(msc, &Observed::Live(Box::new(gate)))
 }
 
 fn condition(d: &ClusterDecision, type_: Type) -> (String, String, String) {
@@ -103,21 +107,17 @@ mod rollout;
 fn gates_wait_for_the_owner_and_the_cluster_and_the_finalizer() {
     let mut orphan = msc();
     orphan.metadata.owner_references = None;
-    let d = run(&orphan, Live::default());
+    let d = at_gate(&orphan, ClusterGate::NoOwner);
     assert_eq!(condition(&d, Type::Ready).1, "WaitingForClusterOwnerRef");
     assert_eq!(next(&d), Requeue::AwaitChange);
-    let d = run(&msc(), Live::default());
+    let owner = "prod".to_owned();
+    let d = at_gate(&msc(), ClusterGate::NoCluster { owner });
     assert_eq!(condition(&d, Type::Ready).1, "WaitingForCluster");
     assert_eq!(next(&d), Requeue::After(Duration::from_secs(10)));
-    let mut fresh = msc();
-    fresh.metadata.finalizers = None;
-    let d = run(&fresh, provisioned());
+    let d = at_gate(&msc(), ClusterGate::NotTakenUp);
     assert!(matches!(d.step, ClusterStep::AddFinalizer));
-    let mut paused = provisioned();
-    if let Some(c) = paused.cluster.as_mut() {
-        c.spec.paused = Some(true);
-    }
-    let d = run(&msc(), paused);
+    let paused = ClusterGate::Paused("Cluster spec.paused is true".into());
+    let d = at_gate(&msc(), paused);
     assert!(matches!(d.step, ClusterStep::Nothing));
     assert_eq!(condition(&d, Type::Paused).0, "True");
 }

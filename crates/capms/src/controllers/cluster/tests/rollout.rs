@@ -56,8 +56,8 @@ fn firewall(image: &str, first: bool, age: Duration, ready: bool) -> MetalStackF
     with_role(fw, role)
 }
 
-fn seen(firewalls: Vec<MetalStackFirewall>) -> Live {
-    Live {
+fn seen(firewalls: Vec<MetalStackFirewall>) -> Stages {
+    Stages {
         firewall: Some(FirewallSeen {
             firewalls,
             now: now(),
