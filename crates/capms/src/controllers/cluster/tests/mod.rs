@@ -8,8 +8,8 @@ use crate::api::{
     ApiEndpoint, MetalStackClusterSpec, MetalStackFirewallSpec, MetalStackFirewallStatus,
     TemplateMeta,
 };
-use crate::capi::{CLONED_FROM_GROUPKIND, CLONED_FROM_NAME};
 use crate::capi::CLUSTER_NAME_LABEL;
+use crate::capi::{CLONED_FROM_GROUPKIND, CLONED_FROM_NAME};
 use crate::reconciler::Error;
 use crate::reconciler::Requeue;
 use crate::reconciler::conditions::Type;
