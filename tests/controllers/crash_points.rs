@@ -263,6 +263,17 @@ impl Env {
         true
     }
 
+    /// The workers' MetalStackMachineTemplate shows its capacity.
+    async fn template_capacity_known(&self) -> bool {
+        let templates = self.dynamic(
+            "infrastructure.cluster.x-k8s.io/v1alpha4",
+            "MetalStackMachineTemplate",
+            "metalstackmachinetemplates",
+        );
+        let template = templates.get_opt("workers").await.ok().flatten();
+        template.is_some_and(|t| t.data["status"]["capacity"]["cpu"].is_string())
+    }
+
     pub(super) async fn allocated_machines(&self) -> usize {
         let (_, _, machines) = self.metal_state().await;
         machines.iter().filter(|m| m.allocation.is_some()).count()
@@ -333,9 +344,16 @@ async fn lifecycle(env: &Env, lives: &mut Lives, names: &[String]) {
     for name in names {
         env.add_lab_machine(MSC, name, "bootstrap").await;
     }
-    lives
-        .until(env, "provisioning", || env.all_ready(names))
-        .await;
+    // The workers' template: its capacity is written too (a write site of its own).
+    env.apply(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachineTemplate",
+        "metadata": {"name": "workers"},
+        "spec": {"template": {"spec": {"image": "ubuntu-26.4", "machineType": "v1-small-x86"}}}
+    }))
+    .await;
+    let provisioned =
+        || async { env.all_ready(names).await && env.template_capacity_known().await };
+    lives.until(env, "provisioning", provisioned).await;
 
     let patch = json!({"spec": {"firewallSpec": {"rules": {"egress": [
         {"protocol": "tcp", "ports": [443], "to": ["0.0.0.0/0"], "comment": "allow https"},

@@ -372,6 +372,7 @@ async fn bind_user(env: &Env, user: &str, role: Value) {
         .expect("binding");
 }
 
+mod autoscaling;
 mod clusterctl_upgrade;
 mod concurrent_writers;
 mod conditions;

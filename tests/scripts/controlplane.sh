@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts and stops a real local Kubernetes control plane: etcd, kube-apiserver and
-# kube-controller-manager (garbage collector and namespace controllers), all on free loopback
-# ports, with their own PKI and data under DIR.
+# kube-controller-manager (garbage collector, namespace and ClusterRole aggregation
+# controllers), all on free loopback ports, with their own PKI and data under DIR.
 #
 #   controlplane.sh start DIR [--owner-pid PID]   # prints KUBECONFIG=DIR/kubeconfig
 #   controlplane.sh stop DIR [--purge]            # stops exactly what start started;
@@ -198,7 +198,7 @@ EOF
 
 start_bg kube-controller-manager "$bin/kube-controller-manager" \
   --kubeconfig="$dir/kubeconfig" --authentication-kubeconfig="$dir/kubeconfig" --authorization-kubeconfig="$dir/kubeconfig" \
-  --controllers=garbagecollector,namespace \
+  --controllers=garbagecollector,namespace,clusterrole-aggregation \
   --leader-elect=false --use-service-account-credentials=false \
   --bind-address=127.0.0.1 --secure-port="$kcm_port" \
   --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key"

@@ -35,6 +35,7 @@ pub use templates::{
     MetalStackClusterTemplate, MetalStackClusterTemplateResource, MetalStackClusterTemplateSpec,
     MetalStackFirewallTemplate, MetalStackFirewallTemplateResource, MetalStackFirewallTemplateSpec,
     MetalStackMachineTemplate, MetalStackMachineTemplateResource, MetalStackMachineTemplateSpec,
+    MetalStackMachineTemplateStatus, NodeInfo,
 };
 pub(crate) use templates::{clusters_using_template, missing_reference};
 

@@ -2,14 +2,17 @@
 //! MachineDeployments, ClusterClasses and MetalStackClusters create their objects from.
 
 use super::cluster::{MetalStackCluster, MetalStackClusterSpec};
-use super::common::TemplateMeta;
+use super::common::{TemplateMeta, conditions_schema};
 use super::firewall::MetalStackFirewallSpec;
 use super::machine::MetalStackMachineSpec;
 use super::v1alpha1::MetalStackFirewallDeployment;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
+use std::collections::BTreeMap;
 
 /// Desired state of a MetalStackMachineTemplate.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -18,6 +21,7 @@ use std::borrow::Borrow;
     version = "v1alpha4",
     kind = "MetalStackMachineTemplate",
     namespaced,
+    status = "MetalStackMachineTemplateStatus",
     shortname = "msmt",
     category = "cluster-api",
     doc = "MetalStackMachineTemplate is the blueprint Cluster API clones MetalStackMachines from, for example for a MachineDeployment. Treat it as immutable: create a new template to roll out a change.",
@@ -32,6 +36,20 @@ use std::borrow::Borrow;
         type_ = "string",
         json_path = ".spec.template.spec.image",
         description = "Operating system image"
+    ),
+    printcolumn(
+        name = "CPU",
+        type_ = "string",
+        json_path = ".status.capacity.cpu",
+        description = "Cores of a machine of the size",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Memory",
+        type_ = "string",
+        json_path = ".status.capacity.memory",
+        description = "Memory of a machine of the size",
+        priority = 1
     ),
     printcolumn(
         name = "Age",
@@ -52,6 +70,83 @@ pub struct MetalStackMachineTemplateResource {
     pub metadata: Option<TemplateMeta>,
     /// Spec of the created MetalStackMachines.
     pub spec: MetalStackMachineSpec,
+}
+
+/// What a node made from the template would have, for the cluster-autoscaler to scale a
+/// MachineDeployment up from zero machines (Cluster API's opt-in autoscaling from zero). capms
+/// keeps it current with metal-api's size and image.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetalStackMachineTemplateStatus {
+    /// The least a machine of the size has: `cpu` (cores), `memory` and `ephemeral-storage`
+    /// (bytes) from the minimums of the size's constraints, and `nvidia.com/gpu` where the size
+    /// has GPUs. Empty while the size is unknown to metal-api or states no minimum cores or
+    /// memory (the CapacityKnown condition says which).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "resource_list_schema")]
+    pub capacity: BTreeMap<String, Quantity>,
+    /// The node's architecture and operating system, from the size and the image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_info: Option<NodeInfo>,
+    /// CapacityKnown: True once capacity and node info are read from metal-api, or why not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Schema of a `corev1.ResourceList`: resource names to quantities, as Kubernetes writes them.
+fn resource_list_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "maxProperties": 16,
+        "additionalProperties": {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": true,
+            "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+        }
+    })
+}
+
+/// The architecture and operating system a node made from a template would report.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeInfo {
+    /// CPU architecture: the size's `kubernetes.io/arch` label in metal-api, else `amd64`
+    /// (metal-stack's machines are x86-64, and metal-api's sizes and images state no
+    /// architecture).
+    pub architecture: Architecture,
+    /// Operating system of the node: `linux` for every metal-stack machine image.
+    pub operating_system: OperatingSystem,
+}
+
+/// The CPU architectures Cluster API's node info names.
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    JsonSchema,
+    strum::EnumString,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum Architecture {
+    Amd64,
+    Arm64,
+    S390x,
+    Ppc64le,
+}
+
+/// The operating systems Cluster API's node info names.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OperatingSystem {
+    Linux,
+    Windows,
 }
 
 /// Desired state of a MetalStackClusterTemplate.

@@ -21,6 +21,9 @@ pub struct CatalogCache {
     failed_after_miss: RwLock<Option<Instant>>,
     /// How long a request may wait for a refresh.
     pub max_wait: Duration,
+    /// Counts the refreshes that changed a size or an image: what the machine templates' node
+    /// capacity is read from.
+    masterdata_changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl CatalogCache {
@@ -31,6 +34,7 @@ impl CatalogCache {
             refreshing: tokio::sync::Mutex::new(()),
             failed_after_miss: RwLock::new(None),
             max_wait: Duration::from_secs(3),
+            masterdata_changes: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -63,11 +67,29 @@ impl CatalogCache {
         }
         let started = Instant::now();
         let catalog = Arc::new(Catalog::fetch(&self.client).await?);
-        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
-            catalog: catalog.clone(),
-            fetched: started,
-        });
+        let before = self
+            .snapshot
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(Snapshot {
+                catalog: catalog.clone(),
+                fetched: started,
+            });
+        let same = |old: &Catalog| old.sizes == catalog.sizes && old.images == catalog.images;
+        if !before.is_some_and(|b| same(&b.catalog)) {
+            self.masterdata_changes.send_modify(|n| *n += 1);
+        }
         Ok(catalog)
+    }
+
+    /// Resolves on every refresh that changes metal-api's sizes or images (the first one
+    /// included), until the cache is dropped.
+    pub(crate) fn masterdata_changes(&self) -> impl futures::Stream<Item = ()> + Send + use<> {
+        let receiver = self.masterdata_changes.subscribe();
+        futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.changed().await.ok()?;
+            Some(((), receiver))
+        })
     }
 
     /// The catalog to check against: the cached one, or a fresh one when there is none yet,

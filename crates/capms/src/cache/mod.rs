@@ -12,6 +12,7 @@ use crate::api::remediation::MetalStackRemediation;
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
+    MetalStackMachineTemplate,
 };
 use crate::capi::{Cluster, Machine as CapiMachine, MachineSet};
 use kube::api::{Api, ListParams};
@@ -32,6 +33,7 @@ pub struct Stores {
     pub firewalls: Store<MetalStackFirewall>,
     pub metal_stack_machines: Store<MetalStackMachine>,
     pub firewall_templates: Store<MetalStackFirewallTemplate>,
+    pub machine_templates: Store<MetalStackMachineTemplate>,
     pub firewall_deployments: Store<MetalStackFirewallDeployment>,
     pub remediations: Store<MetalStackRemediation>,
 }
@@ -57,6 +59,7 @@ stored!(MetalStackCluster, metal_stack_clusters);
 stored!(MetalStackFirewall, firewalls);
 stored!(MetalStackMachine, metal_stack_machines);
 stored!(MetalStackFirewallTemplate, firewall_templates);
+stored!(MetalStackMachineTemplate, machine_templates);
 stored!(MetalStackFirewallDeployment, firewall_deployments);
 stored!(MetalStackRemediation, remediations);
 
@@ -79,6 +82,7 @@ impl Stores {
             synced(&self.firewalls),
             synced(&self.metal_stack_machines),
             synced(&self.firewall_templates),
+            synced(&self.machine_templates),
             synced(&self.firewall_deployments),
             synced(&self.remediations),
         );

@@ -1,13 +1,15 @@
 //! The reconcile loops: MetalStackCluster, MetalStackFirewall and MetalStackMachine, one folder
 //! each of the same shape (`model`, `observe`, `decide`, `act`, `watches`), on the shared
 //! watches and the allocation rules machines and firewalls share; and the status of the Go
-//! provider's MetalStackFirewallDeployment, in a smaller folder of the same shape.
+//! provider's MetalStackFirewallDeployment, and the capacity of MetalStackMachineTemplates, in
+//! smaller folders of the same shape.
 
 pub mod allocation;
 pub mod cluster;
 pub mod firewall;
 pub mod firewall_deployment;
 pub mod machine;
+mod machine_template;
 mod orphans;
 pub mod remediation;
 mod watches;
@@ -16,7 +18,9 @@ pub use watches::Watches;
 
 use crate::api::remediation::MetalStackRemediation;
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
-use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
+use crate::api::{
+    MetalStackCluster, MetalStackFirewall, MetalStackMachine, MetalStackMachineTemplate,
+};
 use crate::reconciler::{Context, drive};
 use kube::Resource;
 use kube::runtime::controller;
@@ -41,6 +45,7 @@ pub async fn run(
         MetalStackMachine::kind(&()),
         MetalStackFirewallDeployment::kind(&()),
         MetalStackRemediation::kind(&()),
+        MetalStackMachineTemplate::kind(&()),
     ] {
         ctx.metrics.queues.declare(&kind);
     }
@@ -49,6 +54,7 @@ pub async fn run(
     let machines = machine::watches::controller(&mut watches, &ctx);
     let deployments = firewall_deployment::watches::controller(&mut watches, &ctx);
     let remediations = remediation::watches::controller(&mut watches, &ctx);
+    let templates = machine_template::watches::controller(&mut watches, &ctx);
     let watching = tokio::spawn(watches.run(shutdown.clone()));
     tokio::select! {
         _ = stores.synced() => {}
@@ -73,7 +79,8 @@ pub async fn run(
             shutdown.clone(),
             &ctx
         ),
-        drive::<remediation::Remediations>(remediations, &config, shutdown, &ctx),
+        drive::<remediation::Remediations>(remediations, &config, shutdown.clone(), &ctx),
+        drive::<machine_template::MachineTemplates>(templates, &config, shutdown, &ctx),
         sweep,
     );
     let _ = watching.await;
@@ -108,6 +115,7 @@ mod tests {
         sites.extend(write_sites::<super::machine::Machines>());
         sites.extend(write_sites::<super::firewall_deployment::FirewallDeployments>());
         sites.extend(write_sites::<super::remediation::Remediations>());
+        sites.extend(write_sites::<super::machine_template::MachineTemplates>());
         let sweep = <super::orphans::SweepStep as VariantNames>::VARIANTS.iter();
         sites.extend(sweep.map(|step| format!("OrphanSweep {step}")));
         sites.sort();

@@ -10,6 +10,7 @@ use crate::api::remediation::MetalStackRemediation;
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
     MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachine,
+    MetalStackMachineTemplate,
 };
 use crate::cache::watch::{Feed, fingerprint};
 use crate::cache::{Stores, WithoutManagedFields};
@@ -29,6 +30,7 @@ pub struct Watches {
     pub firewalls: Feed<MetalStackFirewall>,
     pub metal_stack_machines: Feed<MetalStackMachine>,
     pub firewall_templates: Feed<MetalStackFirewallTemplate>,
+    pub machine_templates: Feed<MetalStackMachineTemplate>,
     pub firewall_deployments: Feed<MetalStackFirewallDeployment>,
     pub remediations: Feed<MetalStackRemediation>,
 }
@@ -64,6 +66,10 @@ impl Watches {
                 api::<WithoutManagedFields<MetalStackFirewallTemplate>>(ctx),
                 watcher::Config::default(),
             ),
+            machine_templates: Feed::new(
+                api::<WithoutManagedFields<MetalStackMachineTemplate>>(ctx),
+                watcher::Config::default(),
+            ),
             firewall_deployments: Feed::new(
                 api::<WithoutManagedFields<MetalStackFirewallDeployment>>(ctx),
                 watcher::Config::default(),
@@ -84,6 +90,7 @@ impl Watches {
             firewalls: self.firewalls.store(),
             metal_stack_machines: self.metal_stack_machines.store(),
             firewall_templates: self.firewall_templates.store(),
+            machine_templates: self.machine_templates.store(),
             firewall_deployments: self.firewall_deployments.store(),
             remediations: self.remediations.store(),
         }
@@ -100,6 +107,7 @@ impl Watches {
                 self.firewalls.run(),
                 self.metal_stack_machines.run(),
                 self.firewall_templates.run(),
+                self.machine_templates.run(),
                 self.firewall_deployments.run(),
                 self.remediations.run(),
             )

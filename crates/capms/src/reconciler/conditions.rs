@@ -24,6 +24,8 @@ pub enum Type {
     FirewallHealthy,
     /// A remediation's attempt is under way (True), or why none is.
     Remediating,
+    /// A machine template's capacity and node info are read from metal-api (True), or why not.
+    CapacityKnown,
 }
 
 impl Type {
@@ -87,6 +89,15 @@ pub(crate) enum Reason {
     RetriesExhausted,
     /// The machine was remediated successfully too recently to be remediated again.
     RemediatedRecently,
+    CapacityKnown,
+    /// A template's size is not in metal-api.
+    UnknownSize,
+    /// A template's image resolves to no machine image in metal-api.
+    UnknownImage,
+    /// A template's size states no minimum cores or memory.
+    SizeWithoutMinimum,
+    /// A template's size names an architecture Cluster API does not know.
+    UnknownArchitecture,
     /// A reconcile failed; the category says how.
     Failed(Category),
 }
