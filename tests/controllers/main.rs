@@ -377,6 +377,7 @@ mod clusterctl_upgrade;
 mod concurrent_writers;
 mod conditions;
 mod crash_points;
+mod failure_domains;
 mod go_provider;
 mod kube_faults;
 mod looks;

@@ -1,5 +1,6 @@
-//! Three control-plane machines spread over racks, one of them remediated on its own machine,
-//! and a Kubernetes version change that rolls every machine through capms within the surge.
+//! Three control-plane machines spread over racks by Cluster API (the racks capms reports as
+//! failure domains), one of them remediated on its own machine, and a Kubernetes version change
+//! that rolls every machine through capms within the surge.
 
 use super::*;
 /// The simulator's default inventory with `count` machines of its one size over three racks.
@@ -19,7 +20,9 @@ fn inventory(count: usize) -> Inventory {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let stack = Stack::start("kubeadm-ha", inventory(10)).await;
+    // Four machines a rack: a rack holding a control-plane machine, the firewall and the worker
+    // still has one for the machine Cluster API places there in a rollout.
+    let stack = Stack::start("kubeadm-ha", inventory(12)).await;
     stack.apply_cluster(Some("ignition"), "3", "1").await;
     let (client, ns) = (&stack.ns.client, stack.ns.name.as_str());
     wait_running(
@@ -35,10 +38,24 @@ async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
         "every Machine Ready: three healthy etcd members",
     )
     .await;
+    let racks = control_plane_racks(&stack.sim, ns);
     assert_eq!(
-        control_plane_racks(&stack.sim, ns).len(),
+        racks.len(),
         3,
-        "capms's placement tags spread the control plane over the three racks"
+        "the control plane spread over the three racks"
+    );
+    let placed = control_plane_failure_domains(client, ns).await;
+    let chosen: std::collections::BTreeSet<String> =
+        placed.iter().filter_map(|(spec, _)| spec.clone()).collect();
+    assert_eq!(
+        chosen, racks,
+        "Cluster API placed each control-plane Machine in a rack of its own, and there it is: {placed:?}"
+    );
+    assert!(
+        placed
+            .iter()
+            .all(|(spec, status)| spec.is_some() && spec == status),
+        "each Machine shows the rack it was placed in: {placed:?}"
     );
     assert_eq!(
         bootstrap_formats(&stack.sim, ns),
@@ -128,6 +145,31 @@ fn control_plane_racks(sim: &RunningSim, ns: &str) -> std::collections::BTreeSet
                 .is_some_and(|a| a.hostname.contains("-control-plane-"))
         })
         .map(|m| m.rack.clone())
+        .collect()
+}
+
+/// Each control-plane Machine's failure domain: the one Cluster API placed it in, and the one
+/// its status shows (capms's report of its machine's rack).
+async fn control_plane_failure_domains(
+    client: &kube::Client,
+    ns: &str,
+) -> Vec<(Option<String>, Option<String>)> {
+    let list = capi(client, ns, "Machine").list(&Default::default()).await;
+    let items = list.map(|l| l.items).unwrap_or_default();
+    let control_plane = |m: &&kube::api::DynamicObject| {
+        let labels = m.metadata.labels.as_ref();
+        labels.is_some_and(|l| l.contains_key("cluster.x-k8s.io/control-plane"))
+    };
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+    items
+        .iter()
+        .filter(control_plane)
+        .map(|m| {
+            (
+                text(&m.data["spec"]["failureDomain"]),
+                text(&m.data["status"]["failureDomain"]),
+            )
+        })
         .collect()
 }
 

@@ -89,6 +89,9 @@ pub struct MachineSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub provider_id: Option<String>,
+    /// The failure domain (for capms a rack) the Machine is to be placed in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_domain: Option<String>,
 }
 
 /// What capms reads of a Machine's status: its conditions (v1beta2), among them `NodeReady`

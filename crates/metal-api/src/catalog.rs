@@ -47,9 +47,28 @@ impl Catalog {
 pub struct MachineSummary {
     pub id: String,
     pub partition: Option<IdOnly>,
+    pub rackid: String,
     pub size: Option<IdOnly>,
     pub allocation: Option<AllocationSummary>,
+    pub state: StateSummary,
+    pub liveliness: String,
     pub tags: Vec<String>,
+}
+
+/// A machine's state as a catalog keeps it: `""` (available), `RESERVED` or `LOCKED`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(default)]
+pub struct StateSummary {
+    pub value: String,
+}
+
+impl MachineSummary {
+    /// Can metal-api allocate it now: not allocated, neither reserved nor locked, and alive.
+    pub fn is_free(&self) -> bool {
+        self.allocation.is_none()
+            && self.state.value.is_empty()
+            && self.liveliness == crate::types::liveliness::ALIVE
+    }
 }
 
 /// A partition or size as a machine response names it, by its id only.
@@ -73,11 +92,16 @@ impl From<&Machine> for MachineSummary {
         MachineSummary {
             id: m.id.clone(),
             partition: m.partition.as_ref().map(|p| id_only(&p.id)),
+            rackid: m.rackid.clone(),
             size: m.size.as_ref().map(|s| id_only(&s.id)),
             allocation: m.allocation.as_ref().map(|a| AllocationSummary {
                 name: a.name.clone(),
                 project: a.project.clone(),
             }),
+            state: StateSummary {
+                value: m.state.value.clone(),
+            },
+            liveliness: m.liveliness.clone(),
             tags: m.tags.clone(),
         }
     }
@@ -107,16 +131,25 @@ mod tests {
                 ..Default::default()
             }),
             tags: vec!["cluster.metal-stack.io/id=ns.c".into()],
+            rackid: "rack-2".into(),
+            liveliness: "Alive".into(),
             ..Default::default()
         };
         machine.hardware.nics = vec![MachineNic::default(); 2];
         let response = serde_json::to_value(&machine).expect("json");
         let decoded: MachineSummary = serde_json::from_value(response).expect("a summary");
         assert_eq!(decoded, MachineSummary::from(&machine));
+        assert!(!decoded.is_free(), "allocated");
+        machine.allocation = None;
+        assert!(
+            MachineSummary::from(&machine).is_free(),
+            "free, alive, neither reserved nor locked"
+        );
         assert_eq!(decoded.partition.map(|p| p.id).as_deref(), Some("p1"));
         assert_eq!(decoded.size.map(|s| s.id).as_deref(), Some("s1"));
         let a = decoded.allocation.expect("allocated");
         assert_eq!((a.name.as_str(), a.project.as_str()), ("worker-0", "proj"));
+        assert_eq!(decoded.rackid, "rack-2");
     }
 
     #[test]

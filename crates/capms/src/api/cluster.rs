@@ -1,7 +1,7 @@
 //! MetalStackCluster: the infrastructure of one Cluster API cluster on metal-stack.
 
 use super::common::{
-    ApiEndpoint, Initialization, LocalObjectReference, conditions_schema, patterns,
+    ApiEndpoint, FailureDomain, Initialization, LocalObjectReference, conditions_schema, patterns,
 };
 use super::firewall::MetalStackFirewallSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -193,6 +193,14 @@ pub struct MetalStackClusterStatus {
     /// and the rollout's phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall: Option<FirewallRolloutStatus>,
+    /// The racks of the partition Cluster API may place machines in (Cluster API v1beta2
+    /// contract): those holding a free machine of a size the cluster's machines and the machine
+    /// templates of its namespace use, or a machine of the cluster. Kept current as racks fill
+    /// and empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub failure_domains: Vec<FailureDomain>,
 }
 
 /// The firewalls of a cluster. A changed firewall spec rolls the firewall: capms creates a

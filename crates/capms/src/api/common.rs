@@ -41,6 +41,21 @@ pub struct ApiEndpoint {
     pub port: Option<i32>,
 }
 
+/// A failure domain as the Cluster API v1beta2 contract lists it: for capms, a rack.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDomain {
+    /// The rack's id in metal-api.
+    #[schemars(length(min = 1, max = 256))]
+    pub name: String,
+    /// Whether control-plane machines may be placed here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<bool>,
+    /// More about the failure domain: its partition.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
+}
+
 /// Initialization progress, as the Cluster API v1beta2 contract reads it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[schemars(extend("minProperties" = 1))]

@@ -117,6 +117,11 @@ pub struct MetalStackMachineStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub addresses: Vec<MachineAddress>,
+    /// The rack the machine stands in (Cluster API v1beta2 contract): Cluster API shows it on
+    /// the Machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub failure_domain: Option<String>,
     /// Current state, one condition per step: Ready, Paused, MachineAllocated, MachineHealthy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]

@@ -23,8 +23,8 @@ pub use cluster::{
     RolloutPhase,
 };
 pub use common::{
-    ApiEndpoint, Initialization, LocalObjectReference, MachineAddress, MachineAddressType,
-    TemplateMeta,
+    ApiEndpoint, FailureDomain, Initialization, LocalObjectReference, MachineAddress,
+    MachineAddressType, TemplateMeta,
 };
 pub use firewall::{
     EgressRule, FirewallRules, IngressRule, MetalStackFirewall, MetalStackFirewallSpec,

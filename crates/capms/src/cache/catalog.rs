@@ -21,9 +21,8 @@ pub struct CatalogCache {
     failed_after_miss: RwLock<Option<Instant>>,
     /// How long a request may wait for a refresh.
     pub max_wait: Duration,
-    /// Counts the refreshes that changed a size or an image: what the machine templates' node
-    /// capacity is read from.
-    masterdata_changes: tokio::sync::watch::Sender<u64>,
+    /// Each refresh's catalog, for the controllers that follow a part of it.
+    refreshed: tokio::sync::watch::Sender<Option<Arc<Catalog>>>,
 }
 
 impl CatalogCache {
@@ -34,7 +33,7 @@ impl CatalogCache {
             refreshing: tokio::sync::Mutex::new(()),
             failed_after_miss: RwLock::new(None),
             max_wait: Duration::from_secs(3),
-            masterdata_changes: tokio::sync::watch::Sender::new(0),
+            refreshed: tokio::sync::watch::Sender::new(None),
         })
     }
 
@@ -67,29 +66,41 @@ impl CatalogCache {
         }
         let started = Instant::now();
         let catalog = Arc::new(Catalog::fetch(&self.client).await?);
-        let before = self
-            .snapshot
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace(Snapshot {
-                catalog: catalog.clone(),
-                fetched: started,
-            });
-        let same = |old: &Catalog| old.sizes == catalog.sizes && old.images == catalog.images;
-        if !before.is_some_and(|b| same(&b.catalog)) {
-            self.masterdata_changes.send_modify(|n| *n += 1);
-        }
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
+            catalog: catalog.clone(),
+            fetched: started,
+        });
+        self.refreshed.send_replace(Some(catalog.clone()));
         Ok(catalog)
     }
 
-    /// Resolves on every refresh that changes metal-api's sizes or images (the first one
-    /// included), until the cache is dropped.
-    pub(crate) fn masterdata_changes(&self) -> impl futures::Stream<Item = ()> + Send + use<> {
-        let receiver = self.masterdata_changes.subscribe();
-        futures::stream::unfold(receiver, |mut receiver| async move {
-            receiver.changed().await.ok()?;
-            Some(((), receiver))
-        })
+    /// Yields on every refresh that changes what `part` takes of the catalog (the first refresh
+    /// included), until the cache is dropped: what wakes the controllers that follow that part.
+    pub(crate) fn changes<P, F>(
+        &self,
+        part: F,
+    ) -> impl futures::Stream<Item = ()> + Send + use<P, F>
+    where
+        P: PartialEq + Send + Sync + 'static,
+        F: Fn(&Catalog) -> P + Send + Sync + 'static,
+    {
+        let receiver = self.refreshed.subscribe();
+        futures::stream::unfold(
+            (receiver, None, part),
+            |(mut receiver, mut last, part)| async move {
+                loop {
+                    receiver.changed().await.ok()?;
+                    let Some(catalog) = receiver.borrow_and_update().clone() else {
+                        continue;
+                    };
+                    let now = Some(part(&catalog));
+                    if now != last {
+                        last = now;
+                        return Some(((), (receiver, last, part)));
+                    }
+                }
+            },
+        )
     }
 
     /// The catalog to check against: the cached one, or a fresh one when there is none yet,

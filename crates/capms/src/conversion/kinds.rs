@@ -208,6 +208,7 @@ pub static CLUSTER: ConvertedKind = ConvertedKind {
             capms_only("/status/allocatedNetworkID"),
             capms_only("/status/allocatedControlPlaneIP"),
             capms_only("/status/firewall"),
+            capms_only("/status/failureDomains"),
         ],
     ],
     go_required: &["/spec/partition", "/spec/projectID"],
@@ -221,6 +222,7 @@ pub(crate) static MACHINE: ConvertedKind = ConvertedKind {
         &machine_spec!("/spec"),
         &[
             same("/status/addresses"),
+            capms_only("/status/failureDomain"),
             Field {
                 up: Some(conditions::machine_from_go),
                 down: Some(conditions::machine_shown_in_go),

@@ -98,6 +98,10 @@ pub(crate) enum Reason {
     SizeWithoutMinimum,
     /// A template's size names an architecture Cluster API does not know.
     UnknownArchitecture,
+    /// A Machine names a failure domain its cluster does not report.
+    FailureDomainNotReported,
+    /// No machine of the size is free in the rack a Machine names.
+    NoMachineInFailureDomain,
     /// A reconcile failed; the category says how.
     Failed(Category),
 }

@@ -8,6 +8,7 @@ mod act;
 mod facts;
 mod health;
 mod observe;
+mod racks;
 mod step;
 
 pub use act::{allocated, free};
@@ -16,4 +17,5 @@ pub(crate) use facts::{Found, InvalidProviderId, Lost, Target, named_machine};
 pub(crate) use health::{health_condition, health_requeue};
 pub use observe::teardown_query;
 pub(crate) use observe::{lookup, owned, query, teardown_query_of};
+pub(crate) use racks::{RackChoice, RackMachines};
 pub use step::AllocationStep;

@@ -59,6 +59,9 @@ fn decide_live(
             stages
         }
     };
+    if let Some(racks) = &stages.failure_domains {
+        status.failure_domains = super::failure_domains::listed(racks, &msc.spec.partition);
+    }
     let mut progress = Progress { msc, status };
     let step = match progress.network(stages.network.as_ref()) {
         Ok(None) => match progress.endpoint(stages.endpoint.as_ref()) {

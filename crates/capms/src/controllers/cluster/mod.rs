@@ -7,6 +7,7 @@
 mod act;
 mod decide;
 mod deployment;
+mod failure_domains;
 mod firewall;
 mod model;
 mod observe;

@@ -36,6 +36,9 @@ pub struct Stages {
     pub network: Option<NetworkSeen>,
     pub endpoint: Option<EndpointSeen>,
     pub firewall: Option<FirewallSeen>,
+    /// The racks to report as failure domains; None when metal-api's machines could not be read
+    /// in time.
+    pub failure_domains: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -66,6 +66,7 @@ async fn gate(msc: &MetalStackCluster, ctx: &Context) -> Result<ClusterGate> {
 /// The provisioning stages, each read once the one before it is done.
 async fn stages(msc: &MetalStackCluster, ctx: &Context, owner: String) -> Result<Stages> {
     let mut stages = Stages {
+        failure_domains: super::failure_domains::observe(msc, ctx, &owner).await?,
         owner,
         ..Stages::default()
     };

@@ -1,11 +1,14 @@
 //! What wakes a MetalStackCluster: its own changes (not its status), its firewall, its
-//! Cluster's gates, and the firewall template and firewall deployment it names.
+//! Cluster's gates, the firewall template and firewall deployment it names, and what changes
+//! its failure domains: a machine template's size in its namespace, and a catalog refresh that
+//! changes which racks have a free machine.
 
 use crate::api::v1alpha1::MetalStackFirewallDeployment;
 use crate::api::{
-    MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, clusters_using_template,
+    MetalStackCluster, MetalStackFirewall, MetalStackFirewallTemplate, MetalStackMachineTemplate,
+    clusters_using_template,
 };
-use crate::cache::watch::own_change;
+use crate::cache::watch::{fingerprint, own_change};
 use crate::capi::Cluster;
 use crate::controllers::Watches;
 use crate::controllers::watches::cluster_gates;
@@ -24,6 +27,7 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
     let referencing = watches.metal_stack_clusters.store();
     let deployments = watches.firewall_deployments.store();
     let referencing_deployment = watches.metal_stack_clusters.store();
+    let in_namespace = watches.metal_stack_clusters.store();
     Controller::for_shared_stream(
         counted_own(queues, own),
         watches.metal_stack_clusters.store(),
@@ -59,6 +63,26 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
             },
         ),
     )
+    .watches_shared_stream(
+        watches.machine_templates.follow_changes(template_size),
+        counted(queues, move |template: Arc<MetalStackMachineTemplate>| {
+            let ns = template.namespace();
+            let clusters = in_namespace.state();
+            let of_namespace = clusters.iter().filter(|c| c.namespace() == ns);
+            of_namespace
+                .map(|c| ObjectRef::from_obj(c.as_ref()))
+                .collect::<Vec<_>>()
+        }),
+    )
+    .reconcile_all_on(ctx.catalog.changes(super::failure_domains::free_racks))
+}
+
+/// What a cluster's failure domains read of a machine template: its size.
+fn template_size(template: &MetalStackMachineTemplate) -> u64 {
+    fingerprint(&(
+        &template.metadata.uid,
+        &template.spec.template.spec.machine_type,
+    ))
 }
 
 /// A firewall's owners of our kind, as `owns` would wake them.

@@ -5,6 +5,7 @@ use super::model::{
     cluster_name, partition,
 };
 use super::order::Order;
+use super::placement::{self, Placed};
 use super::{ASN_LABEL, RACK_LABEL};
 use crate::api::{
     Initialization, MachineAddress, MachineAddressType, MetalStackMachine, MetalStackMachineStatus,
@@ -128,7 +129,7 @@ fn waiting_message(msm: &MetalStackMachine, machine: &CapiMachine, reason: Reaso
 fn allocate(
     msm: &MetalStackMachine,
     open: &MachineInputs,
-    status: MetalStackMachineStatus,
+    mut status: MetalStackMachineStatus,
 ) -> MachineDecision {
     let partition = partition(msm, &open.msc);
     let target = Target::of(msm.spec.provider_id.as_deref(), &partition, None);
@@ -152,6 +153,18 @@ fn allocate(
     let Some(user_data) = &open.user_data else {
         return without_bootstrap_data(msm, &open.machine, status);
     };
+    let preset = match placement::placed(msm, open, &partition) {
+        Placed::Anywhere => target.ok().and_then(|t| t.preset),
+        Placed::Machine(id) => Some(id),
+        Placed::Waits { reason, message } => {
+            Conditions::of(&mut status.conditions, msm.metadata.generation).set_false(
+                Type::Ready,
+                reason,
+                message,
+            );
+            return Decision::new(MachineStep::Nothing, status, Requeue::Poll);
+        }
+    };
     let request = Order {
         msm,
         msc: &open.msc,
@@ -159,7 +172,7 @@ fn allocate(
         network: open.network.clone(),
         user_data,
         control_plane: open.machine.is_control_plane(),
-        preset: target.ok().and_then(|t| t.preset),
+        preset,
     }
     .request();
     // No "allocating" condition: allocating is one call, the next reconcile at once writes its
@@ -303,6 +316,7 @@ fn allocated(
         health_requeue(&health)
     };
     status.addresses = addresses_of(m);
+    status.failure_domain = (!m.rackid.is_empty()).then(|| m.rackid.clone());
     // The machine is named first: naming it changes the spec, and so the generation every
     // condition observes. The reconcile right after it writes the status (the engine skips
     // this one's, as moot), unless naming it fails: then this status shows the allocation.

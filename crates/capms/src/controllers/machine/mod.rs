@@ -8,6 +8,7 @@ mod decide;
 mod model;
 mod observe;
 mod order;
+mod placement;
 #[cfg(test)]
 mod tests;
 pub mod watches;

@@ -7,6 +7,7 @@ use crate::controllers::allocation::AllocationStep;
 use crate::controllers::allocation::Found;
 use crate::reconciler::Decision;
 use kube::ResourceExt;
+use metal_api::catalog::MachineSummary;
 use metal_api::types::MachineAllocateRequest;
 
 /// What observe read. Deleting carries the ids of the machines still allocated for it.
@@ -70,6 +71,9 @@ pub struct MachineInputs {
     pub found: Found,
     /// The bootstrap Secret's `value`, read only when nothing is allocated yet.
     pub user_data: Option<String>,
+    /// The partition's machines of the object's size, read only when nothing is allocated yet
+    /// and the Machine names a failure domain (a rack) to place it in.
+    pub rack_candidates: Option<Vec<MachineSummary>>,
 }
 
 /// The steps a MetalStackMachine reconcile can take.

@@ -16,7 +16,8 @@ use crate::reconciler::writes::has_finalizer;
 use crate::reconciler::{Context, During, Result};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use metal_api::types::ROLE_MACHINE;
+use metal_api::catalog::MachineSummary;
+use metal_api::types::{MachineFindRequest, ROLE_MACHINE};
 use std::collections::BTreeSet;
 
 /// The Cluster a MetalStackMachine belongs to: its cluster-name label (Cluster API sets it), else
@@ -151,13 +152,35 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context) -> Result<MachineGate> {
         Found::Nothing => bootstrap_data(ctx, &ns, &secret).await?,
         _ => None,
     };
+    let rack_candidates = match (&found, &machine.spec.failure_domain) {
+        (Found::Nothing, Some(_)) if msm.spec.provider_id.is_none() => {
+            Some(rack_candidates(msm, ctx, &partition(msm, &msc)).await?)
+        }
+        _ => None,
+    };
     Ok(MachineGate::Open(Box::new(MachineInputs {
         machine,
         msc,
         network,
         found,
         user_data,
+        rack_candidates,
     })))
+}
+
+/// The machines of the object's size in `partition`, as metal-api has them now: the one capms
+/// picks in the Machine's rack must be free at this moment, not at the catalog's last refresh.
+async fn rack_candidates(
+    msm: &MetalStackMachine,
+    ctx: &Context,
+    partition: &str,
+) -> Result<Vec<MachineSummary>> {
+    let query = MachineFindRequest {
+        partition_id: Some(partition.to_owned()),
+        sizeid: Some(msm.spec.machine_type.clone()),
+        ..Default::default()
+    };
+    Ok(ctx.metal.machine_find_as::<MachineSummary>(&query).await?)
 }
 
 /// The bootstrap Secret's `value`, if it has one.

@@ -16,7 +16,8 @@ pub struct Order<'a> {
     pub network: String,
     pub user_data: &'a str,
     pub control_plane: bool,
-    /// The machine the user chose in spec.providerID, allocated by id.
+    /// The machine allocated by id: the one spec.providerID names, or the one picked in the
+    /// rack the Machine names.
     pub preset: Option<String>,
 }
 

@@ -71,6 +71,7 @@ fn live(network: NetworkSeen, endpoint: EndpointSeen) -> Stages {
         network: Some(network),
         endpoint: Some(endpoint),
         firewall: None,
+        failure_domains: None,
     }
 }
 
@@ -99,6 +100,7 @@ fn next(d: &ClusterDecision) -> Requeue {
 }
 
 mod deployment;
+mod failure_domains;
 mod failures;
 mod firewall;
 mod rollout;

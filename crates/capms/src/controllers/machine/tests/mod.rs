@@ -86,6 +86,7 @@ fn open(found: Found) -> MachineInputs {
         network: "net-1".into(),
         found,
         user_data: Some("#cloud-config\nhostname: node-1\n".into()),
+        rack_candidates: None,
     }
 }
 
@@ -170,6 +171,7 @@ fn requeue(d: &MachineDecision) -> Requeue {
 mod allocated;
 mod facts;
 mod machine_set;
+mod placement;
 
 #[test]
 fn an_externally_managed_machine_is_left_alone() {
