@@ -8,7 +8,6 @@ use super::*;
 use kube::ResourceExt;
 use kube::api::ListParams;
 
-const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
 const DEPLOYMENT: &str = "rack-3-workers";
 
 /// The lab with a third rack of four machines.
@@ -86,17 +85,7 @@ impl Env {
         for id in free.into_iter().skip(keep) {
             let request = MachineAllocateRequest {
                 uuid: Some(id.clone()),
-                name: format!("other-team-{id}"),
-                hostname: "other".into(),
-                projectid: PROJECT.into(),
-                partitionid: "mini-lab".into(),
-                sizeid: "v1-small-x86".into(),
-                imageid: "ubuntu-26.4".into(),
-                networks: Some(vec![AllocationNetwork {
-                    networkid: network.into(),
-                    autoacquire: Some(true),
-                }]),
-                ..Default::default()
+                ..super::orphans::planted(network, Vec::new())
             };
             state
                 .machine_allocate(&request, None, "machine", "other-team")
@@ -209,8 +198,15 @@ async fn machines_land_in_the_rack_cluster_api_places_them_in_and_the_racks_foll
         );
     }
     let before = env.racks_of_cluster().await;
-    let in_rack_3 = before.iter().filter(|(_, rack)| rack == "rack-3").count();
-    assert_eq!(in_rack_3, 3, "{before:?}");
+    for m in &ready {
+        let id = m
+            .spec
+            .provider_id
+            .as_deref()
+            .and_then(|p| p.rsplit('/').next());
+        let id = id.expect("providerID").to_owned();
+        assert!(before.contains(&(id, "rack-3".to_owned())), "{before:?}");
+    }
     let capi_machines = env.dynamic("cluster.x-k8s.io/v1beta2", "Machine", "machines");
     let owner = ready[0].owner_references().first().map(|o| o.name.clone());
     let owner = owner.expect("the owning Machine");

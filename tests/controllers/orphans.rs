@@ -38,7 +38,15 @@ async fn provisioned(env: &Env) -> String {
 
 /// A machine allocated behind capms's back, in `network`, with `tags`: its id.
 pub(super) fn allocated(env: &Env, network: &str, tags: Vec<String>) -> String {
-    let request = MachineAllocateRequest {
+    let request = planted(network, tags);
+    let mut state = env.sim.sim.state();
+    let machine = state.machine_allocate(&request, None, "machine", "capms");
+    machine.expect("allocated").id
+}
+
+/// The request of a machine allocated behind capms's back, in `network`, with `tags`.
+pub(super) fn planted(network: &str, tags: Vec<String>) -> MachineAllocateRequest {
+    MachineAllocateRequest {
         name: "planted".into(),
         hostname: "planted".into(),
         projectid: PROJECT.into(),
@@ -51,10 +59,7 @@ pub(super) fn allocated(env: &Env, network: &str, tags: Vec<String>) -> String {
         }]),
         tags,
         ..Default::default()
-    };
-    let mut state = env.sim.sim.state();
-    let machine = state.machine_allocate(&request, None, "machine", "capms");
-    machine.expect("allocated").id
+    }
 }
 
 /// The tags capms puts on a machine of MetalStackMachine `namespace/name` in cluster `cluster`
