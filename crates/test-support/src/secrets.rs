@@ -24,12 +24,23 @@ pub fn remember(secret: &str) {
     let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
     let lines = secret.lines().map(str::trim);
     for piece in std::iter::once(secret.trim()).chain(lines) {
-        // PEM's armour lines are the same in every key.
-        if piece.len() >= SHORTEST && !piece.starts_with("-----") {
+        // PEM's armour lines are the same in every key, and a manifest's bare keys
+        // (`metadata:`) are in every Kubernetes error capms logs.
+        if piece.len() >= SHORTEST && !piece.starts_with("-----") && !bare_key(piece) {
             known.insert(piece.to_owned());
             known.insert(base64(piece));
         }
     }
+}
+
+/// A YAML line that is only a key (`metadata:`, `- name:`): structure, not a secret.
+fn bare_key(line: &str) -> bool {
+    let key = line.trim_start_matches("- ").strip_suffix(':');
+    key.is_some_and(|k| {
+        !k.is_empty()
+            && k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+    })
 }
 
 /// Remembers what a capms process is given: its HMAC key or token from `env`, its
@@ -131,5 +142,12 @@ mod tests {
             None,
             "armour is no secret"
         );
+        // A manifest held in a Secret: its bare keys are in every Kubernetes error capms logs.
+        remember(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: cloud-controller-manager\nstringData:\n",
+        );
+        let error = "WARN capms: ApiError: failed (Status { code: 500, metadata: Some(ListMeta { }), reason: \"\" })";
+        assert_eq!(leak(error), None, "structure is no secret");
+        assert!(leak("DEBUG x: name: cloud-controller-manager").is_some());
     }
 }

@@ -94,6 +94,14 @@ fn across(
     for field in kind.fields() {
         map_field(object, &mut out, field, from, to, name)?;
     }
+    // A kind whose target schema has no status (the Go provider's machine template) shows none:
+    // the apiserver refuses an object with a field its schema does not declare.
+    let has_status = kind
+        .fields()
+        .any(|f| f.path(to).is_some_and(|p| p.starts_with("/status/")));
+    if let Some(map) = out.as_object_mut().filter(|_| !has_status) {
+        map.remove("status");
+    }
     let mut restored = Vec::new();
     for entry in restore {
         let field = kind.fields().find(|f| f.path(to) == Some(&entry.at));

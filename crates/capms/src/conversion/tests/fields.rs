@@ -109,3 +109,22 @@ fn a_capms_firewall_template_s_protocols_show_in_the_go_provider_s_case() {
         "{go}"
     );
 }
+
+/// The Go provider's machine template has no status in its schema: a template's capacity
+/// leaves it whole (the apiserver refuses an undeclared field, as capms's status write met when
+/// the template had a `v1alpha1` applier), and comes back on the way to capms's versions.
+#[test]
+fn a_machine_templates_status_leaves_v1alpha1_whole_and_comes_back() {
+    let ours = json!({
+        "apiVersion": api_version("v1alpha4"), "kind": "MetalStackMachineTemplate",
+        "metadata": {"name": "t", "namespace": "n"},
+        "spec": {"template": {"spec": {"image": "ubuntu-24.04", "machineType": "c1-large-x86"}}},
+        "status": {"capacity": {"cpu": "4", "memory": "16Gi"},
+                   "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux"}},
+    });
+    let go = convert(&ours, &api_version("v1alpha1")).unwrap_or_default();
+    assert_eq!(go.get("status"), None, "{go}");
+    assert_eq!(go["spec"]["template"]["spec"]["size"], "c1-large-x86");
+    let back = convert(&go, &api_version("v1alpha4")).unwrap_or_default();
+    assert_eq!(back["status"], ours["status"], "{back}");
+}
