@@ -145,6 +145,11 @@ mod tests {
             MachineSummary::from(&machine).is_free(),
             "free, alive, neither reserved nor locked"
         );
+        machine.state.value = "LOCKED".into();
+        assert!(!MachineSummary::from(&machine).is_free(), "locked");
+        machine.state.value = String::new();
+        machine.liveliness = "Dead".into();
+        assert!(!MachineSummary::from(&machine).is_free(), "dead");
         assert_eq!(decoded.partition.map(|p| p.id).as_deref(), Some("p1"));
         assert_eq!(decoded.size.map(|s| s.id).as_deref(), Some("s1"));
         let a = decoded.allocation.expect("allocated");
