@@ -71,9 +71,9 @@ pub(crate) enum Denial {
     /// Fields that do not fit the kind's type.
     #[error("{0}")]
     Misfit(String),
-    /// The kind's rules refuse it.
-    #[error("{0}")]
-    Refused(String),
+    /// The kind's rules refuse it, field by field.
+    #[error("{}", rules::joined(.0))]
+    Refused(Vec<rules::FieldError>),
     /// A denial only because the catalog could not be read: waiting helps.
     #[error(
         "metal-api cannot be reached, so partition, image, machine type and networks cannot be checked; try again"
@@ -88,9 +88,35 @@ impl Denial {
     pub(crate) fn renamed(self, rename: impl Fn(&str) -> String) -> Denial {
         match self {
             Denial::Misfit(m) => Denial::Misfit(rename(&m)),
-            Denial::Refused(m) => Denial::Refused(rename(&m)),
+            Denial::Refused(errors) => Denial::Refused(
+                errors
+                    .into_iter()
+                    .map(|e| rules::FieldError {
+                        path: rename(&e.path),
+                        message: rename(&e.message),
+                    })
+                    .collect(),
+            ),
             other => other,
         }
+    }
+
+    /// The refused fields, each with what is wrong with it, as the apiserver passes them on in
+    /// its answer's `details.causes`. Clients that show only the causes of a refusal (Cluster
+    /// API's topology controller, in a Cluster's `TopologyReconciled` condition) still name
+    /// the field and the valid choices.
+    pub(crate) fn causes(&self) -> Vec<kube::core::response::StatusCause> {
+        let Denial::Refused(errors) = self else {
+            return Vec::new();
+        };
+        errors
+            .iter()
+            .map(|e| kube::core::response::StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: e.message.clone(),
+                field: e.path.clone(),
+            })
+            .collect()
     }
 }
 
@@ -222,7 +248,7 @@ fn finish(report: Report) -> Result<Allowed, Denial> {
             warnings: report.warnings,
         })
     } else {
-        Err(Denial::Refused(report.message()))
+        Err(Denial::Refused(report.errors))
     }
 }
 

@@ -81,7 +81,7 @@ async fn admit(state: WebhookState, route: Route, body: Bytes) -> Response {
     let response = AdmissionResponse::from(&request);
     let response = match decide(&state, route, &request).await {
         Ok(allowed) => allowed.apply(response),
-        Err(denial) => response.deny(denial.to_string()),
+        Err(denial) => denied(response, route, &request, &denial),
     };
     let result = if response.allowed {
         "allowed"
@@ -96,6 +96,29 @@ async fn admit(state: WebhookState, route: Route, body: Bytes) -> Response {
         started.elapsed(),
     );
     reply(response)
+}
+
+/// The denial's message, and its refused fields as the status's causes.
+fn denied(
+    response: AdmissionResponse,
+    route: Route,
+    request: &AdmissionRequest<DynamicObject>,
+    denial: &Denial,
+) -> AdmissionResponse {
+    let causes = denial.causes();
+    let mut response = response.deny(denial.to_string());
+    if !causes.is_empty() {
+        let name = request.name.clone();
+        response.result.details = Some(kube::core::response::StatusDetails {
+            name,
+            group: GROUP.to_owned(),
+            kind: route.kind.name().to_owned(),
+            uid: String::new(),
+            causes,
+            retry_after_seconds: 0,
+        });
+    }
+    response
 }
 
 impl Allowed {

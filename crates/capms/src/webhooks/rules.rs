@@ -39,15 +39,15 @@ impl Report {
             message: message.into(),
         });
     }
+}
 
-    /// All errors joined into one message.
-    pub fn message(&self) -> String {
-        self.errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
+/// `errors` joined into one message.
+pub(crate) fn joined(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 // ---- defaults ---------------------------------------------------------------------------

@@ -123,6 +123,38 @@ async fn validation_denies_with_every_field_error() {
             && message.contains("spec.machineType: machine type \"huge\""),
         "{message}"
     );
+    // Each refused field is a cause too, for clients that show only the causes.
+    let details = &out["response"]["status"]["details"];
+    assert_eq!(details["kind"], "MetalStackMachine");
+    assert_eq!(details["group"], "infrastructure.cluster.x-k8s.io");
+    let causes: Vec<(&str, &str, &str)> = details["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let text = |key: &str| c[key].as_str().unwrap_or_default();
+            (text("reason"), text("field"), text("message"))
+        })
+        .collect();
+    assert_eq!(causes.len(), 2, "{details}");
+    assert!(
+        causes
+            .iter()
+            .all(|(reason, ..)| *reason == "FieldValueInvalid")
+    );
+    assert_eq!(
+        causes
+            .iter()
+            .map(|(_, field, _)| *field)
+            .collect::<Vec<_>>(),
+        ["spec.image", "spec.machineType"]
+    );
+    assert!(
+        causes[1]
+            .2
+            .starts_with("machine type \"huge\" is not a metal-stack size; valid: "),
+        "{causes:?}"
+    );
 }
 
 #[tokio::test]
