@@ -5,6 +5,8 @@
 #   cluster-template.yaml           a workload cluster (kubeadm control plane, firewall, workers)
 #   cluster-template-ignition.yaml  the same with Ignition bootstrap data (--flavor ignition)
 #   cluster-template-calico.yaml    the same with Calico through CAAPH (--flavor calico)
+#   cluster-template-topology.yaml  a Cluster of the ClusterClass metal-stack-kubeadm (--flavor topology)
+#   clusterclass-metal-stack-kubeadm.yaml  that class, which clusterctl adds while a namespace has none
 # ${VAR} placeholders stay for clusterctl to substitute at install time.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,5 +20,5 @@ mkdir -p "$out"
   done
 } > "$out/infrastructure-components.yaml"
 cp "$root/manifests/clusterctl/metadata.yaml" "$out/metadata.yaml"
-cp "$root"/manifests/clusterctl/cluster-template*.yaml "$out/"
+cp "$root"/manifests/clusterctl/cluster-template*.yaml "$root"/manifests/clusterctl/clusterclass-*.yaml "$out/"
 echo "$out"

@@ -100,7 +100,7 @@ async fn three_control_plane_machines_roll_to_a_new_version_within_the_surge() {
     stack.delete_cluster().await;
 }
 
-const NEW_VERSION: &str = "v1.33.6";
+pub(super) const NEW_VERSION: &str = "v1.33.6";
 
 /// Changes the control plane's version, waits until every control-plane machine is replaced,
 /// then does the same for the workers.
@@ -119,7 +119,13 @@ async fn upgrade(client: &kube::Client, ns: &str) {
     )
     .await
     .expect("upgrade the control plane");
-    wait_rolled(client, ns, true, "every control-plane machine replaced").await;
+    wait_rolled(
+        client,
+        ns,
+        (true, 3),
+        "every control-plane machine replaced",
+    )
+    .await;
     capi(client, ns, "MachineDeployment")
         .patch(
             &format!("{CLUSTER}-worker"),
@@ -128,7 +134,7 @@ async fn upgrade(client: &kube::Client, ns: &str) {
         )
         .await
         .expect("upgrade the workers");
-    wait_rolled(client, ns, false, "the worker replaced").await;
+    wait_rolled(client, ns, (false, 1), "the worker replaced").await;
 }
 
 /// The racks of the cluster's allocated control-plane machines.
@@ -199,10 +205,14 @@ fn bootstrap_formats(sim: &RunningSim, ns: &str) -> std::collections::BTreeSet<&
         .collect()
 }
 
-/// Waits until the control plane's (or the workers') Machines all run `NEW_VERSION`, Running with
-/// their Nodes, and no old one is left.
-async fn wait_rolled(client: &kube::Client, ns: &str, control_plane: bool, what: &str) {
-    let want = if control_plane { 3 } else { 1 };
+/// Waits until the control plane's (or the workers') Machines are `want`, all running
+/// `NEW_VERSION`, Running with their Nodes, and no old one is left.
+pub(super) async fn wait_rolled(
+    client: &kube::Client,
+    ns: &str,
+    (control_plane, want): (bool, usize),
+    what: &str,
+) {
     eventually(what, Duration::from_secs(420), || async {
         let ms: Vec<_> = machines(client, ns)
             .await

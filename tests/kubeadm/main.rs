@@ -15,6 +15,8 @@ mod go_template;
 mod ha;
 // Remediation with Cluster API's MachineHealthCheck.
 mod remediation;
+// A cluster of the shipped ClusterClass, by Cluster API's topology controller.
+mod topology;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -235,6 +237,11 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 impl Stack {
     async fn start(prefix: &str, inventory: Inventory) -> Stack {
+        Stack::start_with(prefix, inventory, &[]).await
+    }
+
+    /// [`Stack::start`] with Cluster API's core manager given `capi_args` too.
+    async fn start_with(prefix: &str, inventory: Inventory, capi_args: &[&str]) -> Stack {
         capms::tls::install_default_provider();
         capms::telemetry::init_logging();
         let cp = ControlPlane::shared();
@@ -246,7 +253,8 @@ impl Stack {
             namespace: &ns.name,
             work: work.path(),
         };
-        let managers = Managers::start(&on, &sim.url, &[], "info,capms=debug").await;
+        let log = "info,capms=debug";
+        let managers = Managers::start_with_capi_args(&on, &sim.url, (&[], log), capi_args).await;
         let kubeadm = KubeadmProviders::start(&on).await;
         let workloads = work.path().join("workloads");
         let agent = Agent::spawn(

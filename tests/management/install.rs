@@ -88,6 +88,8 @@ fn release_files_are_complete_and_install_on_a_fresh_control_plane() {
         "cluster-template.yaml",
         "cluster-template-ignition.yaml",
         "cluster-template-calico.yaml",
+        "cluster-template-topology.yaml",
+        "clusterclass-metal-stack-kubeadm.yaml",
     ] {
         assert!(out.join(f).exists(), "{f} is produced");
     }
@@ -385,4 +387,26 @@ fn the_calico_flavor_differs_from_the_template_only_in_its_cni() {
     assert_eq!(start - rest.len(), label.len(), "the Cluster's label, once");
     let appended = calico[start..].iter().filter(|l| *l == "---").count();
     assert_eq!(appended, 1, "one document appended: the HelmChartProxy");
+}
+
+/// The topology flavor installs the same add-ons as the default template (metal-ccm's
+/// ClusterResourceSet, Secret and ConfigMap), line for line.
+#[test]
+fn the_topology_flavor_installs_the_template_s_add_ons() {
+    let read = |name: &str| {
+        std::fs::read_to_string(repo_root().join("manifests/clusterctl").join(name))
+            .expect("template")
+    };
+    let (base, topology) = (
+        read("cluster-template.yaml"),
+        read("cluster-template-topology.yaml"),
+    );
+    let start = "# metal-ccm, installed into the workload cluster";
+    let from = |text: &str| text.find(start).map(|i| text[i..].to_owned());
+    let base_addons = from(&base).and_then(|rest| {
+        let end = rest.find("---\n# Hung workers")?;
+        Some(rest[..end].to_owned())
+    });
+    assert!(base_addons.is_some(), "the template's add-ons");
+    assert_eq!(from(&topology), base_addons);
 }

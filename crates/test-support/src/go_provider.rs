@@ -104,18 +104,25 @@ impl ControlPlane {
         &self,
         metal_api_url: &str,
     ) -> std::process::Output {
-        let config = self.clusterctl_repository("capms-repository", &capms_release(), |dir| {
+        let config = self.capms_clusterctl_repository("capms-repository");
+        let target = format!("capms-system/metal-stack:{}", capms_release());
+        let args = ["upgrade", "apply", "--infrastructure", &target];
+        self.clusterctl_configured(&config, &args, metal_api_url)
+            .await
+    }
+
+    /// A local clusterctl repository `name` under this control plane's directory holding capms's
+    /// release files (`manifests/release.sh`) as its release [`capms_release`]. Returns its
+    /// `clusterctl.yaml`, for clusterctl's `--config`.
+    pub fn capms_clusterctl_repository(&self, name: &str) -> PathBuf {
+        self.clusterctl_repository(name, &capms_release(), |dir| {
             let released = Command::new("bash")
                 .arg(repo_root().join("manifests/release.sh"))
                 .arg(dir)
                 .output()
                 .expect("release.sh runs");
             assert!(released.status.success(), "manifests/release.sh failed");
-        });
-        let target = format!("capms-system/metal-stack:{}", capms_release());
-        let args = ["upgrade", "apply", "--infrastructure", &target];
-        self.clusterctl_configured(&config, &args, metal_api_url)
-            .await
+        })
     }
 
     /// A local clusterctl repository under this control plane's directory: the metal-stack

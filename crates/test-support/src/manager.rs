@@ -143,7 +143,18 @@ impl Managers {
         extra: &[String],
         log: &str,
     ) -> Managers {
-        let capi = CapiManager::start(on).await;
+        Self::start_with_capi_args(on, metal_api_url, (extra, log), &[]).await
+    }
+
+    /// [`Self::start`] with Cluster API's core manager given `capi_args` too (a feature gate).
+    pub async fn start_with_capi_args(
+        on: &ManagerOn<'_>,
+        metal_api_url: &str,
+        (extra, log): (&[String], &str),
+        capi_args: &[&str],
+    ) -> Managers {
+        let (binary, webhooks) = ("cluster-api-manager", "crd/core-webhook");
+        let capi = CapiManager::start_binary(on, binary, "capi", webhooks, capi_args).await;
         let certs = on.work.join("certs");
         on.cp.issue_serving_cert(&certs);
         let user = format!("capms-{}", on.namespace);
@@ -252,16 +263,18 @@ pub struct KubeadmProviders {
 }
 
 impl KubeadmProviders {
-    /// Both providers with the Ignition bootstrap format enabled (`--flavor ignition`).
+    /// Both providers with the Ignition bootstrap format (`--flavor ignition`) and ClusterClass
+    /// templates (`--flavor topology`) enabled, as `clusterctl init` does with
+    /// `CLUSTER_TOPOLOGY=true`.
     pub async fn start(on: &ManagerOn<'_>) -> KubeadmProviders {
-        let ignition = ["--feature-gates=KubeadmBootstrapFormatIgnition=true"];
+        let gates = ["--feature-gates=KubeadmBootstrapFormatIgnition=true,ClusterTopology=true"];
         KubeadmProviders {
             bootstrap: CapiManager::start_binary(
                 on,
                 "kubeadm-bootstrap-manager",
                 "cabpk",
                 "crd/bootstrap-webhook",
-                &ignition,
+                &gates,
             )
             .await,
             control_plane: CapiManager::start_binary(
@@ -269,7 +282,7 @@ impl KubeadmProviders {
                 "kubeadm-control-plane-manager",
                 "kcp",
                 "crd/controlplane-webhook",
-                &ignition,
+                &gates,
             )
             .await,
         }
