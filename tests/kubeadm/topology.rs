@@ -135,8 +135,8 @@ async fn render_flavor(stack: &Stack) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The cluster's MetalStackCluster (named by the topology controller) is ready, a firewall
-/// serving its network.
+/// The cluster's MetalStackCluster, which the class names after the Cluster, is ready, a
+/// firewall serving its network.
 async fn firewall_serving(client: &kube::Client, ns: &str) {
     let clusters = Api::<DynamicObject>::namespaced_with(
         client.clone(),
@@ -151,10 +151,8 @@ async fn firewall_serving(client: &kube::Client, ns: &str) {
         "the MetalStackCluster ready, its firewall serving",
         LOADED_MACHINE_WAIT,
         || async {
-            let list = clusters.list(&Default::default()).await.ok()?;
-            let [cluster] = list.items.as_slice() else {
-                return None;
-            };
+            // Named after the Cluster by the class, as metal-ccm's cluster tag needs it.
+            let cluster = clusters.get_opt(CLUSTER).await.ok()??;
             let status = &cluster.data["status"];
             (status["ready"] == json!(true) && status["firewall"]["serving"].is_string())
                 .then_some(())
