@@ -56,7 +56,7 @@ where
 #[tokio::test]
 async fn a_machine_meets_its_gates_in_order() {
     // The Cluster and its MetalStackCluster, not provisioned yet.
-    let (rig, _) = cluster_rig().await;
+    let (rig, msc) = cluster_rig().await;
     let msm = metal_stack_machine();
     rig.api.put(&msm);
     set_paused(&rig, &msm, true);
@@ -78,24 +78,46 @@ async fn a_machine_meets_its_gates_in_order() {
         "a paused object is not taken up"
     );
 
-    // Unpaused: taken up before anything else is looked at.
+    // Unpaused: the cluster's infrastructure is awaited before the Machine's bootstrap data.
     set_paused(&rig, &msm, false);
-    once::<Machines>(&rig, &msm).await;
-    assert!(has_finalizer(&rig, &msm), "the finalizer first");
-    assert_eq!(reason(&rig, &msm, "Ready"), None, "and no status with it");
-
-    // The cluster's infrastructure is awaited before the Machine's bootstrap data.
     once::<Machines>(&rig, &msm).await;
     let infrastructure = Some("WaitingForClusterInfrastructure".to_owned());
     assert_eq!(reason(&rig, &msm, "Ready"), infrastructure);
     assert_eq!(reason(&rig, &msm, "Paused").as_deref(), Some("NotPaused"));
+
+    // The cluster provisioned: the Machine's bootstrap data is awaited.
+    walk::<Clusters>(&rig, &msc, 8, ready).await;
+    once::<Machines>(&rig, &msm).await;
+    let bootstrap_data = Some("WaitingForBootstrapData".to_owned());
+    assert_eq!(reason(&rig, &msm, "Ready"), bootstrap_data);
+    assert!(!has_finalizer(&rig, &msm), "taken up only with a machine");
+
+    // The bootstrap data there: allocated, then named and taken up in one write.
+    rig.api.put(&capi_machine());
+    rig.api.put(&bootstrap());
+    once::<Machines>(&rig, &msm).await;
+    assert!(
+        !has_finalizer(&rig, &msm),
+        "allocating writes nothing to the object"
+    );
+    once::<Machines>(&rig, &msm).await;
+    assert!(
+        has_finalizer(&rig, &msm),
+        "taken up with the machine's name"
+    );
+    assert!(rig.api.get(&msm).spec.provider_id.is_some());
 }
 
 #[tokio::test]
 async fn a_firewall_meets_its_gates_in_order() {
     // The Cluster and its MetalStackCluster, which has no private network yet.
     let (rig, msc) = cluster_rig().await;
-    let mut fw = MetalStackFirewall::new("prod-firewall", MetalStackFirewallSpec::default());
+    let spec = MetalStackFirewallSpec {
+        image: "firewall-ubuntu-3.0".into(),
+        machine_type: "v1-small-x86".into(),
+        ..Default::default()
+    };
+    let mut fw = MetalStackFirewall::new("prod-firewall", spec);
     fw.metadata.namespace = Some(NS.into());
     fw.metadata.uid = Some("uid-fw".into());
     let mut owner = owner("MetalStackCluster", "prod");
@@ -112,17 +134,24 @@ async fn a_firewall_meets_its_gates_in_order() {
         "a paused firewall is not taken up"
     );
 
-    // Unpaused: the cluster's private network is awaited before the firewall is taken up.
+    // Unpaused: the cluster's private network is awaited.
     set_paused(&rig, &fw, false);
     once::<Firewalls>(&rig, &fw).await;
     let network = Some("WaitingForNetwork".to_owned());
     assert_eq!(reason(&rig, &fw, "Ready"), network);
     assert!(!has_finalizer(&rig, &fw), "not taken up without a network");
 
-    // The cluster provisioned (its network allocated): taken up.
+    // The cluster provisioned (its network allocated): allocated, then taken up in the write
+    // that names the firewall's machine.
     walk::<Clusters>(&rig, &msc, 8, ready).await;
     once::<Firewalls>(&rig, &fw).await;
-    assert!(has_finalizer(&rig, &fw), "taken up once its network exists");
+    assert!(
+        !has_finalizer(&rig, &fw),
+        "allocating writes nothing to the object"
+    );
+    once::<Firewalls>(&rig, &fw).await;
+    assert!(has_finalizer(&rig, &fw), "taken up with its machine's name");
+    assert!(rig.api.get(&fw).spec.provider_id.is_some());
 }
 
 #[tokio::test]

@@ -233,28 +233,38 @@ async fn a_machine_is_allocated_named_ready_and_freed() {
 
 /// Something else wakes a machine right after capms wrote to it, before the watch brings the
 /// write back: that reconcile reads the older copy. It waits for the newer one rather than
-/// writing the finalizer again (refused, as the write is guarded by the version it read).
+/// writing again from what it read.
 #[tokio::test]
 async fn a_copy_from_before_capms_own_write_waits_for_the_newer_one() {
     let (rig, msm) = machine_rig().await;
     rig.api.take_writes();
     let older = Arc::new(rig.api.get(&msm));
+    let allocations = || metal_calls_to(&rig, "/v1/machine/allocate");
     reconcile::<Machines>(older.clone(), rig.ctx.clone())
         .await
         .expect("reconcile");
-    let first = rig.api.take_writes();
-    assert_eq!(first.len(), 1, "the finalizer: {first:#?}");
+    assert_eq!(allocations(), 1, "allocated first");
+    let first = rig.api.take_object_writes();
+    assert!(first.is_empty(), "no object write before it: {first:#?}");
+    // Nothing was written to the object: the copy is still current, and names its machine.
+    reconcile::<Machines>(older.clone(), rig.ctx.clone())
+        .await
+        .expect("reconcile");
+    let named = rig.api.take_object_writes();
+    assert_eq!(
+        named.len(),
+        1,
+        "the machine's name and the finalizer: {named:#?}"
+    );
     let held = reconcile::<Machines>(older, rig.ctx.clone())
         .await
         .expect("reconcile");
     let again = rig.api.take_object_writes();
     assert!(again.is_empty(), "the older copy wrote: {again:#?}");
     assert_ne!(held, Action::await_change(), "it is looked at again");
-    let allocations = || metal_calls_to(&rig, "/v1/machine/allocate");
-    assert_eq!(allocations(), 0, "nothing allocated from the older copy");
-    // The watch's copy, with the finalizer, goes on to allocate.
-    walk::<Machines>(&rig, &msm, 2, |m| m.spec.provider_id.is_some()).await;
-    assert_eq!(allocations(), 1);
+    // The watch's copy, with the finalizer and the name, goes on to write the status.
+    walk::<Machines>(&rig, &msm, 2, |m| m.status.is_some()).await;
+    assert_eq!(allocations(), 1, "nothing allocated twice");
 }
 
 /// Every metal-api request the simulator has answered.

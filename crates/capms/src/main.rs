@@ -117,7 +117,9 @@ struct ManagerArgs {
     /// How often capms looks in metal-api for what it allocated for a MetalStackMachine,
     /// MetalStackFirewall or MetalStackCluster that is gone without it being freed, in the
     /// clusters it manages (neither paused nor being moved), and frees it once the owner has been
-    /// gone for --orphan-grace (0s: never).
+    /// gone for --orphan-grace (0s: never; then a MetalStackMachine or MetalStackFirewall deleted
+    /// between its machine's allocation and the write naming it, which adds capms's finalizer,
+    /// leaves that machine allocated).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     orphan_sweep_interval: Duration,
     /// How long an allocation's owner must have been gone, look after look, before the orphan

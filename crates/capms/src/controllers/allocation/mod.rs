@@ -19,3 +19,4 @@ pub use observe::teardown_query;
 pub(crate) use observe::{lookup, owned, query, teardown_query_of};
 pub(crate) use racks::{RackChoice, RackMachines};
 pub use step::AllocationStep;
+pub(crate) use step::record_patch;

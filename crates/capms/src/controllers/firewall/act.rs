@@ -5,7 +5,7 @@ use super::model::FirewallStep;
 use crate::api::MetalStackFirewall;
 use crate::controllers::allocation;
 use crate::ownership::firewall_identity;
-use crate::reconciler::writes::{describe, ensure_finalizer, remove_finalizer};
+use crate::reconciler::writes::{describe, remove_finalizer};
 use crate::reconciler::{Context, During, Result};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
@@ -15,7 +15,6 @@ pub async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &FirewallStep) ->
     let api = ctx.api::<MetalStackFirewall>(&fw.namespace().unwrap_or_default());
     match step {
         FirewallStep::Nothing => Ok(()),
-        FirewallStep::AddFinalizer => ensure_finalizer(&api, fw, FINALIZER).await.map(|_| ()),
         FirewallStep::Allocate(request) => {
             let result = ctx.metal.firewall_allocate(request).await;
             allocation::allocated(ctx, &request.machine.tags, &result).await;

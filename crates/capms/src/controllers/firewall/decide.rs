@@ -1,9 +1,10 @@
 //! What a MetalStackFirewall needs next, decided from what was observed, without I/O.
 
+use super::FINALIZER;
 use super::model::{FirewallDecision, FirewallGate, FirewallStep, Observed, target};
 use super::request::request;
 use crate::api::{MetalStackCluster, MetalStackFirewall, MetalStackFirewallStatus};
-use crate::controllers::allocation::{Found, health_condition, health_requeue};
+use crate::controllers::allocation::{Found, health_condition, health_requeue, record_patch};
 use crate::reconciler::conditions::{Conditions, Reason, Type};
 use crate::reconciler::gates::report_pause;
 use crate::reconciler::{Decision, Error, Phase, Requeue};
@@ -59,10 +60,6 @@ fn decide_live(
                 format!("waiting for MetalStackCluster {cluster} to have its private network");
             conditions.set_false(Type::Ready, Reason::WaitingForNetwork, message);
             return Decision::new(FirewallStep::Nothing, status, Requeue::Poll);
-        }
-        FirewallGate::NotTakenUp => {
-            report_pause(&mut conditions, None);
-            return Decision::new(FirewallStep::AddFinalizer, status, Requeue::AwaitChange);
         }
         FirewallGate::Open(inputs) => {
             report_pause(&mut conditions, None);
@@ -141,11 +138,14 @@ fn allocated(
     };
     status.ready = ready;
     // Name the machine in spec.providerID, as MetalStackMachines do (a preset one is kept).
-    let step = match &fw.spec.provider_id {
-        Some(_) => FirewallStep::Nothing,
-        None => FirewallStep::Record(serde_json::json!({
+    let naming = fw.spec.provider_id.is_none().then(|| {
+        serde_json::json!({
             "spec": {"providerID": ProviderId::format(&msc.spec.partition, &m.id)}
-        })),
+        })
+    });
+    let step = match record_patch(fw, FINALIZER, naming) {
+        Some(patch) => FirewallStep::Record(patch),
+        None => FirewallStep::Nothing,
     };
     Decision::new(step, status, next)
 }

@@ -21,8 +21,6 @@ pub enum FirewallGate {
     Paused(String),
     /// The MetalStackCluster `name` has no private network yet.
     NoNetwork { cluster: String },
-    /// capms's finalizer is not on the object yet.
-    NotTakenUp,
     /// Every gate is open.
     Open(Box<FirewallInputs>),
 }

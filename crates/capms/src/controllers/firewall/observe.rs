@@ -61,9 +61,6 @@ async fn gate(fw: &MetalStackFirewall, ctx: &Context) -> Result<FirewallGate> {
         let cluster = msc.name_any();
         return Ok(FirewallGate::NoNetwork { cluster });
     };
-    if !has_finalizer(fw, FINALIZER) {
-        return Ok(FirewallGate::NotTakenUp);
-    }
     let found = match target(fw, &msc) {
         Ok(target) => {
             let ready = fw.status.as_ref().is_some_and(|s| s.ready);

@@ -105,8 +105,33 @@ fn gates_wait_for_the_cluster_and_its_network() {
     let d = run(&firewall(), FirewallGate::NoNetwork { cluster });
     assert_eq!(reason(&d), "WaitingForNetwork");
     assert_eq!(d.next.ok(), Some(Requeue::Poll));
-    let d = run(&firewall(), FirewallGate::NotTakenUp);
-    assert_eq!(d.step, FirewallStep::AddFinalizer);
+}
+
+#[test]
+fn a_firewall_is_taken_up_in_the_write_that_names_its_machine() {
+    let mut fresh = firewall();
+    fresh.metadata.finalizers = None;
+    fresh.metadata.resource_version = Some("7".into());
+    let d = run(&fresh, live(Found::Nothing));
+    assert!(matches!(d.step, FirewallStep::Allocate(_)), "{:?}", d.step);
+    let d = run(&fresh, live(ours(event::PHONED_HOME)));
+    let providerid = format!("metal://fra-equ01/{ID}");
+    assert_eq!(
+        d.step,
+        FirewallStep::Record(serde_json::json!({
+            "metadata": {"finalizers": [FINALIZER], "resourceVersion": "7"},
+            "spec": {"providerID": providerid},
+        }))
+    );
+    fresh.spec.provider_id = Some(providerid);
+    let d = run(&fresh, live(ours(event::PHONED_HOME)));
+    assert_eq!(
+        d.step,
+        FirewallStep::Record(serde_json::json!({
+            "metadata": {"finalizers": [FINALIZER], "resourceVersion": "7"},
+        })),
+        "a preset providerID is kept; the finalizer is still written"
+    );
 }
 
 #[test]
@@ -242,7 +267,7 @@ fn a_failed_step_is_reported_only_when_metal_api_answered() {
         Error::Changed {
             operation: "writing".into(),
         },
-        Some(&FirewallStep::AddFinalizer),
+        Some(&FirewallStep::Record(serde_json::json!({}))),
     );
     assert!(
         status.conditions.is_empty(),

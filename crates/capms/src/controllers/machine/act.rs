@@ -4,7 +4,7 @@ use super::FINALIZER;
 use super::model::{MachineStep, identity};
 use crate::api::MetalStackMachine;
 use crate::controllers::allocation;
-use crate::reconciler::writes::{describe, ensure_finalizer, remove_finalizer};
+use crate::reconciler::writes::{describe, remove_finalizer};
 use crate::reconciler::{Context, During, Result};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
@@ -14,7 +14,6 @@ pub async fn act(msm: &MetalStackMachine, ctx: &Context, step: &MachineStep) -> 
     let api = ctx.api::<MetalStackMachine>(&msm.namespace().unwrap_or_default());
     match step {
         MachineStep::Nothing => Ok(()),
-        MachineStep::AddFinalizer => ensure_finalizer(&api, msm, FINALIZER).await.map(|_| ()),
         MachineStep::Allocate(request) => {
             let detail = format!(" in partition {}", request.partitionid);
             let result = ctx.metal.machine_allocate(request).await;

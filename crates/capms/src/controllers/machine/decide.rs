@@ -1,8 +1,9 @@
 //! What a MetalStackMachine needs next, decided from what was observed, without I/O.
 
+use super::FINALIZER;
 use super::model::{
-    Live, MachineDecision, MachineGate, MachineInputs, MachineSetPace, MachineStep, Observed,
-    cluster_name, partition,
+    Live, MachineDecision, MachineGate, MachineInputs, MachineStep, Observed, cluster_name,
+    partition,
 };
 use super::order::Order;
 use super::placement::{self, Placed};
@@ -11,8 +12,8 @@ use crate::api::{
     Initialization, MachineAddress, MachineAddressType, MetalStackMachine, MetalStackMachineStatus,
 };
 use crate::capi::Machine as CapiMachine;
-use crate::controllers::allocation::{Found, Lost, Target, health_condition, health_requeue};
-use crate::reconciler::clock::{age, elapsed};
+use crate::controllers::allocation::{self, Found, Lost, Target, health_condition, health_requeue};
+use crate::reconciler::clock::age;
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use crate::reconciler::gates::report_pause;
 use crate::reconciler::{Decision, Error, Phase, Requeue};
@@ -28,15 +29,6 @@ const ABSENT: Duration = Duration::from_secs(10);
 const PROVISIONING: &str = "provisioning (metal-api's machine events show how far)";
 /// How long a new object waits at a gate before its status says so.
 pub(crate) const UNREPORTED_WAIT: Duration = Duration::from_secs(20);
-/// How often a replica waiting for its MachineSet looks again. The MachineSet's report wakes
-/// its replicas; this look only catches one whose Machine capms's cache did not hold yet when
-/// the report came. Each look is a reconcile: every 5 s, 1,000 waiting replicas made 20,000 of
-/// them while Cluster API created the rest.
-const HOLD_POLL: Duration = Duration::from_secs(30);
-/// A new replica waits for its MachineSet at most this many times `--machine-set-wait`, even
-/// while the MachineSet keeps creating replicas.
-const HOLD_LIMIT: u32 = 10;
-
 pub(crate) fn decide(msm: &MetalStackMachine, observed: &Observed) -> MachineDecision {
     let mut status = msm.status.clone().unwrap_or_default();
     match observed.phase() {
@@ -75,10 +67,10 @@ fn decide_live(
             report_pause(&mut conditions, Some(why));
             return nothing(status, Requeue::AwaitChange);
         }
-        MachineGate::NotTakenUp {
-            machine,
-            machine_set,
-        } => return take_up(msm, live.now, machine, machine_set.as_ref()),
+        MachineGate::HeldByMachineSet { left } => {
+            let before = msm.status.clone().unwrap_or_default();
+            return nothing(before, Requeue::After(*left));
+        }
         MachineGate::NoCluster { machine } => {
             (machine, Reason::WaitingForCluster, Requeue::After(ABSENT))
         }
@@ -229,50 +221,6 @@ fn unreported_wait(
     !reported && age(msm, now).is_some_and(|age| age < UNREPORTED_WAIT)
 }
 
-/// capms's first write: its finalizer, unless the Machine is being deleted or the replica
-/// waits for its MachineSet. Neither writes a status: the finalizer's own event brings the next
-/// look.
-fn take_up(
-    msm: &MetalStackMachine,
-    now: jiff::Timestamp,
-    machine: &CapiMachine,
-    machine_set: Option<&MachineSetPace>,
-) -> MachineDecision {
-    let before = msm.status.clone().unwrap_or_default();
-    if being_deleted(machine) {
-        return Decision::new(MachineStep::Nothing, before, Requeue::AwaitChange);
-    }
-    match machine_set.and_then(|set| machine_set_hold(msm, now, set)) {
-        Some(left) => Decision::new(MachineStep::Nothing, before, Requeue::After(left)),
-        None => Decision::new(MachineStep::AddFinalizer, before, Requeue::AwaitChange),
-    }
-}
-
-/// How much longer a new replica leaves its Machine to Cluster API, if it does. While its
-/// MachineSet is still creating replicas, each write capms makes wakes Cluster API's Machine
-/// controller, whose requests share one client rate limit with that creation: on a busy
-/// management cluster, starting at once slows the creation of the rest. A real machine takes
-/// minutes to provision, so the replica waits, unwritten, until the MachineSet reports all its
-/// replicas (which wakes it). A MachineSet that has created none for `machine_set_wait` is
-/// stuck, not busy: its replicas go on then, and none waits longer than [`HOLD_LIMIT`] times
-/// that from its creation. It looks again every [`HOLD_POLL`] meanwhile. A replica without a
-/// known creation time (none, or one far in the future) does not wait.
-fn machine_set_hold(
-    msm: &MetalStackMachine,
-    now: jiff::Timestamp,
-    set: &MachineSetPace,
-) -> Option<Duration> {
-    let wait = set.wait;
-    let created = msm.metadata.creation_timestamp.as_ref()?.0;
-    let newest = set.newest.map_or(created, |n| n.max(created));
-    let idle = elapsed(newest, now, wait)?;
-    let age = elapsed(created, now, wait)?;
-    let left = wait
-        .checked_sub(idle)?
-        .min(wait.saturating_mul(HOLD_LIMIT).checked_sub(age)?);
-    (!left.is_zero()).then(|| left.min(HOLD_POLL))
-}
-
 /// An allocated machine: its addresses, health and readiness, and the patch that names it in
 /// the object when that is not there yet.
 fn allocated(
@@ -366,8 +314,18 @@ pub(crate) fn after_failure(
 }
 
 /// The merge patch writing spec.providerID (unless the user preset one, which is kept as
-/// written) and the rack and ASN labels; None when the object has them already.
+/// written), the rack and ASN labels and capms's finalizer; None when the object has them
+/// already.
 pub(crate) fn record_patch(
+    msm: &MetalStackMachine,
+    m: &Machine,
+    partition: &str,
+) -> Option<serde_json::Value> {
+    allocation::record_patch(msm, FINALIZER, naming_patch(msm, m, partition))
+}
+
+/// The merge patch naming machine `m` in the object; None when the object names it already.
+fn naming_patch(
     msm: &MetalStackMachine,
     m: &Machine,
     partition: &str,

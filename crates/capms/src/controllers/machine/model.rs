@@ -6,9 +6,11 @@ use crate::capi::{CLUSTER_NAME_LABEL, Machine as CapiMachine};
 use crate::controllers::allocation::AllocationStep;
 use crate::controllers::allocation::Found;
 use crate::reconciler::Decision;
+use crate::reconciler::clock::elapsed;
 use kube::ResourceExt;
 use metal_api::catalog::MachineSummary;
 use metal_api::types::MachineAllocateRequest;
+use std::time::Duration;
 
 /// What observe read. Deleting carries the ids of the machines still allocated for it.
 pub type Observed = crate::reconciler::Observed<Live, Vec<String>>;
@@ -35,12 +37,9 @@ pub enum MachineGate {
     NoCluster { machine: CapiMachine },
     /// Reconciliation is paused, by the Cluster or by the object's own annotation: why.
     Paused(String),
-    /// capms's finalizer is not on the object yet: it takes the object up, unless the
-    /// Machine's MachineSet is still creating replicas (`machine_set`).
-    NotTakenUp {
-        machine: CapiMachine,
-        machine_set: Option<MachineSetPace>,
-    },
+    /// A new replica (no finalizer yet) waits, unwritten, while its MachineSet is still
+    /// creating replicas: for at most `left` before it looks again.
+    HeldByMachineSet { left: std::time::Duration },
     /// The Cluster's MetalStackCluster is not there or not provisioned.
     NoInfrastructure { machine: CapiMachine },
     /// The Machine names no bootstrap data Secret yet.
@@ -56,7 +55,39 @@ pub struct MachineSetPace {
     pub newest: Option<jiff::Timestamp>,
     /// How long a MachineSet may go without creating a replica before its waiting replicas
     /// start anyway, and a tenth of the longest wait (the manager's `--machine-set-wait`).
-    pub wait: std::time::Duration,
+    pub wait: Duration,
+}
+
+/// How often a replica waiting for its MachineSet looks again. The MachineSet's report wakes
+/// its replicas; this look only catches one whose Machine capms's cache did not hold yet when
+/// the report came. Each look is a reconcile: every 5 s, 1,000 waiting replicas made 20,000 of
+/// them while Cluster API created the rest.
+const HOLD_POLL: Duration = Duration::from_secs(30);
+/// A new replica waits for its MachineSet at most this many times `--machine-set-wait`, even
+/// while the MachineSet keeps creating replicas.
+const HOLD_LIMIT: u32 = 10;
+
+impl MachineSetPace {
+    /// How much longer new replica `msm` leaves its Machine to Cluster API at `now`, if it does.
+    /// While its MachineSet is still creating replicas, each write capms makes wakes Cluster
+    /// API's Machine controller, whose requests share one client rate limit with that creation:
+    /// on a busy management cluster, starting at once slows the creation of the rest. A real
+    /// machine takes minutes to provision, so the replica waits, unwritten, until the MachineSet
+    /// reports all its replicas (which wakes it). A MachineSet that has created none for `wait`
+    /// is stuck, not busy: its replicas go on then, and none waits longer than [`HOLD_LIMIT`]
+    /// times that from its creation. It looks again every [`HOLD_POLL`] meanwhile. A replica
+    /// without a known creation time (none, or one far in the future) does not wait.
+    pub(crate) fn hold(&self, msm: &MetalStackMachine, now: jiff::Timestamp) -> Option<Duration> {
+        let wait = self.wait;
+        let created = msm.metadata.creation_timestamp.as_ref()?.0;
+        let newest = self.newest.map_or(created, |n| n.max(created));
+        let idle = elapsed(newest, now, wait)?;
+        let age = elapsed(created, now, wait)?;
+        let left = wait
+            .checked_sub(idle)?
+            .min(wait.saturating_mul(HOLD_LIMIT).checked_sub(age)?);
+        (!left.is_zero()).then(|| left.min(HOLD_POLL))
+    }
 }
 
 /// What allocating needs, read once every gate is open.

@@ -71,9 +71,10 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
         let owned = owned.into_iter().filter(|id| !retired.contains(id));
         return Ok(Observed::Deleting(Some(owned.collect())));
     }
+    let now = jiff::Timestamp::now();
     let live = Live {
-        now: jiff::Timestamp::now(),
-        gate: gate(msm, ctx).await?,
+        now,
+        gate: gate(msm, ctx, now).await?,
     };
     Ok(Observed::Live(Box::new(live)))
 }
@@ -98,7 +99,7 @@ async fn machine_set_pace(ctx: &Context, ns: &str, name: &str) -> Result<Option<
 }
 
 /// The gates, in order: reads each one's facts and stops at the first that is closed.
-async fn gate(msm: &MetalStackMachine, ctx: &Context) -> Result<MachineGate> {
+async fn gate(msm: &MetalStackMachine, ctx: &Context, now: jiff::Timestamp) -> Result<MachineGate> {
     let ns = msm.namespace().unwrap_or_default();
     let Some(owner) = capi_owner(msm, "Machine") else {
         return Ok(MachineGate::NoOwner);
@@ -115,15 +116,14 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context) -> Result<MachineGate> {
     if let Some(reason) = paused_reason(msm, Some(&cluster)) {
         return Ok(MachineGate::Paused(reason));
     }
-    if !has_finalizer(msm, FINALIZER) {
-        let machine_set = match capi_owner(&machine, "MachineSet") {
-            Some(set) => machine_set_pace(ctx, &ns, &set).await?,
-            None => None,
-        };
-        return Ok(MachineGate::NotTakenUp {
-            machine,
-            machine_set,
-        });
+    // A replica capms has taken up (its finalizer, written with its machine's name) never
+    // waits for its MachineSet again.
+    if !has_finalizer(msm, FINALIZER)
+        && let Some(set) = capi_owner(&machine, "MachineSet")
+        && let Some(pace) = machine_set_pace(ctx, &ns, &set).await?
+        && let Some(left) = pace.hold(msm, now)
+    {
+        return Ok(MachineGate::HeldByMachineSet { left });
     }
     let msc = match cluster.metal_stack_cluster() {
         Some(name) => ctx.get::<MetalStackCluster>(&ns, name).await?,

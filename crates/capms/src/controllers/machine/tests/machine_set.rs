@@ -12,68 +12,81 @@ fn new_replica() -> (MetalStackMachine, jiff::Timestamp) {
     (fresh, created)
 }
 
-/// Observed at `now` while the replica's MachineSet `set` creates replicas (None: it does not).
-fn not_taken_up(now: jiff::Timestamp, set: Option<MachineSetPace>) -> Live {
-    let machine = capi_machine(Some("bootstrap"));
-    let gate = MachineGate::NotTakenUp {
-        machine,
-        machine_set: set,
-    };
-    Live { now, gate }
+/// How long the replica waits at `now` while its MachineSet `set` creates replicas (None: it
+/// does not, and the replica goes on).
+fn hold(
+    msm: &MetalStackMachine,
+    now: jiff::Timestamp,
+    set: Option<MachineSetPace>,
+) -> Option<std::time::Duration> {
+    set.and_then(|set| set.hold(msm, now))
 }
 
 #[test]
 fn a_replica_waits_unwritten_while_its_machine_set_creates_the_rest() {
     use std::time::Duration;
     let (fresh, created) = new_replica();
-    let at = |seconds: u64, creating: bool, wait: u64| {
+    let set = |creating: bool, wait: u64| {
         let wait = Duration::from_secs(wait);
-        let set = creating.then_some(MachineSetPace { newest: None, wait });
-        not_taken_up(created + Duration::from_secs(seconds), set)
+        creating.then_some(MachineSetPace { newest: None, wait })
     };
-    let d = live_run(&fresh, at(10, true, 60));
-    assert_eq!(d.step, MachineStep::Nothing, "no finalizer yet");
+    let at = |seconds: u64| created + Duration::from_secs(seconds);
+    assert_eq!(
+        hold(&fresh, at(10), set(true, 60)),
+        Some(Duration::from_secs(30))
+    );
+    assert_eq!(
+        hold(&fresh, at(58), set(true, 60)),
+        Some(Duration::from_secs(2)),
+        "not past the wait"
+    );
+    for (why, left) in [
+        ("the wait is over", hold(&fresh, at(60), set(true, 60))),
+        (
+            "the MachineSet has created its replicas",
+            hold(&fresh, at(10), set(false, 60)),
+        ),
+        ("--machine-set-wait=0s", hold(&fresh, at(10), set(true, 0))),
+    ] {
+        assert_eq!(left, None, "{why}");
+    }
+    let behind = |seconds: u64| created - Duration::from_secs(seconds);
+    assert_eq!(
+        hold(&fresh, behind(5), set(true, 60)),
+        Some(Duration::from_secs(30)),
+        "a clock a little behind the apiserver's waits as if the object were new"
+    );
+    assert_eq!(
+        hold(&fresh, behind(3600), set(true, 60)),
+        None,
+        "one far behind does not wait"
+    );
+    let mut undated = fresh.clone();
+    undated.metadata.creation_timestamp = None;
+    assert_eq!(
+        hold(&undated, at(10), set(true, 60)),
+        None,
+        "no age, no wait"
+    );
+}
+
+#[test]
+fn a_held_replica_is_left_unwritten_until_it_looks_again() {
+    use std::time::Duration;
+    let (fresh, created) = new_replica();
+    let left = Duration::from_secs(17);
+    let live = Live {
+        now: created,
+        gate: MachineGate::HeldByMachineSet { left },
+    };
+    let d = live_run(&fresh, live);
+    assert_eq!(d.step, MachineStep::Nothing, "no finalizer, no allocation");
     assert_eq!(
         d.status,
         MetalStackMachineStatus::default(),
         "nothing written"
     );
-    assert_eq!(requeue(&d), Requeue::After(Duration::from_secs(30)));
-    let d = live_run(&fresh, at(58, true, 60));
-    assert_eq!(
-        requeue(&d),
-        Requeue::After(Duration::from_secs(2)),
-        "not past the wait"
-    );
-
-    for (why, live) in [
-        ("the wait is over", at(60, true, 60)),
-        ("the MachineSet has created its replicas", at(10, false, 60)),
-        ("--machine-set-wait=0s", at(10, true, 0)),
-    ] {
-        let d = live_run(&fresh, live);
-        assert_eq!(d.step, MachineStep::AddFinalizer, "{why}");
-    }
-    let skewed = |behind: u64| Live {
-        now: created - Duration::from_secs(behind),
-        ..at(0, true, 60)
-    };
-    let d = live_run(&fresh, skewed(5));
-    assert_eq!(
-        requeue(&d),
-        Requeue::After(Duration::from_secs(30)),
-        "a clock a little behind the apiserver's waits as if the object were new"
-    );
-    let d = live_run(&fresh, skewed(3600));
-    assert_eq!(
-        d.step,
-        MachineStep::AddFinalizer,
-        "one far behind does not wait"
-    );
-    let mut undated = fresh.clone();
-    undated.metadata.creation_timestamp = None;
-    let d = live_run(&undated, at(10, true, 60));
-    assert_eq!(d.step, MachineStep::AddFinalizer, "no age, no wait");
+    assert_eq!(requeue(&d), Requeue::After(left));
 }
 
 #[test]
@@ -86,7 +99,11 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
         wait,
     };
     let at = |seconds: u64, newest: Option<i64>| {
-        not_taken_up(created + secs(seconds), Some(pace(newest, secs(60))))
+        hold(
+            &fresh,
+            created + secs(seconds),
+            Some(pace(newest, secs(60))),
+        )
     };
     for (why, live, left) in [
         ("a sibling created 10 s ago", at(90, Some(80)), secs(30)),
@@ -110,9 +127,7 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
             secs(2),
         ),
     ] {
-        let d = live_run(&fresh, live);
-        assert_eq!(d.step, MachineStep::Nothing, "{why}");
-        assert_eq!(requeue(&d), Requeue::After(left), "{why}");
+        assert_eq!(live, Some(left), "{why}");
     }
     for (why, live) in [
         (
@@ -121,28 +136,24 @@ fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_st
         ),
         ("ten times the wait in all", at(600, Some(599))),
     ] {
-        let d = live_run(&fresh, live);
-        assert_eq!(d.step, MachineStep::AddFinalizer, "{why}");
+        assert_eq!(live, None, "{why}");
     }
-    let d = live_run(&fresh, at(90, Some(90 + 30)));
     assert_eq!(
-        requeue(&d),
-        Requeue::After(secs(30)),
+        at(90, Some(90 + 30)),
+        Some(secs(30)),
         "a sibling a little in the future (clock skew) counts as just created"
     );
-    let d = live_run(&fresh, at(30, Some(30 + 3600)));
     assert_eq!(
-        d.step,
-        MachineStep::AddFinalizer,
+        at(30, Some(30 + 3600)),
+        None,
         "one far in the future is no known time: no wait, as for the replica itself"
     );
-    let huge = not_taken_up(created + secs(30), Some(pace(Some(20), Duration::MAX)));
-    let d = live_run(&fresh, huge);
-    assert_eq!(
-        d.step,
-        MachineStep::Nothing,
-        "a wait too long to multiply waits"
+    let huge = hold(
+        &fresh,
+        created + secs(30),
+        Some(pace(Some(20), Duration::MAX)),
     );
+    assert!(huge.is_some(), "a wait too long to multiply waits");
 }
 
 #[test]

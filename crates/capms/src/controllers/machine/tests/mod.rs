@@ -333,20 +333,46 @@ fn a_pause_stops_before_any_write_and_is_reported() {
 }
 
 #[test]
-fn the_finalizer_comes_before_anything_is_allocated() {
+fn the_finalizer_is_written_with_the_machine_s_name_not_before_it() {
     let mut fresh = msm();
-    fresh.metadata.finalizers = None;
-    let machine = capi_machine(Some("bootstrap"));
-    let machine_set = None;
-    let d = live_run(
-        &fresh,
-        at_gate(MachineGate::NotTakenUp {
-            machine,
-            machine_set,
-        }),
+    fresh.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    fresh.metadata.resource_version = Some("41".into());
+    let d = live_run(&fresh, live(Found::Nothing));
+    assert!(
+        matches!(d.step, MachineStep::Allocate(_)),
+        "allocated without a write before it: {:?}",
+        d.step
     );
-    assert_eq!(d.step, MachineStep::AddFinalizer);
-    assert_eq!(requeue(&d), Requeue::AwaitChange);
+    let d = live_run(&fresh, live(ours(event::PHONED_HOME)));
+    let MachineStep::Record(patch) = &d.step else {
+        panic!("expected the patch naming the machine, got {:?}", d.step)
+    };
+    assert_eq!(
+        patch["metadata"]["finalizers"],
+        serde_json::json!(["example.com/hold", FINALIZER]),
+        "another's finalizer kept"
+    );
+    assert_eq!(
+        patch["metadata"]["resourceVersion"], "41",
+        "the list replaced whole only as it was read"
+    );
+    assert_eq!(
+        patch["spec"]["providerID"],
+        format!("metal://fra-equ01/{ID}")
+    );
+
+    // Named already (a restore that brought it back without its finalizer): the finalizer alone.
+    let mut restored = named();
+    restored.metadata.finalizers = None;
+    let d = live_run(&restored, live(ours(event::PHONED_HOME)));
+    let MachineStep::Record(patch) = &d.step else {
+        panic!("expected the finalizer patch, got {:?}", d.step)
+    };
+    assert_eq!(
+        patch["metadata"]["finalizers"],
+        serde_json::json!([FINALIZER])
+    );
+    assert!(patch.get("spec").is_none(), "nothing else: {patch}");
 }
 
 #[test]
@@ -362,15 +388,13 @@ fn nothing_is_taken_up_or_allocated_for_a_machine_being_deleted() {
             ..open(found)
         })))
     };
-    let not_taken_up = at_gate(MachineGate::NotTakenUp {
-        machine: machine.clone(),
-        machine_set: None,
-    });
-    for (observed, what) in [
-        (not_taken_up, "no finalizer yet"),
-        (deleting(Found::Nothing), "nothing allocated yet"),
+    let mut fresh = msm();
+    fresh.metadata.finalizers = None;
+    for (obj, observed, what) in [
+        (fresh, deleting(Found::Nothing), "no finalizer yet"),
+        (msm(), deleting(Found::Nothing), "nothing allocated yet"),
     ] {
-        let d = live_run(&msm(), observed);
+        let d = live_run(&obj, observed);
         assert_eq!(d.step, MachineStep::Nothing, "{what}");
         assert_eq!(requeue(&d), Requeue::AwaitChange, "{what}");
         let allocated =
