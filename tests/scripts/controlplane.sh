@@ -162,6 +162,26 @@ apiserver=("$bin/kube-apiserver"
   --service-cluster-ip-range=10.0.0.0/24
   --authorization-mode=RBAC --allow-privileged=true
   --disable-admission-plugins=ServiceAccount)
+# CAPMS_APISERVER_AUDIT=1 (make bench): an audit log of the writes to Machines and
+# MetalStackMachines, for telling which write preceded each conflict.
+if [ "${CAPMS_APISERVER_AUDIT:-}" = 1 ]; then
+  cat >"$dir/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch"]
+  resources:
+  - group: cluster.x-k8s.io
+    resources: ["machines", "machines/status"]
+  - group: infrastructure.cluster.x-k8s.io
+    resources: ["metalstackmachines", "metalstackmachines/status"]
+- level: None
+POLICY
+  apiserver+=(--audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/audit.log"
+    --audit-log-format=json --audit-log-mode=batch --audit-log-batch-max-wait=1s)
+fi
 # What restart-apiserver needs: the command line, and etcd's address for a compaction.
 printf '%s\0' "${apiserver[@]}" >"$dir/kube-apiserver.argv"
 echo "http://127.0.0.1:$etcd_port" >"$dir/etcd-url"

@@ -19,6 +19,7 @@ use capms_test_support as support;
 mod admission;
 mod alone;
 mod apiserver_load;
+mod audit;
 mod measure;
 mod report;
 mod scenario;

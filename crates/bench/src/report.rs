@@ -3,6 +3,7 @@
 
 use crate::Args;
 use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
+use crate::audit::ConflictCauses;
 use crate::measure::{Counters, ProcessUsage};
 use crate::watch::Seen;
 use metal_sim::stats::StatsReport;
@@ -301,6 +302,9 @@ pub struct Report {
     pub admission: Admission,
     pub deletion: Deletion,
     pub capms: ProcessUsage,
+    /// Cluster API's Machine status writes and conflicts by the capms write before them, when
+    /// the apiserver kept an audit log.
+    pub conflict_causes: Option<ConflictCauses>,
 }
 
 impl Report {

@@ -2,6 +2,7 @@
 //! the admission load, then the clusters deleted; measured phase by phase.
 
 use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
+use crate::audit::{self, ConflictCauses};
 use crate::measure::{ApiserverScrape, Counters, CpuClock, ProcessUsage, Scrape};
 use crate::report::{ADMISSIONS, Deletion, Idle, KUBE_REQUESTS, Provisioning, Report, Size};
 use crate::support::{
@@ -173,6 +174,7 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     let deletion = delete(args, &stack, &scrape, &timelines).await;
     cpu.phase("deletion");
     let usage = cpu.usage();
+    let conflict_causes = conflict_causes(args, &stack, &timelines, &provisioning);
     let csv = timelines.snapshot().csv();
     std::fs::write(stack.work.join("timelines.csv"), csv).expect("write timelines.csv");
     Report {
@@ -185,7 +187,33 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
         admission,
         deletion,
         capms: usage,
+        conflict_causes,
     }
+}
+
+/// Which capms write preceded Cluster API's Machine status writes and their conflicts, while
+/// the machines were provisioned; None unless the apiserver kept an audit log
+/// (`CAPMS_APISERVER_AUDIT=1`, as `make bench` sets it).
+fn conflict_causes(
+    args: &Args,
+    stack: &Stack,
+    timelines: &Timelines,
+    provisioning: &Provisioning,
+) -> Option<ConflictCauses> {
+    let origin = timelines.origin_wall();
+    let span = jiff::SignedDuration::try_from_secs_f64(provisioning.seconds_to_all_ready).ok()?;
+    let machines = timelines.snapshot().machine_names();
+    let run = audit::Run {
+        namespace: &stack.ns.name,
+        capms_user: &format!("capms-{}", stack.ns.name),
+        machines: &machines,
+        span: (origin, origin.checked_add(span).ok()?),
+        workers: args.clusters * args.workers,
+    };
+    let log = ControlPlane::shared().dir.join("audit.log");
+    // Kept with the run's other files, for looking into it beyond the split.
+    let _ = std::fs::copy(&log, stack.work.join("audit.log"));
+    audit::analyse(&log, &run)
 }
 
 /// The kube-apiserver's counters, its CPU seconds and capms's counters at one moment.

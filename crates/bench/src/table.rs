@@ -103,6 +103,21 @@ impl Report {
             whole.admission_calls_per_machine,
             whole.machine_status_conflicts_per_worker
         );
+        if let Some(causes) = &self.conflict_causes {
+            let each = |(write, n): (&String, &f64)| {
+                let refused = causes.conflicts_per_worker.get(write).copied();
+                format!("{write} {n:.2} ({:.2} refused)", refused.unwrap_or(0.0))
+            };
+            let split: Vec<String> = causes.status_writes_per_worker.iter().map(each).collect();
+            let own = causes.capms_writes_per_worker.iter();
+            let own: Vec<String> = own.map(|(w, n)| format!("{w} {n:.2}")).collect();
+            let _ = writeln!(
+                t,
+                "  Machine status writes  per worker, by capms's last write before them (audit log): {}; capms's writes per worker: {}",
+                split.join(", "),
+                own.join(", ")
+            );
+        }
     }
 
     /// metal-api calls, apiserver requests, reconciles and queue waits, orphans, deletion.

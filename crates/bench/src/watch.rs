@@ -21,6 +21,8 @@ pub struct Timeline {
     pub allocated: Option<f64>,
     pub ready: Option<f64>,
     pub gone: Option<f64>,
+    /// The owning Machine's name, once Cluster API named it.
+    pub machine: Option<String>,
 }
 
 /// What the benchmark tracks of an object.
@@ -31,6 +33,13 @@ trait Tracked: kube::Resource {
             .iter()
             .flatten()
             .any(|o| o.kind == "Machine" || o.kind == "MetalStackCluster")
+    }
+    fn machine(&self) -> Option<String> {
+        let owners = self.meta().owner_references.iter().flatten();
+        owners
+            .filter(|o| o.kind == "Machine")
+            .map(|o| o.name.clone())
+            .next()
     }
     fn allocated(&self) -> bool;
     fn ready(&self) -> bool;
@@ -84,21 +93,30 @@ impl Seen {
     /// reached), for looking into a run beyond its percentiles.
     pub fn csv(&self) -> String {
         let cell = |t: Option<f64>| t.map_or(String::new(), |t| format!("{t:.3}"));
-        let mut out = String::from("kind,name,created,owned,allocated,ready,gone\n");
+        let mut out = String::from("kind,name,created,owned,allocated,ready,gone,machine\n");
         let kinds = [("machine", &self.machines), ("firewall", &self.firewalls)];
         for (kind, objects) in kinds {
             for (name, t) in objects {
                 out.push_str(&format!(
-                    "{kind},{name},{:.3},{},{},{},{}\n",
+                    "{kind},{name},{:.3},{},{},{},{},{}\n",
                     t.created,
                     cell(t.owned),
                     cell(t.allocated),
                     cell(t.ready),
-                    cell(t.gone)
+                    cell(t.gone),
+                    t.machine.as_deref().unwrap_or_default()
                 ));
             }
         }
         out
+    }
+
+    /// The MetalStackMachine of each Machine, by the Machine's name.
+    pub fn machine_names(&self) -> BTreeMap<String, String> {
+        let named = self.machines.iter();
+        named
+            .filter_map(|(msm, t)| Some((t.machine.clone()?, msm.clone())))
+            .collect()
     }
 
     /// Objects not yet gone.
@@ -110,6 +128,8 @@ impl Seen {
 
 struct Shared {
     origin: Mutex<Instant>,
+    /// The origin on the wall clock, as the apiserver's audit log tells time.
+    origin_wall: Mutex<jiff::Timestamp>,
     seen: Mutex<Seen>,
     changed: Notify,
 }
@@ -131,6 +151,7 @@ impl Timelines {
     pub fn start(client: kube::Client, namespace: &str) -> Timelines {
         let shared = Arc::new(Shared {
             origin: Mutex::new(Instant::now()),
+            origin_wall: Mutex::new(jiff::Timestamp::now()),
             seen: Mutex::new(Seen::default()),
             changed: Notify::new(),
         });
@@ -146,6 +167,14 @@ impl Timelines {
     /// Times are counted from `origin` on.
     pub fn set_origin(&self, origin: Instant) {
         *self.shared.origin.lock().expect("lock") = origin;
+        let since = jiff::SignedDuration::try_from(origin.elapsed()).unwrap_or_default();
+        let now = jiff::Timestamp::now();
+        *self.shared.origin_wall.lock().expect("lock") = now.checked_sub(since).unwrap_or(now);
+    }
+
+    /// The origin on the wall clock.
+    pub fn origin_wall(&self) -> jiff::Timestamp {
+        *self.shared.origin_wall.lock().expect("lock")
     }
 
     pub fn snapshot(&self) -> Seen {
@@ -200,6 +229,9 @@ async fn follow<K>(
                     });
                     if obj.owned() {
                         t.owned.get_or_insert(now);
+                    }
+                    if t.machine.is_none() {
+                        t.machine = obj.machine();
                     }
                     if obj.allocated() {
                         t.allocated.get_or_insert(now);
