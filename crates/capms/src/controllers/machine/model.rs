@@ -39,7 +39,7 @@ pub enum MachineGate {
     Paused(String),
     /// A new replica (no finalizer yet) waits, unwritten, while its MachineSet is still
     /// creating replicas: for at most `left` before it looks again.
-    HeldByMachineSet { left: std::time::Duration },
+    HeldByMachineSet { left: Duration },
     /// The Cluster's MetalStackCluster is not there or not provisioned.
     NoInfrastructure { machine: CapiMachine },
     /// The Machine names no bootstrap data Secret yet.
