@@ -67,10 +67,7 @@ fn decide_live(
             report_pause(&mut conditions, Some(why));
             return nothing(status, Requeue::AwaitChange);
         }
-        MachineGate::HeldByMachineSet { left } => {
-            let before = msm.status.clone().unwrap_or_default();
-            return nothing(before, Requeue::After(*left));
-        }
+        MachineGate::HeldByMachineSet { left } => return nothing(status, Requeue::After(*left)),
         MachineGate::NoCluster { machine } => {
             (machine, Reason::WaitingForCluster, Requeue::After(ABSENT))
         }
@@ -268,7 +265,7 @@ fn allocated(
     // The machine is named first: naming it changes the spec, and so the generation every
     // condition observes. The reconcile right after it writes the status (the engine skips
     // this one's, as moot), unless naming it fails: then this status shows the allocation.
-    match record_patch(msm, m, partition) {
+    match allocation::record_patch(msm, FINALIZER, naming_patch(msm, m, partition)) {
         Some(patch) => Decision::new(MachineStep::Record(patch), status, Requeue::Now),
         None => Decision::new(MachineStep::Nothing, status, next),
     }
@@ -313,18 +310,9 @@ pub(crate) fn after_failure(
     status
 }
 
-/// The merge patch writing spec.providerID (unless the user preset one, which is kept as
-/// written), the rack and ASN labels and capms's finalizer; None when the object has them
+/// The merge patch naming machine `m` in the object: spec.providerID (unless the user preset
+/// one, which is kept as written) and the rack and ASN labels; None when the object names it
 /// already.
-pub(crate) fn record_patch(
-    msm: &MetalStackMachine,
-    m: &Machine,
-    partition: &str,
-) -> Option<serde_json::Value> {
-    allocation::record_patch(msm, FINALIZER, naming_patch(msm, m, partition))
-}
-
-/// The merge patch naming machine `m` in the object; None when the object names it already.
 fn naming_patch(
     msm: &MetalStackMachine,
     m: &Machine,
