@@ -205,13 +205,18 @@ impl Env {
     /// Private networks, IPs and machines as metal-api holds them, read from the simulator
     /// itself: past the faults a test injects into metal-api's answers, and uncounted.
     async fn metal_state(&self) -> (Vec<Network>, Vec<Ip>, Vec<Machine>) {
-        let state = self.sim.sim.state();
-        let networks = state.networks.values();
-        let networks = networks.filter(|n| n.parentnetworkid.is_some()).cloned();
-        let ips = state.ip_find(&IpFindRequest::default());
-        let machines = state.machine_find(&MachineFindRequest::default());
-        (networks.collect(), ips, machines)
+        metal_state_of(&self.sim)
     }
+}
+
+/// Private networks, IPs and machines as simulator `sim` holds them.
+fn metal_state_of(sim: &RunningSim) -> (Vec<Network>, Vec<Ip>, Vec<Machine>) {
+    let state = sim.sim.state();
+    let networks = state.networks.values();
+    let networks = networks.filter(|n| n.parentnetworkid.is_some()).cloned();
+    let ips = state.ip_find(&IpFindRequest::default());
+    let machines = state.machine_find(&MachineFindRequest::default());
+    (networks.collect(), ips, machines)
 }
 
 /// A cluster in the default (mini-lab on loopback) inventory that lets capms allocate every
@@ -377,6 +382,7 @@ mod clusterctl_upgrade;
 mod concurrent_writers;
 mod conditions;
 mod crash_points;
+mod credentials;
 mod failure_domains;
 mod go_provider;
 mod kube_faults;

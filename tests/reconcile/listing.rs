@@ -33,7 +33,7 @@ async fn listed_within(ctx: &Context, max_age: Duration) -> ListedMachines {
         max_age,
     };
     ctx.listings
-        .machines(&ctx.metal, &query)
+        .machines(ctx.metal.own(), &query)
         .await
         .expect("listing")
 }
@@ -59,6 +59,7 @@ pub(super) fn request(network: &str, size: &str) -> MachineAllocateRequest {
 /// A private network for the listed machines.
 async fn private_network(ctx: &Context) -> metal_api::types::Network {
     ctx.metal
+        .own()
         .network_allocate(&NetworkAllocateRequest {
             projectid: PROJECT.into(),
             partitionid: "mini-lab".into(),
@@ -83,7 +84,7 @@ async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate
     let marks = capms::ownership::identity_of(capms::ownership::OwnerKind::Machine, &msm);
     let mut ok = request(&network.id, "v1-small-x86");
     ok.tags.extend(capms::ownership::owner_tags(&marks));
-    let result = ctx.metal.machine_allocate(&ok).await;
+    let result = ctx.metal.own().machine_allocate(&ok).await;
     let machine = result.as_ref().expect("allocated").id.clone();
     allocation::allocated(ctx, &ok.tags, &result).await;
     let machines = listed(ctx).await;
@@ -94,7 +95,7 @@ async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate
     assert_eq!(finds(&rig), 1, "without a new find");
 
     let failing = request(&network.id, "no-such-size");
-    let result = ctx.metal.machine_allocate(&failing).await;
+    let result = ctx.metal.own().machine_allocate(&failing).await;
     assert!(result.is_err());
     allocation::allocated(ctx, &failing.tags, &result).await;
     let machines = listed(ctx).await;
@@ -105,7 +106,7 @@ async fn own_allocations_and_frees_update_the_listing_and_failed_ones_invalidate
     );
     assert!(machines.iter().any(|m| m.id == machine));
 
-    allocation::free(ctx, &msm, &marks, &machine, "Machine")
+    allocation::free(ctx, ctx.metal.own(), &msm, &marks, &machine, "Machine")
         .await
         .expect("freed");
     let machines = listed(ctx).await;
@@ -144,7 +145,7 @@ async fn a_new_listing_wakes_the_objects_whose_machine_changed_stage_or_went() {
         "uid",
     )));
     listed_within(ctx, Duration::ZERO).await;
-    let result = ctx.metal.machine_allocate(&ok).await;
+    let result = ctx.metal.own().machine_allocate(&ok).await;
     let id = result.as_ref().expect("allocated").id.clone();
     allocation::allocated(ctx, &ok.tags, &result).await;
     listed_within(ctx, Duration::ZERO).await;
@@ -170,6 +171,7 @@ async fn a_new_listing_wakes_the_objects_whose_machine_changed_stage_or_went() {
     assert!(firewalls.try_recv().is_err(), "no firewall changed");
 
     ctx.metal
+        .own()
         .machine_free(&id)
         .await
         .expect("freed outside capms");

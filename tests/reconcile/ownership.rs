@@ -227,7 +227,7 @@ async fn a_deleted_object_naming_no_machine_is_let_go_once_metal_api_confirms_it
     let listed = rig
         .ctx
         .listings
-        .machines(&rig.ctx.metal, &query)
+        .machines(rig.ctx.metal.own(), &query)
         .await
         .expect("listing");
     assert!(listed.is_empty(), "nothing allocated yet");

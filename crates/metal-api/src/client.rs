@@ -28,6 +28,7 @@ pub struct Client {
     timeout: Duration,
     read_attempts: u32,
     observer: Option<std::sync::Arc<dyn CallObserver>>,
+    origin: Option<String>,
 }
 
 impl std::fmt::Debug for Client {
@@ -61,7 +62,15 @@ impl Client {
             timeout: config.timeout,
             read_attempts: config.read_attempts.max(1),
             observer: None,
+            origin: config.origin,
         })
+    }
+
+    /// A client for other credentials (`config`) that tells this one's observer of its calls.
+    pub fn for_credentials(&self, config: Config) -> Result<Client, Error> {
+        let mut client = Client::new(config)?;
+        client.observer = self.observer.clone();
+        Ok(client)
     }
 
     /// Tells `observer` of every call from now on.
@@ -157,10 +166,14 @@ impl Client {
         );
         self.record(endpoint, status.as_u16());
         if !status.is_success() {
+            let mut message = decode_error_body(&bytes);
+            if let (401 | 403, Some(origin)) = (status.as_u16(), &self.origin) {
+                message = format!("{message} (the credentials of {origin})");
+            }
             return Err(Error::Api {
                 endpoint,
                 status: status.as_u16(),
-                message: decode_error_body(&bytes),
+                message,
             });
         }
         super::json::decode(&bytes).map_err(|e| Error::Decode {

@@ -37,6 +37,8 @@ pub struct Config {
     pub read_attempts: u32,
     /// Extra CA certificates (PEM) to trust for an HTTPS metal-api.
     pub ca_pem: Option<Vec<u8>>,
+    /// Where the credentials come from (`Secret ns/name`), named when metal-api refuses them.
+    pub origin: Option<String>,
 }
 
 impl Config {
@@ -47,6 +49,7 @@ impl Config {
             timeout: Duration::from_secs(10),
             read_attempts: 3,
             ca_pem: None,
+            origin: None,
         }
     }
 

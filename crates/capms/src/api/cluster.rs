@@ -143,6 +143,14 @@ pub struct MetalStackClusterSpec {
     /// initialRuleSet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall_deployment_ref: Option<LocalObjectReference>,
+    /// A Secret in this namespace holding the metal-api credentials capms uses for everything
+    /// of this cluster: its network, IPs, firewalls and machines. It holds `url` and either
+    /// `hmac` (with `hmacAuthType`: Metal-View, Metal-Edit or Metal-Admin; default Metal-Edit)
+    /// or `token` (a bearer token). Left empty, capms uses its own credentials (the manager's
+    /// METAL_API_* settings). A change of the Secret's contents is taken up within a minute,
+    /// without a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_ref: Option<LocalObjectReference>,
 }
 
 /// Observed state of a MetalStackCluster.

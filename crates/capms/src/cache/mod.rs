@@ -1,9 +1,10 @@
 //! What capms reads without asking again: one watch cache per kind (filled by [`watch`]), each
-//! cluster's machines as metal-api last listed them ([`listings`]), and metal-api's master data
-//! for admission ([`catalog`]). Controllers and webhooks both read here; neither imports the
-//! other.
+//! cluster's machines as metal-api last listed them ([`listings`]), metal-api's master data
+//! for admission ([`catalog`]) and each cluster's metal-api client ([`credentials`]).
+//! Controllers and webhooks both read here; neither imports the other.
 
 pub mod catalog;
+pub mod credentials;
 pub mod listings;
 mod skipped_fields;
 pub mod watch;

@@ -204,6 +204,7 @@ pub static CLUSTER: ConvertedKind = ConvertedKind {
             capms_only("/spec/publicNetworkID"),
             capms_only("/spec/firewallSpec"),
             capms_only("/spec/firewallTemplateRef"),
+            capms_only("/spec/credentialsRef"),
             capms_only("/status/networkID"),
             capms_only("/status/allocatedNetworkID"),
             capms_only("/status/allocatedControlPlaneIP"),

@@ -6,7 +6,10 @@ use super::backoff::Backoff;
 use super::events::Events;
 use super::own_writes::OwnWrites;
 use super::{Result, error::During};
+use crate::api::MetalStackCluster;
+use crate::cache::credentials::MetalClients;
 use crate::cache::{Caches, Stored, listings::Listings};
+use crate::capi::Cluster;
 use kube::Resource;
 use kube::api::Api;
 use serde::de::DeserializeOwned;
@@ -63,7 +66,8 @@ impl Default for Settings {
 
 pub struct Context {
     pub client: kube::Client,
-    pub metal: metal_api::Client,
+    /// capms's own metal-api client, and those of clusters that name credentials.
+    pub metal: MetalClients,
     pub events: Events,
     pub settings: Settings,
     pub metrics: Arc<crate::metrics::Metrics>,
@@ -91,8 +95,8 @@ impl Context {
     ) -> Context {
         Context {
             events: Events::new(client.clone(), instance),
+            metal: MetalClients::new(metal, client.clone()),
             client,
-            metal,
             settings,
             metrics,
             listings: Default::default(),
@@ -100,6 +104,37 @@ impl Context {
             own_writes: Default::default(),
             backoff: Default::default(),
             catalog,
+        }
+    }
+
+    /// The metal-api client of `msc`'s cluster: made from the Secret its spec.credentialsRef
+    /// names, else capms's own.
+    pub async fn metal_of(&self, msc: &MetalStackCluster) -> Result<metal_api::Client> {
+        let namespace = msc.metadata.namespace.as_deref().unwrap_or_default();
+        let secret = msc.spec.credentials_ref.as_ref().map(|r| r.name.as_str());
+        Ok(self.metal.of(namespace, secret).await?)
+    }
+
+    /// The metal-api client of Cluster `cluster` in `namespace`, for an object of it: its
+    /// MetalStackCluster's (see [`Context::metal_of`]); capms's own while neither is found.
+    pub async fn metal_in(
+        &self,
+        namespace: &str,
+        cluster: Option<&str>,
+    ) -> Result<metal_api::Client> {
+        let Some(cluster) = cluster else {
+            return Ok(self.metal.own().clone());
+        };
+        let msc = match self.get::<Cluster>(namespace, cluster).await? {
+            Some(c) => match c.metal_stack_cluster() {
+                Some(name) => self.get::<MetalStackCluster>(namespace, name).await?,
+                None => None,
+            },
+            None => None,
+        };
+        match msc {
+            Some(msc) => self.metal_of(&msc).await,
+            None => Ok(self.metal.own().clone()),
         }
     }
 

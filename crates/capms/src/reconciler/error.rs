@@ -15,6 +15,9 @@ pub enum Error {
     },
     #[error(transparent)]
     Metal(#[from] metal_api::Error),
+    /// The cluster's credentials Secret is missing or unusable, or could not be read.
+    #[error(transparent)]
+    Credentials(#[from] crate::cache::credentials::CredentialsError),
     /// Something a person has to fix in a spec or in metal-api; retried with backoff.
     #[error("{0}")]
     Invalid(String),
@@ -44,6 +47,8 @@ impl Error {
             Error::Changed { .. } => Category::KubeConflict,
             Error::Kube { .. } => Category::KubeApi,
             Error::Metal(e) => Category::Metal(e.category()),
+            Error::Credentials(e) if e.is_transient() => Category::KubeApi,
+            Error::Credentials(_) => Category::Credentials,
             Error::Invalid(_) => Category::InvalidSpec,
         }
     }
@@ -70,6 +75,8 @@ pub enum Category {
     KubeApi,
     /// Something a person has to fix in a spec.
     InvalidSpec,
+    /// The credentials Secret a cluster names is missing or of the wrong shape.
+    Credentials,
     Metal(metal_api::error::Category),
 }
 
@@ -80,6 +87,7 @@ impl Category {
             Category::KubeConflict => "kube_conflict",
             Category::KubeApi => "kube_api",
             Category::InvalidSpec => "invalid_spec",
+            Category::Credentials => "credentials_invalid",
             Category::Metal(c) => c.label(),
         }
     }
@@ -90,6 +98,7 @@ impl Category {
             Category::KubeConflict => "KubernetesConflict",
             Category::KubeApi => "KubernetesAPIError",
             Category::InvalidSpec => "InvalidSpec",
+            Category::Credentials => "CredentialsInvalid",
             Category::Metal(c) => c.reason(),
         }
     }
@@ -98,7 +107,7 @@ impl Category {
     pub fn is_transient(self) -> bool {
         match self {
             Category::KubeConflict | Category::KubeApi => true,
-            Category::InvalidSpec => false,
+            Category::InvalidSpec | Category::Credentials => false,
             Category::Metal(c) => c.is_transient(),
         }
     }

@@ -148,16 +148,20 @@ pub trait Reconciler {
     ) -> (Self::Status, Result<Requeue>);
 }
 
-/// Does a failure belong in the object's conditions? metal-api's answers do, met while
-/// observing or in a step that writes to metal-api; a failed Kubernetes read or write does not
-/// (it is retried and logged).
+/// Does a failure belong in the object's conditions? metal-api's answers and a cluster's
+/// unusable credentials do, met while observing or in a step that writes to metal-api; a
+/// failed Kubernetes read or write does not (it is retried and logged).
 pub(crate) fn shows_in_status<R: Reconciler + ?Sized>(
     error: &Error,
     step: Option<&R::Step>,
 ) -> bool {
     match step {
         Some(step) => R::effect(step) == Effect::MetalApi,
-        None => matches!(error, Error::Metal(_)),
+        None => match error {
+            Error::Metal(_) => true,
+            Error::Credentials(e) => !e.is_transient(),
+            _ => false,
+        },
     }
 }
 

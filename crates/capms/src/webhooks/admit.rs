@@ -4,7 +4,10 @@
 
 use super::decode;
 use super::rules::{self, Report};
+use crate::api::MetalStackCluster;
 use crate::cache::catalog::CatalogCache;
+use crate::cache::read_through;
+use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::conversion::Schema;
 use kube::CustomResourceExt;
 use kube::ResourceExt;
@@ -239,6 +242,40 @@ where
     }
     let fresh = state.catalog.refreshed_after_miss(cached).await;
     finish(check(Some(&fresh)))
+}
+
+/// [`with_catalog`] for an object of cluster `msc`: the catalog is of capms's own metal-api,
+/// so an object of a cluster naming credentials of its own is checked without it, and its
+/// metal-api answers for it when capms acts.
+pub(crate) async fn with_catalog_of<F>(
+    state: &WebhookState,
+    msc: Option<&MetalStackCluster>,
+    check: F,
+) -> Result<Allowed, Denial>
+where
+    F: Fn(Option<&Catalog>) -> Report,
+{
+    let Some(credentials) = msc.and_then(|m| m.spec.credentials_ref.as_ref()) else {
+        return with_catalog(state, check).await;
+    };
+    let mut report = check(None);
+    report.warnings.push(format!(
+        "the cluster uses the metal-api credentials of Secret {}: partition, image, machine type and networks are checked against that metal-api when capms acts, not here",
+        credentials.name
+    ));
+    finish(report)
+}
+
+/// The MetalStackCluster of the object under review, through its cluster-name label.
+pub(crate) async fn cluster_of(review: &Review<'_>) -> Option<MetalStackCluster> {
+    let (state, client) = (review.state, &review.state.client);
+    let ns = review.object.namespace()?;
+    let cluster_name = review.object.labels().get(CLUSTER_NAME_LABEL)?.clone();
+    let cluster: Cluster = read_through(&state.caches, client, &ns, &cluster_name)
+        .await
+        .ok()??;
+    let infra = cluster.metal_stack_cluster()?;
+    read_through(&state.caches, client, &ns, infra).await.ok()?
 }
 
 fn finish(report: Report) -> Result<Allowed, Denial> {

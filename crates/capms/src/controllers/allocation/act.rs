@@ -27,12 +27,13 @@ pub async fn allocated(
 /// `obj` (`what`: "Machine" or "Firewall").
 pub async fn free<K: kube::Resource<DynamicType = ()>>(
     ctx: &Context,
+    metal: &metal_api::Client,
     obj: &K,
     marks: &BTreeMap<String, String>,
     id: &str,
     what: &str,
 ) -> Result<()> {
-    if release(ctx, marks, id).await? {
+    if release(ctx, metal, marks, id).await? {
         let note = format!("freed {} {id}", what.to_lowercase());
         ctx.events
             .note(obj, &format!("{what}Freed"), &format!("Free{what}"), note);
@@ -44,10 +45,11 @@ pub async fn free<K: kube::Resource<DynamicType = ()>>(
 /// listings; false when metal-api no longer had it.
 pub(crate) async fn release(
     ctx: &Context,
+    metal: &metal_api::Client,
     marks: &BTreeMap<String, String>,
     id: &str,
 ) -> Result<bool> {
-    match ctx.metal.machine_free(id).await {
+    match metal.machine_free(id).await {
         Ok(_) => {
             ctx.listings.freed(id, marks).await;
             Ok(true)

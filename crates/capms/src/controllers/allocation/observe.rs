@@ -50,6 +50,7 @@ pub(crate) async fn teardown_query_of(
 /// listing (one find shared by the cluster's objects).
 pub(crate) async fn lookup(
     ctx: &Context,
+    metal: &metal_api::Client,
     marks: &BTreeMap<String, String>,
     target: &Target,
     role: &str,
@@ -58,9 +59,9 @@ pub(crate) async fn lookup(
     if let Some(id) = &target.preset
         && target.recorded.is_none()
     {
-        return preset(ctx, marks, id).await;
+        return preset(metal, marks, id).await;
     }
-    let machines = ctx.listings.machines(&ctx.metal, query).await?;
+    let machines = ctx.listings.machines(metal, query).await?;
     let ours = |m: &&Arc<Machine>| {
         m.allocation.as_ref().is_some_and(|a| a.role == role) && has_owner_tags(&m.tags, marks)
     };
@@ -69,7 +70,7 @@ pub(crate) async fn lookup(
             Some(m) => return Ok(Found::Ours(m.clone())),
             // Not in the cluster's listing any more: ask for the machine itself, to say what
             // happened to it.
-            None => match still_ours(ctx, id, marks).await? {
+            None => match still_ours(metal, id, marks).await? {
                 Ok(m) => return Ok(Found::Ours(Arc::new(m))),
                 Err(lost) => Some(lost),
             },
@@ -77,7 +78,7 @@ pub(crate) async fn lookup(
         None => None,
     };
     if let Some(id) = &target.preset {
-        return preset(ctx, marks, id).await;
+        return preset(metal, marks, id).await;
     }
     Ok(match (machines.iter().find(ours), lost) {
         (Some(m), _) => Found::Ours(m.clone()),
@@ -87,8 +88,12 @@ pub(crate) async fn lookup(
 }
 
 /// The machine spec.providerID names: ours, free, taken or missing.
-async fn preset(ctx: &Context, marks: &BTreeMap<String, String>, id: &str) -> Result<Found> {
-    let m = match ctx.metal.machine(id).await {
+async fn preset(
+    metal: &metal_api::Client,
+    marks: &BTreeMap<String, String>,
+    id: &str,
+) -> Result<Found> {
+    let m = match metal.machine(id).await {
         Ok(m) => m,
         Err(e) if e.is_not_found() => return Ok(Found::PresetMissing(id.to_owned())),
         Err(e) => return Err(e.into()),
@@ -106,11 +111,11 @@ async fn preset(ctx: &Context, marks: &BTreeMap<String, String>, id: &str) -> Re
 
 /// Machine `id` when it is still allocated for the object with `marks`, else how it was lost.
 async fn still_ours(
-    ctx: &Context,
+    metal: &metal_api::Client,
     id: &str,
     marks: &BTreeMap<String, String>,
 ) -> Result<Result<Machine, Lost>> {
-    let m = match ctx.metal.machine(id).await {
+    let m = match metal.machine(id).await {
         Ok(m) => m,
         Err(e) if e.is_not_found() => return Ok(Err(Lost::Deleted(id.to_owned()))),
         Err(e) => return Err(e.into()),
@@ -144,14 +149,15 @@ async fn still_ours(
 /// more.
 pub(crate) async fn owned(
     ctx: &Context,
+    metal: &metal_api::Client,
     marks: &BTreeMap<String, String>,
     query: Option<&Query>,
     named: Option<&str>,
 ) -> Result<Vec<String>> {
     let Some(query) = query else {
-        return owned_by_marks(ctx, marks).await;
+        return owned_by_marks(metal, marks).await;
     };
-    let found = ctx.listings.machines(&ctx.metal, query).await?;
+    let found = ctx.listings.machines(metal, query).await?;
     let ours = |m: &Machine| m.allocation.is_some() && has_owner_tags(&m.tags, marks);
     let mut ids: Vec<String> = found
         .iter()
@@ -161,7 +167,7 @@ pub(crate) async fn owned(
     let unlisted = |id: &&str| !found.iter().any(|m| m.id == *id);
     let just_freed = |id: &&str| ctx.listings.freed_by_capms(id, marks);
     if let Some(id) = named.filter(|id| unlisted(id) && !just_freed(id)) {
-        match ctx.metal.machine(id).await {
+        match metal.machine(id).await {
             Ok(m) if ours(&m) => ids.push(m.id),
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
@@ -170,7 +176,7 @@ pub(crate) async fn owned(
     }
     if ids.is_empty() && named.is_none() {
         tracing::debug!(marks = ?marks, "the cluster's listing shows a deleted object no machine; asking metal-api");
-        let confirmed = owned_by_marks(ctx, marks).await?;
+        let confirmed = owned_by_marks(metal, marks).await?;
         if !confirmed.is_empty() {
             tracing::warn!(machines = ?confirmed, marks = ?marks, cluster = %query.cluster_tag, "metal-api holds machines carrying a deleted object's owner tags that its cluster's listing did not show; freeing them");
         }
@@ -181,13 +187,15 @@ pub(crate) async fn owned(
 }
 
 /// The ids of the allocated machines carrying `marks`, as metal-api answers now.
-async fn owned_by_marks(ctx: &Context, marks: &BTreeMap<String, String>) -> Result<Vec<String>> {
+async fn owned_by_marks(
+    metal: &metal_api::Client,
+    marks: &BTreeMap<String, String>,
+) -> Result<Vec<String>> {
     let find = MachineFindRequest {
         tags: owner_tags(marks),
         ..Default::default()
     };
-    let found = ctx
-        .metal
+    let found = metal
         .machine_find_as::<metal_api::MachineSummary>(&find)
         .await?;
     let mut ids: Vec<String> = found

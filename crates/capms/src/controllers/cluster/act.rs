@@ -161,9 +161,10 @@ async fn act_in_metal_api(
     ctx: &Context,
     step: &ClusterStep,
 ) -> Result<()> {
+    let metal = ctx.metal_of(msc).await?;
     let (reason, action, note) = match step {
         ClusterStep::AllocateNetwork(request) => {
-            let n = ctx.metal.network_allocate(request).await?;
+            let n = metal.network_allocate(request).await?;
             let note = format!(
                 "allocated private network {} ({})",
                 n.id,
@@ -172,16 +173,16 @@ async fn act_in_metal_api(
             ("NetworkAllocated", "AllocateNetwork", note)
         }
         ClusterStep::AllocateIp(request) => {
-            let ip = ctx.metal.ip_allocate(request).await?;
+            let ip = metal.ip_allocate(request).await?;
             let note = format!("allocated control-plane IP {}", ip.ipaddress);
             ("ControlPlaneIPAllocated", "AllocateIP", note)
         }
         ClusterStep::ReserveIp(host, request) => {
-            ctx.metal.ip_allocate_specific(host, request).await?;
+            metal.ip_allocate_specific(host, request).await?;
             let note = format!("reserved {host} as static control-plane IP");
             ("ControlPlaneIPReserved", "AllocateIP", note)
         }
-        ClusterStep::FreeIp(address) => match ctx.metal.ip_free(address).await {
+        ClusterStep::FreeIp(address) => match metal.ip_free(address).await {
             Ok(_) => {
                 let note = format!("freed control-plane IP {address}");
                 ("ControlPlaneIPFreed", "FreeIP", note)
@@ -192,13 +193,13 @@ async fn act_in_metal_api(
         ClusterStep::FreeRetired(id, owner) => {
             let ns = msc.namespace().unwrap_or_default();
             let marks = identity(OwnerKind::Machine, &ns, owner);
-            if !release(ctx, &marks, id).await? {
+            if !release(ctx, &metal, &marks, id).await? {
                 return Ok(());
             }
             let note = format!("freed retired machine {id} of MetalStackMachine {ns}/{owner}");
             ("RetiredMachineFreed", "FreeRetired", note)
         }
-        ClusterStep::FreeNetwork(id) => match ctx.metal.network_free(id).await {
+        ClusterStep::FreeNetwork(id) => match metal.network_free(id).await {
             Ok(_) => {
                 let note = format!("freed private network {id}");
                 ("NetworkFreed", "FreeNetwork", note)

@@ -96,14 +96,15 @@ async fn stages(msc: &MetalStackCluster, ctx: &Context, owner: String) -> Result
 /// The private network: the one in spec.privateNetworkID, the one capms allocated before
 /// (recorded in status, or found by its owner labels when that record was lost), or none yet.
 async fn network(msc: &MetalStackCluster, ctx: &Context) -> Result<NetworkSeen> {
+    let metal = ctx.metal_of(msc).await?;
     let spec = &msc.spec;
     if let Some(id) = &spec.private_network_id {
-        return match ctx.metal.network(id).await {
+        return match metal.network(id).await {
             Ok(n) => Ok(NetworkSeen::Given {
                 ours: allocated_for(msc, &n),
             }),
             Err(e) if e.is_not_found() => {
-                let choices = match ctx.metal.networks().await {
+                let choices = match metal.networks().await {
                     Ok(all) => networks::private_choices(&all, &spec.project_id, &spec.partition),
                     Err(_) => "metal-api could not list the valid choices".into(),
                 };
@@ -125,7 +126,7 @@ async fn network(msc: &MetalStackCluster, ctx: &Context) -> Result<NetworkSeen> 
         projectid: Some(spec.project_id.clone()),
         ..Default::default()
     };
-    let existing = ctx.metal.network_find(&find).await?;
+    let existing = metal.network_find(&find).await?;
     if existing.len() > 1 {
         tracing::warn!(
             count = existing.len(),
@@ -149,6 +150,7 @@ fn allocated_for(msc: &MetalStackCluster, network: &Network) -> bool {
 /// The control-plane IP: allocated by capms when no host is given; for a given host, whether
 /// it is an IP of the public network and who holds it. spec.controlPlaneIP is used as given.
 async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen> {
+    let metal = ctx.metal_of(msc).await?;
     let spec = &msc.spec;
     let host = spec
         .control_plane_endpoint
@@ -169,7 +171,7 @@ async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen
             tags: owner_tags(&marks),
             ..Default::default()
         };
-        let ip = ctx.metal.ip_find(&find).await?.into_iter().next();
+        let ip = metal.ip_find(&find).await?.into_iter().next();
         let ip = ip.map(|ip| ip.ipaddress);
         return Ok(EndpointSeen::Allocated { network, ip });
     };
@@ -193,7 +195,7 @@ async fn endpoint(msc: &MetalStackCluster, ctx: &Context) -> Result<EndpointSeen
     if !networks::contains(&public, address) {
         return Ok(EndpointSeen::AsGiven);
     }
-    match ctx.metal.ip(&host).await {
+    match metal.ip(&host).await {
         Ok(ip) if has_owner_tags(&ip.tags, &marks) => Ok(EndpointSeen::Reserved(ip.ipaddress)),
         Ok(_) => Ok(EndpointSeen::AsGiven),
         Err(e) if e.is_not_found() => Ok(EndpointSeen::Free { network: public.id }),
@@ -207,15 +209,16 @@ async fn public_network(
     msc: &MetalStackCluster,
     ctx: &Context,
 ) -> Result<std::result::Result<Network, String>> {
+    let metal = ctx.metal_of(msc).await?;
     let Some(id) = &msc.spec.public_network_id else {
-        let all = ctx.metal.networks().await?;
+        let all = metal.networks().await?;
         let default = networks::default_external(&all).cloned();
         return Ok(default.map_err(|e| e.to_string()));
     };
-    match ctx.metal.network(id).await {
+    match metal.network(id).await {
         Ok(n) => Ok(Ok(n)),
         Err(e) if e.is_not_found() => {
-            let choices = match ctx.metal.networks().await {
+            let choices = match metal.networks().await {
                 Ok(all) => networks::external_choices(&all),
                 Err(_) => "metal-api could not list the valid choices".into(),
             };
@@ -259,7 +262,7 @@ async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen
     if let Some(name) = template {
         seen.template = Some(named::<MetalStackFirewallTemplate>(ctx, &ns, &name).await?);
     }
-    seen.newest_image = newest_image(&seen, ctx).await?;
+    seen.newest_image = newest_image(msc, &seen, ctx).await?;
     Ok(seen)
 }
 
@@ -267,7 +270,11 @@ async fn firewall(msc: &MetalStackCluster, ctx: &Context) -> Result<FirewallSeen
 /// template image's operating system and major.minor version, as metal-api resolves
 /// `<os>-<major>.<minor>`, of the images that have not expired. Read from the catalog the
 /// webhooks keep (refreshed every `--catalog-refresh`), not from metal-api on every reconcile.
-async fn newest_image(seen: &FirewallSeen, ctx: &Context) -> Result<Option<String>> {
+async fn newest_image(
+    msc: &MetalStackCluster,
+    seen: &FirewallSeen,
+    ctx: &Context,
+) -> Result<Option<String>> {
     let Some(Ok(deployment)) = &seen.deployment else {
         return Ok(None);
     };
@@ -287,13 +294,18 @@ async fn newest_image(seen: &FirewallSeen, ctx: &Context) -> Result<Option<Strin
     let knows_image = |c: &metal_api::Catalog| {
         metal_api::images::resolve(image, c.images.iter().map(|i| i.id.as_str())).is_ok()
     };
-    let catalog = ctx.catalog.knowing(knows_image).await;
+    // The catalog is of capms's own metal-api: a cluster with credentials of its own asks its
+    // metal-api.
+    let catalog = match msc.spec.credentials_ref {
+        None => ctx.catalog.knowing(knows_image).await,
+        Some(_) => None,
+    };
     let fetched;
     let images = match &catalog {
         Some(catalog) => &catalog.images,
         // Not within the catalog's wait: asked directly, so that its error is this reconcile's.
         None => {
-            fetched = ctx.metal.images().await?;
+            fetched = ctx.metal_of(msc).await?.images().await?;
             &fetched
         }
     };
@@ -377,9 +389,8 @@ async fn retired_left(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<(Str
         tags: vec![format!("{CLUSTER_ID}={}", cluster_id(&ns, &msc.name_any()))],
         ..Default::default()
     };
-    let found = ctx
-        .metal
-        .machine_find_as::<metal_api::MachineSummary>(&find);
+    let metal = ctx.metal_of(msc).await?;
+    let found = metal.machine_find_as::<metal_api::MachineSummary>(&find);
     let left = found.await?.into_iter().filter_map(|m| {
         let (kind, namespace, owner) = allocated_by_capms(&m.tags)?;
         let ours = kind == OwnerKind::Machine && namespace == ns && m.allocation.is_some();
@@ -390,13 +401,14 @@ async fn retired_left(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<(Str
 
 /// The control-plane IPs that still carry the cluster's owner tags: only those are ours.
 async fn owned_ips(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>> {
+    let metal = ctx.metal_of(msc).await?;
     let marks = identity(msc);
     let find = IpFindRequest {
         projectid: Some(msc.spec.project_id.clone()),
         tags: owner_tags(&marks),
         ..Default::default()
     };
-    let found = ctx.metal.ip_find(&find).await?;
+    let found = metal.ip_find(&find).await?;
     let mut ips: Vec<String> = found
         .into_iter()
         .filter(|ip| has_owner_tags(&ip.tags, &marks))
@@ -407,7 +419,7 @@ async fn owned_ips(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>
         .as_ref()
         .and_then(|s| s.allocated_control_plane_ip.clone());
     if let Some(address) = recorded.filter(|a| !ips.contains(a)) {
-        match ctx.metal.ip(&address).await {
+        match metal.ip(&address).await {
             Ok(ip) if has_owner_tags(&ip.tags, &marks) => ips.push(address),
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
@@ -420,6 +432,7 @@ async fn owned_ips(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>
 
 /// The networks that still carry the cluster's owner labels: only those are ours.
 async fn owned_networks(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<String>> {
+    let metal = ctx.metal_of(msc).await?;
     let marks = identity(msc);
     let carries =
         |labels: &BTreeMap<String, String>| marks.iter().all(|(k, v)| labels.get(k) == Some(v));
@@ -427,7 +440,7 @@ async fn owned_networks(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<St
         labels: Some(marks.clone()),
         ..Default::default()
     };
-    let found = ctx.metal.network_find(&find).await?;
+    let found = metal.network_find(&find).await?;
     let mut ids: Vec<String> = found
         .into_iter()
         .filter(|n| carries(&n.labels))
@@ -438,7 +451,7 @@ async fn owned_networks(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<St
         .as_ref()
         .and_then(|s| s.allocated_network_id.clone());
     if let Some(id) = recorded.filter(|id| !ids.contains(id)) {
-        match ctx.metal.network(&id).await {
+        match metal.network(&id).await {
             Ok(n) if carries(&n.labels) || allocated_for(msc, &n) => ids.push(id),
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}

@@ -16,7 +16,8 @@ pub async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &FirewallStep) ->
     match step {
         FirewallStep::Nothing => Ok(()),
         FirewallStep::Allocate(request) => {
-            let result = ctx.metal.firewall_allocate(request).await;
+            let metal = metal_of(fw, ctx).await?;
+            let result = metal.firewall_allocate(request).await;
             allocation::allocated(ctx, &request.machine.tags, &result).await;
             allocation::announce(ctx, fw, "Firewall", result, "").map(|_| ())
         }
@@ -31,8 +32,17 @@ pub async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &FirewallStep) ->
             Ok(())
         }
         FirewallStep::Free(id) => {
-            allocation::free(ctx, fw, &firewall_identity(fw), id, "Firewall").await
+            let metal = metal_of(fw, ctx).await?;
+            allocation::free(ctx, &metal, fw, &firewall_identity(fw), id, "Firewall").await
         }
         FirewallStep::RemoveFinalizer => remove_finalizer(&api, fw, FINALIZER).await,
+    }
+}
+
+/// The metal-api client of `fw`'s cluster, found as observe found it.
+pub(super) async fn metal_of(fw: &MetalStackFirewall, ctx: &Context) -> Result<metal_api::Client> {
+    match super::observe::owning_cluster(fw, ctx).await? {
+        Some(msc) => ctx.metal_of(&msc).await,
+        None => Ok(ctx.metal.own().clone()),
     }
 }

@@ -32,13 +32,16 @@ pub async fn observe(fw: &MetalStackFirewall, ctx: &Context) -> Result<Observed>
             return Ok(Observed::HandsOff);
         }
         let ns = fw.namespace().unwrap_or_default();
-        let listing = owning_cluster(fw, ctx)
-            .await?
+        let msc = owning_cluster(fw, ctx).await?;
+        let listing = msc
+            .as_ref()
             .map(|msc| allocation::teardown_query(&ns, &msc.name_any()));
+        let metal = super::act::metal_of(fw, ctx).await?;
         let recorded = fw.status.as_ref().and_then(|s| s.machine_id.as_deref());
         let named = allocation::named_machine(fw.spec.provider_id.as_deref(), recorded);
         let marks = identity(fw);
-        let owned = allocation::owned(ctx, &marks, listing.as_ref(), named.as_deref()).await?;
+        let owned =
+            allocation::owned(ctx, &metal, &marks, listing.as_ref(), named.as_deref()).await?;
         return Ok(Observed::Deleting(Some(owned)));
     }
     Ok(Observed::Live(Box::new(gate(fw, ctx).await?)))
@@ -65,7 +68,9 @@ async fn gate(fw: &MetalStackFirewall, ctx: &Context) -> Result<FirewallGate> {
         Ok(target) => {
             let ready = fw.status.as_ref().is_some_and(|s| s.ready);
             let listing = allocation::query(ctx, &msc, ready);
-            allocation::lookup(ctx, &identity(fw), &target, ROLE_FIREWALL, &listing).await?
+            let metal = ctx.metal_of(&msc).await?;
+            let marks = identity(fw);
+            allocation::lookup(ctx, &metal, &marks, &target, ROLE_FIREWALL, &listing).await?
         }
         // decide names the malformed field; nothing to look up.
         Err(_) => Found::Nothing,
@@ -80,7 +85,7 @@ async fn gate(fw: &MetalStackFirewall, ctx: &Context) -> Result<FirewallGate> {
 
 /// The MetalStackCluster a firewall belongs to: its controller owner, else the cluster named by
 /// its cluster-name label (the seed's standalone form).
-async fn owning_cluster(
+pub(super) async fn owning_cluster(
     fw: &MetalStackFirewall,
     ctx: &Context,
 ) -> Result<Option<MetalStackCluster>> {
@@ -118,7 +123,8 @@ async fn private_network(msc: &MetalStackCluster, ctx: &Context) -> Result<Optio
         ..Default::default()
     };
     Ok(ctx
-        .metal
+        .metal_of(msc)
+        .await?
         .network_find(&find)
         .await?
         .into_iter()

@@ -16,7 +16,8 @@ pub async fn act(msm: &MetalStackMachine, ctx: &Context, step: &MachineStep) -> 
         MachineStep::Nothing => Ok(()),
         MachineStep::Allocate(request) => {
             let detail = format!(" in partition {}", request.partitionid);
-            let result = ctx.metal.machine_allocate(request).await;
+            let metal = metal_of(msm, ctx).await?;
+            let result = metal.machine_allocate(request).await;
             allocation::allocated(ctx, &request.tags, &result).await;
             allocation::announce(ctx, msm, "Machine", result, &detail).map(|_| ())
         }
@@ -30,7 +31,17 @@ pub async fn act(msm: &MetalStackMachine, ctx: &Context, step: &MachineStep) -> 
             .during(|| format!("naming its machine in {}", describe(msm)))?;
             Ok(())
         }
-        MachineStep::Free(id) => allocation::free(ctx, msm, &identity(msm), id, "Machine").await,
+        MachineStep::Free(id) => {
+            let metal = metal_of(msm, ctx).await?;
+            allocation::free(ctx, &metal, msm, &identity(msm), id, "Machine").await
+        }
         MachineStep::RemoveFinalizer => remove_finalizer(&api, msm, FINALIZER).await,
     }
+}
+
+/// The metal-api client of `msm`'s cluster, found as observe found it.
+async fn metal_of(msm: &MetalStackMachine, ctx: &Context) -> Result<metal_api::Client> {
+    let cluster = super::observe::cluster_of(msm, ctx).await?;
+    let ns = msm.namespace().unwrap_or_default();
+    ctx.metal_in(&ns, cluster.as_deref()).await
 }

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 
 /// The Cluster a MetalStackMachine belongs to: its cluster-name label (Cluster API sets it), else
 /// its Machine's, while the Machine is still there.
-async fn cluster_of_deleted(msm: &MetalStackMachine, ctx: &Context) -> Result<Option<String>> {
+pub(super) async fn cluster_of(msm: &MetalStackMachine, ctx: &Context) -> Result<Option<String>> {
     if let Some(name) = msm.labels().get(crate::capi::CLUSTER_NAME_LABEL) {
         return Ok(Some(name.clone()));
     }
@@ -56,7 +56,7 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
         if !has_finalizer(msm, FINALIZER) {
             return Ok(Observed::Deleting(None));
         }
-        let cluster = cluster_of_deleted(msm, ctx).await?;
+        let cluster = cluster_of(msm, ctx).await?;
         if deletion_hands_off(ctx, msm, cluster.as_deref()).await? {
             return Ok(Observed::HandsOff);
         }
@@ -64,7 +64,9 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
         let listing = allocation::teardown_query_of(ctx, &ns, cluster.as_deref()).await?;
         let named = allocation::named_machine(msm.spec.provider_id.as_deref(), None);
         let marks = identity(msm);
-        let owned = allocation::owned(ctx, &marks, listing.as_ref(), named.as_deref()).await?;
+        let metal = ctx.metal_in(&ns, cluster.as_deref()).await?;
+        let owned = allocation::owned(ctx, &metal, &marks, listing.as_ref(), named.as_deref());
+        let owned = owned.await?;
         // A retired machine stays allocated: its cluster frees it, or the orphan sweep once an
         // operator took it off the record.
         let retired = retired_of(ctx, &ns, cluster.as_deref()).await?;
@@ -142,7 +144,9 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context, now: jiff::Timestamp) -> R
     let listing = allocation::query(ctx, &msc, ready);
     let found = match Target::of(msm.spec.provider_id.as_deref(), &partition(msm, &msc), None) {
         Ok(target) => {
-            allocation::lookup(ctx, &identity(msm), &target, ROLE_MACHINE, &listing).await?
+            let metal = ctx.metal_of(&msc).await?;
+            let marks = identity(msm);
+            allocation::lookup(ctx, &metal, &marks, &target, ROLE_MACHINE, &listing).await?
         }
         // decide names the malformed field; nothing to look up.
         Err(_) => Found::Nothing,
@@ -154,7 +158,7 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context, now: jiff::Timestamp) -> R
     };
     let rack_candidates = match (&found, &machine.spec.failure_domain) {
         (Found::Nothing, Some(_)) if msm.spec.provider_id.is_none() => {
-            Some(rack_candidates(msm, ctx, &partition(msm, &msc)).await?)
+            Some(rack_candidates(msm, ctx, &msc).await?)
         }
         _ => None,
     };
@@ -173,14 +177,15 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context, now: jiff::Timestamp) -> R
 async fn rack_candidates(
     msm: &MetalStackMachine,
     ctx: &Context,
-    partition: &str,
+    msc: &MetalStackCluster,
 ) -> Result<Vec<MachineSummary>> {
     let query = MachineFindRequest {
-        partition_id: Some(partition.to_owned()),
+        partition_id: Some(partition(msm, msc)),
         sizeid: Some(msm.spec.machine_type.clone()),
         ..Default::default()
     };
-    Ok(ctx.metal.machine_find_as::<MachineSummary>(&query).await?)
+    let metal = ctx.metal_of(msc).await?;
+    Ok(metal.machine_find_as::<MachineSummary>(&query).await?)
 }
 
 /// The bootstrap Secret's `value`, if it has one.

@@ -25,7 +25,8 @@ pub(super) async fn observe(
         Some(catalog) => seen(&catalog, &spec.machine_type, &spec.image),
         // Not within the catalog's wait: asked directly, so that its error is this reconcile's.
         None => {
-            let (sizes, images) = tokio::try_join!(ctx.metal.sizes(), ctx.metal.images())?;
+            let (sizes, images) =
+                tokio::try_join!(ctx.metal.own().sizes(), ctx.metal.own().images())?;
             let catalog = Catalog {
                 sizes,
                 images,

@@ -11,6 +11,8 @@
 //! gone, is freed, and reported with an event on the Cluster (`OrphanFreed`) and in
 //! `capms_orphans_freed_total`; `capms_orphan_sweeps_total` counts the looks.
 //!
+//! Each cluster is looked at with its own metal-api credentials (spec.credentialsRef).
+//!
 //! A machine its MetalStackCluster records as retired (a remediation's `onExhaustion: Retire`)
 //! is not an orphan: it is freed once an operator deleted its record.
 //!
@@ -97,7 +99,11 @@ async fn observe(ctx: &Context) -> Result<SweepView> {
         let id = cluster_id(&ns, infrastructure);
         // Retired machines stay allocated until an operator takes them off the record.
         let retired = msc.as_ref().map(retired_machines).unwrap_or_default();
-        let found = allocations(ctx, &ns, &id, &name).await?;
+        let metal = match &msc {
+            Some(msc) => ctx.metal_of(msc).await?,
+            None => ctx.metal.own().clone(),
+        };
+        let found = allocations(&metal, &ns, &id, &name).await?;
         observed.candidates.extend(found.into_iter().filter(
             |c| !matches!(&c.step, SweepStep::FreeMachine(machine) if retired.contains(machine)),
         ));
@@ -128,7 +134,7 @@ fn managed(ctx: &Context) -> Vec<Cluster> {
 
 /// What metal-api holds with the cluster tag `<ns>.<msc>` that capms allocated in `namespace`.
 async fn allocations(
-    ctx: &Context,
+    metal: &metal_api::Client,
     namespace: &str,
     id: &str,
     cluster: &str,
@@ -139,9 +145,7 @@ async fn allocations(
         tags: vec![tag.clone()],
         ..Default::default()
     };
-    let machines = ctx
-        .metal
-        .machine_find_as::<metal_api::MachineSummary>(&machines);
+    let machines = metal.machine_find_as::<metal_api::MachineSummary>(&machines);
     for m in machines.await? {
         if m.allocation.is_some() {
             found.push((SweepStep::FreeMachine(m.id), m.tags));
@@ -151,14 +155,14 @@ async fn allocations(
         tags: vec![tag],
         ..Default::default()
     };
-    for ip in ctx.metal.ip_find(&ips).await? {
+    for ip in metal.ip_find(&ips).await? {
         found.push((SweepStep::FreeIp(ip.ipaddress), ip.tags));
     }
     let networks = NetworkFindRequest {
         labels: Some([(CLUSTER_ID.to_owned(), id.to_owned())].into()),
         ..Default::default()
     };
-    for n in ctx.metal.network_find(&networks).await? {
+    for n in metal.network_find(&networks).await? {
         let labels = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
         found.push((SweepStep::FreeNetwork(n.id), labels));
     }
@@ -220,10 +224,12 @@ where
 /// Frees an orphan and says so: an event on its Cluster, the metric, a warning in the log.
 async fn free(ctx: &Context, orphan: &Candidate) -> Result<()> {
     let owner = &orphan.owner;
+    let (ns, cluster) = orphan.cluster.split_once('/').unwrap_or_default();
+    let metal = ctx.metal_in(ns, Some(cluster)).await?;
     let (label, what) = match &orphan.step {
         SweepStep::FreeMachine(id) => {
             let marks = identity(owner.kind, &owner.namespace, &owner.name);
-            if !super::allocation::release(ctx, &marks, id).await? {
+            if !super::allocation::release(ctx, &metal, &marks, id).await? {
                 return Ok(());
             }
             let firewall = owner.kind == OwnerKind::Firewall;
@@ -231,11 +237,11 @@ async fn free(ctx: &Context, orphan: &Candidate) -> Result<()> {
             (label, format!("{label} {id}"))
         }
         SweepStep::FreeIp(address) => {
-            ctx.metal.ip_free(address).await?;
+            metal.ip_free(address).await?;
             ("ip", format!("IP {address}"))
         }
         SweepStep::FreeNetwork(id) => {
-            ctx.metal.network_free(id).await?;
+            metal.network_free(id).await?;
             ("network", format!("network {id}"))
         }
     };

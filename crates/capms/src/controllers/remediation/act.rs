@@ -22,7 +22,8 @@ pub async fn act(msr: &MetalStackRemediation, ctx: &Context, step: &RemediationS
         RemediationStep::Nothing => Ok(()),
         RemediationStep::AddFinalizer => ensure_finalizer(&api, msr, FINALIZER).await.map(|_| ()),
         RemediationStep::PowerCycle(id) => {
-            let result = ctx.metal.machine_power(id, PowerAction::Cycle).await;
+            let metal = super::observe::metal_of(msr, ctx).await?;
+            let result = metal.machine_power(id, PowerAction::Cycle).await;
             announce(
                 ctx,
                 msr,
@@ -32,7 +33,8 @@ pub async fn act(msr: &MetalStackRemediation, ctx: &Context, step: &RemediationS
             )
         }
         RemediationStep::Reinstall(id, image) => {
-            let result = ctx.metal.machine_reinstall(id, image).await;
+            let metal = super::observe::metal_of(msr, ctx).await?;
+            let result = metal.machine_reinstall(id, image).await;
             let note = format!("reinstalling machine {id} with image {image}");
             announce(ctx, msr, "Reinstalling", &note, result)
         }

@@ -65,7 +65,8 @@ pub async fn observe(msr: &MetalStackRemediation, ctx: &Context) -> Result<Obser
         .as_ref()
         .and_then(|m| m.spec.provider_id.as_deref());
     if let Some(id) = provider_id.and_then(|p| ProviderId::parse(p).ok()) {
-        live.metal = metal_facts(ctx, &id.machine_id).await?;
+        let metal = ctx.metal_in(&ns, Some(&machine.spec.cluster_name)).await?;
+        live.metal = metal_facts(&metal, &id.machine_id).await?;
     }
     if machine.is_control_plane() {
         live.control_plane = Some(control_plane(ctx, msr, machine).await?);
@@ -73,9 +74,21 @@ pub async fn observe(msr: &MetalStackRemediation, ctx: &Context) -> Result<Obser
     Ok(Observed::Live(Box::new(live)))
 }
 
+/// The metal-api client of the cluster of the Machine `msr` remediates.
+pub(super) async fn metal_of(
+    msr: &MetalStackRemediation,
+    ctx: &Context,
+) -> Result<metal_api::Client> {
+    let ns = msr.namespace().unwrap_or_default();
+    let name = capi_owner(msr, "Machine").unwrap_or_else(|| msr.name_any());
+    let machine = ctx.get::<CapiMachine>(&ns, &name).await?;
+    let cluster = machine.map(|m| m.spec.cluster_name);
+    ctx.metal_in(&ns, cluster.as_deref()).await
+}
+
 /// What metal-api shows of machine `id`; None when it does not know it.
-async fn metal_facts(ctx: &Context, id: &str) -> Result<Option<MetalFacts>> {
-    let machine = match ctx.metal.machine(id).await {
+async fn metal_facts(metal: &metal_api::Client, id: &str) -> Result<Option<MetalFacts>> {
+    let machine = match metal.machine(id).await {
         Ok(machine) => machine,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(e.into()),

@@ -1,12 +1,15 @@
 //! MetalStackCluster and MetalStackClusterTemplate: defaults (the Go provider's own for
-//! `v1alpha1` objects), the spec against metal-api's catalog, and a newly named firewall
-//! template against the cluster.
+//! `v1alpha1` objects), the spec against metal-api's catalog, a newly named firewall template
+//! against the cluster, and a newly named credentials Secret's shape.
 
 use super::firewall_template;
 use crate::api::{MetalStackCluster, MetalStackClusterTemplate};
+use crate::cache::credentials::config_of;
 use crate::conversion::Schema;
 use crate::webhooks::admit::{self, Admit, Allowed, Denial, Review};
 use crate::webhooks::rules::{self, Report};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
 
 impl Admit for MetalStackCluster {
     async fn default(&mut self, review: &Review<'_>) {
@@ -32,9 +35,18 @@ impl Admit for MetalStackCluster {
             }
             None => None,
         };
-        let mut allowed = admit::with_catalog(review.state, |catalog| {
+        let credentials = match self.spec.credentials_ref.as_ref() {
+            Some(r) if old_spec.is_none_or(|o| o.credentials_ref.as_ref() != Some(r)) => {
+                credentials_secret(review, &r.name).await
+            }
+            _ => Ok(None),
+        };
+        let mut allowed = admit::with_catalog_of(review.state, Some(self), |catalog| {
             let mut report = Report::default();
             rules::validate_cluster(&mut report, "spec", &self.spec, old_spec, catalog);
+            if let Err(wrong) = &credentials {
+                report.error("spec.credentialsRef.name", wrong.clone());
+            }
             if let (Some(Ok(template)), Some(catalog)) = (&template, catalog) {
                 firewall_template::check_named(&mut report, template, &self.spec, catalog);
             }
@@ -44,7 +56,28 @@ impl Admit for MetalStackCluster {
         if let Some(Err(missing)) = template {
             allowed.warnings.push(missing);
         }
+        allowed.warnings.extend(credentials.ok().flatten());
         Ok(allowed)
+    }
+}
+
+/// The credentials Secret `name` a cluster newly names, as capms will read it: Err (the
+/// refusal) when it has the wrong shape, a warning when it is not there (yet) or cannot be read
+/// now. Its contents never reach the answer.
+async fn credentials_secret(review: &Review<'_>, name: &str) -> Result<Option<String>, String> {
+    let ns = review.namespace();
+    let secrets = Api::<Secret>::namespaced(review.state.client.clone(), &ns);
+    let origin = format!("Secret {ns}/{name}");
+    match secrets.get_opt(name).await {
+        Ok(Some(secret)) => config_of(&secret.data.unwrap_or_default(), &origin)
+            .map(|_| None)
+            .map_err(|detail| format!("the credentials {origin}: {detail}")),
+        Ok(None) => Ok(Some(format!(
+            "the credentials {origin} does not exist (yet): the cluster waits for it"
+        ))),
+        Err(e) => Ok(Some(format!(
+            "the credentials {origin} could not be read now ({e}); it is checked when capms acts"
+        ))),
     }
 }
 

@@ -15,7 +15,8 @@ impl Admit for MetalStackFirewall {
         // mark.
         let ours = firewall_identity(self);
         let old_spec = old.map(|o| &o.spec);
-        admit::with_catalog(review.state, |catalog| {
+        let cluster = admit::cluster_of(review).await;
+        admit::with_catalog_of(review.state, cluster.as_ref(), |catalog| {
             let mut report = Report::default();
             let spec = &self.spec;
             rules::validate_firewall(

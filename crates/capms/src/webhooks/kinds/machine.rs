@@ -1,29 +1,11 @@
 //! MetalStackMachine and MetalStackMachineTemplate: a new machine's partition from its
 //! cluster, and the spec against metal-api's catalog.
 
-use crate::api::{MetalStackCluster, MetalStackMachine, MetalStackMachineTemplate};
-use crate::cache::read_through;
-use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
+use crate::api::{MetalStackMachine, MetalStackMachineTemplate};
 use crate::conversion::Schema;
 use crate::ownership::{OwnerKind, identity_of};
 use crate::webhooks::admit::{self, Admit, Allowed, Denial, Review};
 use crate::webhooks::rules::{self, Report};
-use kube::ResourceExt;
-
-/// The partition of a MetalStackMachine's cluster, through its cluster-name label.
-async fn cluster_partition(review: &Review<'_>) -> Option<String> {
-    let (state, client) = (review.state, &review.state.client);
-    let ns = review.object.namespace()?;
-    let cluster_name = review.object.labels().get(CLUSTER_NAME_LABEL)?.clone();
-    let cluster: Cluster = read_through(&state.caches, client, &ns, &cluster_name)
-        .await
-        .ok()??;
-    let infra = cluster.metal_stack_cluster()?;
-    let msc: MetalStackCluster = read_through(&state.caches, client, &ns, infra)
-        .await
-        .ok()??;
-    Some(msc.spec.partition)
-}
 
 impl Admit for MetalStackMachine {
     /// The Go provider's machines take their cluster's partition, as capms's do when they name
@@ -37,7 +19,9 @@ impl Admit for MetalStackMachine {
         // template was never sent here, and writing its partition on a later update would
         // change a field that is fixed once the machine is allocated.
         let partition = match &self.spec.partition {
-            None if review.creating() => cluster_partition(review).await,
+            None if review.creating() => admit::cluster_of(review)
+                .await
+                .map(|msc| msc.spec.partition),
             _ => None,
         };
         rules::default_machine(&mut self.spec, partition.as_deref());
@@ -46,7 +30,8 @@ impl Admit for MetalStackMachine {
     async fn validate(&self, old: Option<&Self>, review: &Review<'_>) -> Result<Allowed, Denial> {
         let ours = identity_of(OwnerKind::Machine, self);
         let old_spec = old.map(|o| &o.spec);
-        admit::with_catalog(review.state, |catalog| {
+        let cluster = admit::cluster_of(review).await;
+        admit::with_catalog_of(review.state, cluster.as_ref(), |catalog| {
             let mut report = Report::default();
             rules::validate_machine(
                 &mut report,

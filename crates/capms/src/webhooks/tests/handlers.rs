@@ -438,3 +438,110 @@ async fn one_misfit_field_hides_no_other_error() {
         }
     }
 }
+
+/// An apiserver holding one Secret, `creds` in `default`, with `data`.
+fn apiserver_with_secret(data: Value) -> kube::Client {
+    let service = tower::service_fn(move |request: axum::http::Request<kube::client::Body>| {
+        let data = data.clone();
+        async move {
+            let (status, body) = match request.uri().path() {
+                "/api/v1/namespaces/default/secrets/creds" => (
+                    StatusCode::OK,
+                    json!({
+                    "apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "creds", "namespace": "default"}, "data": data}),
+                ),
+                _ => (
+                    StatusCode::NOT_FOUND,
+                    json!({"apiVersion": "v1", "kind": "Status",
+                    "status": "Failure", "message": "not found", "reason": "NotFound", "code": 404}),
+                ),
+            };
+            axum::http::Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(body.to_string().into_bytes()))
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+#[tokio::test]
+async fn a_newly_named_credentials_secret_of_the_wrong_shape_is_refused_a_missing_one_warned_of() {
+    use base64::Engine;
+    let path = Route {
+        kind: AdmittedKind::Cluster,
+        phase: AdmissionPhase::Validating,
+    }
+    .path();
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let cluster = |name: &str| {
+        let object = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackCluster",
+            "metadata": {"name": "c", "namespace": "default"},
+            "spec": {"partition": "mini-lab", "projectID": "00000000-0000-0000-0000-000000000001",
+                     "credentialsRef": {"name": name}}});
+        serde_json::to_vec(&review("MetalStackCluster", "CREATE", object, None, false))
+            .expect("json")
+    };
+    let mut state = state_with(Some(catalog()), true);
+    state.client =
+        apiserver_with_secret(json!({"url": b64("http://127.0.0.1:1/"), "hmac": b64("the-key")}));
+    let (_, good) = call(state.clone(), &path, cluster("creds")).await;
+    assert_eq!(good["response"]["allowed"], true, "{good}");
+    let (_, missing) = call(state, &path, cluster("other")).await;
+    assert_eq!(missing["response"]["allowed"], true, "{missing}");
+    let warnings = missing["response"]["warnings"].to_string();
+    assert!(
+        warnings.contains("Secret default/other does not exist (yet)"),
+        "{missing}"
+    );
+
+    let mut state = state_with(Some(catalog()), true);
+    state.client = apiserver_with_secret(
+        json!({"url": b64("http://127.0.0.1:1/"), "hmac": b64("the-key"), "hmacAuthType": b64("edit")}),
+    );
+    let (_, wrong) = call(state, &path, cluster("creds")).await;
+    assert_eq!(wrong["response"]["allowed"], false, "{wrong}");
+    let message = wrong["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains(
+            "spec.credentialsRef.name: the credentials Secret default/creds: `hmacAuthType`"
+        ) && message.contains("Metal-View, Metal-Edit, Metal-Admin")
+            && !wrong.to_string().contains("the-key"),
+        "{wrong}"
+    );
+}
+
+#[tokio::test]
+async fn a_cluster_with_credentials_of_its_own_is_not_judged_by_capms_s_own_catalog() {
+    let path = Route {
+        kind: AdmittedKind::Cluster,
+        phase: AdmissionPhase::Validating,
+    }
+    .path();
+    let cluster = |credentials: Option<Value>| {
+        let mut spec =
+            json!({"partition": "elsewhere", "projectID": "00000000-0000-0000-0000-000000000001"});
+        if let Some(reference) = credentials {
+            spec["credentialsRef"] = reference;
+        }
+        let object = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackCluster",
+            "metadata": {"name": "c", "namespace": "default"}, "spec": spec});
+        serde_json::to_vec(&review("MetalStackCluster", "CREATE", object, None, false))
+            .expect("json")
+    };
+    let (_, own) = call(state_with(Some(catalog()), true), &path, cluster(None)).await;
+    assert_eq!(own["response"]["allowed"], false, "{own}");
+    let theirs = cluster(Some(json!({"name": "team-metal"})));
+    let (_, theirs) = call(state_with(Some(catalog()), true), &path, theirs).await;
+    assert_eq!(theirs["response"]["allowed"], true, "{theirs}");
+    let warning = theirs["response"]["warnings"][0]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        warning.contains("credentials of Secret team-metal") && warning.contains("when capms acts"),
+        "{theirs}"
+    );
+}

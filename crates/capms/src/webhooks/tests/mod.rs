@@ -40,6 +40,7 @@ fn cluster_spec() -> MetalStackClusterSpec {
         private_network_id: None,
         control_plane_ip: None,
         firewall_deployment_ref: None,
+        credentials_ref: None,
         firewall_spec: Some(MetalStackFirewallSpec {
             image: "firewall-ubuntu-3.0".into(),
             machine_type: "v1-small-x86".into(),

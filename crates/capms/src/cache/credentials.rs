@@ -1,0 +1,265 @@
+//! Each cluster's metal-api client: capms's own, or one made from the Secret its
+//! MetalStackCluster names in spec.credentialsRef. A Secret is read again once its client is
+//! older than [`REREAD`], so a rotated Secret is taken up without a restart; a client whose
+//! Secret did not change is kept, with its connections.
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use metal_api::hmac::AuthType;
+use metal_api::{Auth, Client, Config};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use url::Url;
+
+/// How long a client made from a Secret serves before the Secret is read again.
+pub const REREAD: Duration = Duration::from_secs(30);
+
+/// What a credentials Secret holds, for error messages.
+const SHAPE: &str = "a credentials Secret holds `url`, and `hmac` (with `hmacAuthType`: \
+                     Metal-View, Metal-Edit or Metal-Admin; default Metal-Edit) or `token`, \
+                     and optionally `caBundle` (PEM)";
+
+/// Why a cluster's credentials cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// The apiserver did not answer the read: transient.
+    #[error("reading the credentials Secret {secret}: Kubernetes API: {source}")]
+    Read {
+        secret: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the credentials Secret {secret} named in spec.credentialsRef does not exist")]
+    Missing { secret: String },
+    #[error("the credentials Secret {secret} named in spec.credentialsRef: {detail}")]
+    Invalid { secret: String, detail: String },
+}
+
+impl CredentialsError {
+    /// Can a later read succeed without anyone changing anything?
+    pub fn is_transient(&self) -> bool {
+        matches!(self, CredentialsError::Read { .. })
+    }
+}
+
+/// One Secret's client, as read last.
+struct Made {
+    read_at: Instant,
+    resource_version: Option<String>,
+    client: Client,
+}
+
+/// capms's own metal-api client and those made from credentials Secrets, by namespace and name.
+pub struct MetalClients {
+    own: Client,
+    kube: kube::Client,
+    made: Mutex<HashMap<(String, String), Made>>,
+}
+
+impl MetalClients {
+    pub fn new(own: Client, kube: kube::Client) -> MetalClients {
+        MetalClients {
+            own,
+            kube,
+            made: Mutex::default(),
+        }
+    }
+
+    /// capms's own client: for clusters that name no credentials, and the orphan sweep.
+    pub fn own(&self) -> &Client {
+        &self.own
+    }
+
+    /// The client for credentials Secret `secret` in `namespace`, or capms's own without one.
+    pub async fn of(
+        &self,
+        namespace: &str,
+        secret: Option<&str>,
+    ) -> Result<Client, CredentialsError> {
+        let Some(name) = secret else {
+            return Ok(self.own.clone());
+        };
+        let key = (namespace.to_owned(), name.to_owned());
+        if let Some(made) = self.lock().get(&key)
+            && made.read_at.elapsed() < REREAD
+        {
+            return Ok(made.client.clone());
+        }
+        let origin = format!("Secret {namespace}/{name}");
+        let read = Api::<Secret>::namespaced(self.kube.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|source| CredentialsError::Read {
+                secret: origin.clone(),
+                source,
+            })?;
+        let Some(secret) = read else {
+            self.lock().remove(&key);
+            return Err(CredentialsError::Missing { secret: origin });
+        };
+        let resource_version = secret.metadata.resource_version.clone();
+        let mut made = self.lock();
+        if let Some(kept) = made.get_mut(&key)
+            && kept.resource_version == resource_version
+        {
+            kept.read_at = Instant::now();
+            return Ok(kept.client.clone());
+        }
+        made.remove(&key);
+        let invalid = |detail: String| CredentialsError::Invalid {
+            secret: origin.clone(),
+            detail,
+        };
+        let config = config_of(&secret.data.unwrap_or_default(), &origin).map_err(invalid)?;
+        let client = self
+            .own
+            .for_credentials(config)
+            .map_err(|e| invalid(e.to_string()))?;
+        made.insert(
+            key,
+            Made {
+                read_at: Instant::now(),
+                resource_version,
+                client: client.clone(),
+            },
+        );
+        Ok(client)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Made>> {
+        // A panic elsewhere while the map was held leaves it whole: each entry is written at once.
+        self.made
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The client configuration a credentials Secret's `data` describes; the error names the key
+/// that is wrong and what the Secret should hold. `origin` names the Secret in metal-api's
+/// refusals.
+pub(crate) fn config_of(
+    data: &BTreeMap<String, ByteString>,
+    origin: &str,
+) -> Result<Config, String> {
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match data.get(key) {
+            None => Ok(None),
+            Some(bytes) => match std::str::from_utf8(&bytes.0) {
+                Ok(t) if t.trim().is_empty() => Ok(None),
+                Ok(t) => Ok(Some(t.trim().to_owned())),
+                Err(_) => Err(format!("`{key}` is not UTF-8 text; {SHAPE}")),
+            },
+        }
+    };
+    let url = text("url")?.ok_or_else(|| format!("it holds no `url`; {SHAPE}"))?;
+    let url = Url::parse(&url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .ok_or_else(|| format!("`url` {url:?} is not an http or https URL; {SHAPE}"))?;
+    let auth = match (text("hmac")?, text("token")?) {
+        (Some(key), _) => {
+            let auth_type = match text("hmacAuthType")? {
+                Some(t) => t
+                    .parse::<AuthType>()
+                    .map_err(|e| format!("`hmacAuthType`: {e}"))?,
+                None => AuthType::Edit,
+            };
+            Auth::Hmac { key, auth_type }
+        }
+        (None, Some(token)) => Auth::Bearer(token),
+        (None, None) => return Err(format!("it holds neither `hmac` nor `token`; {SHAPE}")),
+    };
+    let mut config = Config::new(url, auth);
+    config.ca_pem = data.get("caBundle").map(|b| b.0.clone());
+    config.origin = Some(origin.to_owned());
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+            .collect()
+    }
+
+    fn error(pairs: &[(&str, &str)]) -> String {
+        match config_of(&data(pairs), "Secret ns/creds") {
+            Ok(c) => panic!("accepted: {c:?}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn an_hmac_secret_defaults_to_metal_edit_and_names_its_origin() {
+        let c = config_of(
+            &data(&[("url", "http://127.0.0.1:8080/metal\n"), ("hmac", "k")]),
+            "Secret ns/creds",
+        )
+        .expect("accepted");
+        assert_eq!(c.url.as_str(), "http://127.0.0.1:8080/metal");
+        assert!(matches!(c.auth, Auth::Hmac { ref key, auth_type: AuthType::Edit } if key == "k"));
+        assert_eq!(c.origin.as_deref(), Some("Secret ns/creds"));
+    }
+
+    #[test]
+    fn a_token_secret_authenticates_by_bearer_and_hmac_wins_when_both_are_given() {
+        let token =
+            config_of(&data(&[("url", "https://a/"), ("token", "t")]), "s").expect("accepted");
+        assert!(matches!(token.auth, Auth::Bearer(ref t) if t == "t"));
+        let both = [
+            ("url", "https://a/"),
+            ("token", "t"),
+            ("hmac", "k"),
+            ("hmacAuthType", "Metal-Admin"),
+        ];
+        let both = config_of(&data(&both), "s").expect("accepted");
+        assert!(matches!(
+            both.auth,
+            Auth::Hmac {
+                auth_type: AuthType::Admin,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn each_wrong_shape_names_the_key_and_what_the_secret_should_hold() {
+        let cases: [(&[(&str, &str)], &str); 5] = [
+            (&[("hmac", "k")], "holds no `url`"),
+            (
+                &[("url", "ftp://a"), ("hmac", "k")],
+                "`url` \"ftp://a\" is not an http or https URL",
+            ),
+            (&[("url", "http://a")], "neither `hmac` nor `token`"),
+            (
+                &[("url", "http://a"), ("hmac", " ")],
+                "neither `hmac` nor `token`",
+            ),
+            (
+                &[("url", "http://a"), ("hmac", "k"), ("hmacAuthType", "edit")],
+                "Metal-View, Metal-Edit, Metal-Admin",
+            ),
+        ];
+        for (pairs, expected) in cases {
+            let e = error(pairs);
+            assert!(e.contains(expected), "{pairs:?}: {e}");
+            assert!(e.contains("Metal-Edit"), "{pairs:?} names no choices: {e}");
+        }
+        let mut binary = data(&[("url", "http://a")]);
+        binary.insert("hmac".into(), ByteString(vec![0xff, 0xfe]));
+        let e = config_of(&binary, "s").expect_err("refused");
+        assert!(e.contains("`hmac` is not UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn no_error_carries_the_key() {
+        let e = error(&[("url", "nope"), ("hmac", "super-secret")]);
+        assert!(!e.contains("super-secret"), "{e}");
+    }
+}

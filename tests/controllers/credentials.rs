@@ -1,0 +1,178 @@
+//! Credentials per cluster. A cluster whose MetalStackCluster names a Secret of metal-api
+//! credentials has its network, IP, firewall and machines made with them, in that metal-api
+//! only, beside a cluster on capms's own credentials. A missing Secret, or a key metal-api
+//! refuses, is a condition naming the Secret, with nothing allocated anywhere; the Secret put
+//! right is taken up without a restart. A machine of the cluster naming by providerID a
+//! machine of the other metal-api finds nothing, and changes nothing there.
+
+use super::*;
+
+const OTHER: &str = "cluster-b";
+const SECRET: &str = "metal-b";
+
+fn credentials(url: &str, hmac: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET},
+        "stringData": {"url": url, "hmac": hmac, "hmacAuthType": "Metal-Edit"}})
+}
+
+/// The lab inventory of another metal-api: its machines have ids of their own.
+fn other_inventory() -> Inventory {
+    let mut lab = Inventory::default_lab();
+    for (n, machine) in lab.machines.iter_mut().enumerate() {
+        machine.id = format!("00000000-0000-0000-00b0-{n:012}");
+    }
+    lab
+}
+
+/// The message of `msc`'s Ready condition when its reason is `reason`.
+fn ready_message(msc: &MetalStackCluster, reason: &str) -> Option<String> {
+    let status = msc.status.as_ref()?;
+    let ready = condition(&status.conditions, "Ready")?;
+    (ready.status == "False" && ready.reason == reason).then(|| ready.message.clone())
+}
+
+/// Everything allocated in `sim`: private networks, IPs, machines (by id).
+fn allocated(sim: &RunningSim) -> (usize, usize, Vec<String>) {
+    let (networks, ips, machines) = metal_state_of(sim);
+    let allocated = machines.into_iter().filter(|m| m.allocation.is_some());
+    (networks.len(), ips.len(), allocated.map(|m| m.id).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_cluster_provisions_with_its_own_credentials_in_its_own_metal_api() {
+    let mut env = Env::with_inventory("credentials", Inventory::default_lab()).await;
+    env.start_capms(&[]);
+    let other = RunningSim::start(other_inventory(), "/metal").await;
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let (own_before, other_before) = (allocated(&env.sim), allocated(&other));
+    let origin = format!("Secret {}/{SECRET}", env.ns.name);
+
+    let mut b = lab_cluster();
+    b["metadata"]["name"] = json!(OTHER);
+    b["spec"]["credentialsRef"] = json!({"name": SECRET});
+    env.apply_seed_cluster(OTHER, b).await;
+    let missing =
+        format!("the credentials Secret {origin} named in spec.credentialsRef does not exist");
+    wait_condition(
+        &clusters,
+        OTHER,
+        "a condition naming the missing Secret",
+        |c| ready_message(c, "CredentialsInvalid").is_some_and(|m| m.contains(&missing)),
+    )
+    .await;
+
+    env.apply(credentials(&other.url, "not-the-key")).await;
+    let refused = format!("Wrong HMAC found (the credentials of {origin})");
+    wait_condition(
+        &clusters,
+        OTHER,
+        "a condition naming the refused Secret",
+        |c| ready_message(c, "MetalUnauthorized").is_some_and(|m| m.contains(&refused)),
+    )
+    .await;
+    assert_eq!(
+        allocated(&env.sim),
+        own_before,
+        "allocated in capms's own metal-api"
+    );
+    assert_eq!(
+        allocated(&other),
+        other_before,
+        "allocated with refused credentials"
+    );
+    assert!(
+        !env.capms_log().contains("not-the-key"),
+        "a key in capms's log"
+    );
+
+    // Put right: taken up without a restart.
+    env.apply(credentials(&other.url, "metal-edit")).await;
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    env.add_lab_machine(MSC, "worker-a", "bootstrap").await;
+    env.add_lab_machine(OTHER, "worker-b", "bootstrap").await;
+    for name in [MSC, OTHER] {
+        wait_ready(&env, &clusters, name, |c| {
+            c.status.as_ref().is_some_and(|s| s.ready)
+        })
+        .await;
+    }
+    for name in ["worker-a", "worker-b"] {
+        wait_ready(&env, &machines, name, |m| {
+            m.status.as_ref().is_some_and(|s| s.ready)
+        })
+        .await;
+    }
+    let (a, b) = (
+        env.machine_of("worker-a").await,
+        env.machine_of("worker-b").await,
+    );
+    let (own, theirs) = (allocated(&env.sim), allocated(&other));
+    assert!(
+        own.2.contains(&a) && !own.2.contains(&b),
+        "capms's own metal-api: {own:?}"
+    );
+    assert!(
+        theirs.2.contains(&b) && !theirs.2.contains(&a),
+        "the Secret's metal-api: {theirs:?}"
+    );
+    // Each cluster's network, control-plane IP, firewall and worker, each in its metal-api.
+    assert_eq!(
+        (own.0, own.2.len()),
+        (own_before.0 + 1, own_before.2.len() + 2)
+    );
+    assert_eq!(
+        (theirs.0, theirs.2.len()),
+        (other_before.0 + 1, other_before.2.len() + 2)
+    );
+    assert!(
+        theirs.1 > other_before.1,
+        "no IP in the Secret's metal-api: {theirs:?}"
+    );
+
+    // A machine of cluster B naming cluster A's worker, marked by hand as cloned from a
+    // template (what lets an object skip admission's checks): its metal-api has no such machine.
+    env.apply(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachine",
+        "metadata": {"name": "intruder", "annotations": {
+            "cluster.x-k8s.io/cloned-from-name": "workers",
+            "cluster.x-k8s.io/cloned-from-groupkind": "MetalStackMachineTemplate.infrastructure.cluster.x-k8s.io"}},
+        "spec": {"image": "ubuntu-26.4", "machineType": "v1-small-x86",
+                 "providerID": format!("metalstack://{a}")}
+    }))
+    .await;
+    env.add_owning_machine(OTHER, "intruder", "bootstrap").await;
+    let not_there = format!("machine {a} does not exist in metal-api");
+    wait_condition(
+        &machines,
+        "intruder",
+        "the other metal-api's machine not found",
+        |m| {
+            let conditions = m.status.as_ref().map(|s| s.conditions.as_slice());
+            conditions
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.message.contains(&not_there))
+        },
+    )
+    .await;
+    assert_eq!(allocated(&env.sim), own, "capms's own metal-api changed");
+    assert_eq!(allocated(&other), theirs, "the Secret's metal-api changed");
+
+    let capi = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    for name in [MSC, OTHER] {
+        capi.delete(name, &DeleteParams::foreground())
+            .await
+            .expect("delete the Cluster");
+    }
+    eventually(
+        "everything freed in both metal-apis",
+        support::LOADED_MACHINE_WAIT,
+        || async {
+            let freed = allocated(&env.sim) == own_before && allocated(&other) == other_before;
+            freed.then_some(())
+        },
+    )
+    .await;
+}
