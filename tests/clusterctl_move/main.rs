@@ -4,7 +4,9 @@
 //! Machines get their nodeRef and clusterctl's preflight passes on its own). A provisioned
 //! cluster moves from source to target in the middle of a firewall rollout with zero metal-api
 //! allocations and frees; the source frees nothing; the target resumes the rollout; deleting the
-//! Cluster on the target then frees everything.
+//! Cluster on the target then frees everything. The cluster's metal-api credentials are a Secret
+//! of its own (the managers' own credentials reach another simulator), moved with it by
+//! clusterctl's move label.
 
 // A test (and its helpers) fails loudly on what it does not expect.
 #![allow(clippy::expect_used)]
@@ -217,6 +219,19 @@ async fn store_workload_kubeconfig(client: &kube::Client, ns: &str, workload: &C
         .expect("kubeconfig secret");
 }
 
+/// The cluster's metal-api credentials (the fixture names them), labelled for clusterctl move.
+async fn store_credentials(client: &kube::Client, ns: &str, sim: &RunningSim) {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "moved-metal", "labels": {"clusterctl.cluster.x-k8s.io/move": ""}},
+        "stringData": {"url": sim.url, "hmac": "metal-edit", "hmacAuthType": "Metal-Edit"}
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&Default::default(), &secret)
+        .await
+        .expect("create the credentials Secret");
+}
+
 async fn count_capms_objects(client: &kube::Client, ns: &str) -> usize {
     let lp = ListParams::default();
     let msc: Api<MetalStackCluster> = Api::namespaced(client.clone(), ns);
@@ -297,9 +312,11 @@ async fn clusterctl_move_mid_rollout_keeps_every_allocation_and_the_target_resum
     let workload = ControlPlane::bare("workload");
     let ns = source_cp.namespace("move").await;
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
-    let initial = metal_state(&sim).await;
-    let source = Management::start("source", source_cp, &ns.name, &sim).await;
-    let target = Management::start("target", &target_cp, &ns.name, &sim).await;
+    // What the managers reach with their own credentials: the cluster must never be made here.
+    let managers_own = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let (initial, own_initial) = (metal_state(&sim).await, metal_state(&managers_own).await);
+    let source = Management::start("source", source_cp, &ns.name, &managers_own).await;
+    let target = Management::start("target", &target_cp, &ns.name, &managers_own).await;
     let nodes = metal_sim::workload::nodes::spawn(
         sim.sim.clone(),
         format!("cluster.metal-stack.io/id={}.{CLUSTER}", ns.name),
@@ -308,6 +325,7 @@ async fn clusterctl_move_mid_rollout_keeps_every_allocation_and_the_target_resum
     );
 
     store_workload_kubeconfig(&ns.client, &ns.name, &workload).await;
+    store_credentials(&ns.client, &ns.name, &sim).await;
     source_cp.kubectl(
         &["apply", "--server-side", "-n", &ns.name, "-f"],
         &[fixture().to_path_buf()],
@@ -385,6 +403,11 @@ async fn clusterctl_move_mid_rollout_keeps_every_allocation_and_the_target_resum
         freed.is_ok(),
         "not everything freed\n{}",
         target.logs(&ns.name)
+    );
+    assert_eq!(
+        metal_state(&managers_own).await,
+        own_initial,
+        "nothing made with the managers' own credentials"
     );
     nodes.abort();
 }
