@@ -1,11 +1,14 @@
 //! Credentials per cluster. A cluster whose MetalStackCluster names a Secret of metal-api
 //! credentials has its network, IP, firewall and machines made with them, in that metal-api
-//! only, beside a cluster on capms's own credentials. A missing Secret, or a key metal-api
-//! refuses, is a condition naming the Secret, with nothing allocated anywhere; the Secret put
-//! right is taken up without a restart. A machine of the cluster naming by providerID a
-//! machine of the other metal-api finds nothing, and changes nothing there.
+//! only, beside a cluster on capms's own credentials. A missing Secret, a URL where nothing
+//! answers, or a key metal-api refuses, is a condition naming the Secret, with nothing
+//! allocated anywhere; the Secret put right is taken up without a restart, and so is a key
+//! rotated in metal-api and in the Secret while a machine provisions. A machine of the cluster
+//! naming by providerID a machine of the other metal-api finds nothing, and changes nothing
+//! there.
 
 use super::*;
+use metal_api::hmac::AuthType;
 
 const OTHER: &str = "cluster-b";
 const SECRET: &str = "metal-b";
@@ -22,6 +25,17 @@ fn other_inventory() -> Inventory {
         machine.id = format!("00000000-0000-0000-00b0-{n:012}");
     }
     lab
+}
+
+/// Machines free in `sim` now stop before they phone home (`hold`), or none do.
+fn hold_phone_home(sim: &RunningSim, hold: bool) {
+    let mut state = sim.sim.state();
+    let free = state
+        .machines
+        .values()
+        .filter(|m| hold && m.allocation.is_none());
+    let free: Vec<String> = free.map(|m| m.id.clone()).collect();
+    state.faults.never_phone_home = free.into_iter().collect();
 }
 
 /// The message of `msc`'s Ready condition when its reason is `reason`.
@@ -59,6 +73,18 @@ async fn each_cluster_provisions_with_its_own_credentials_in_its_own_metal_api()
         OTHER,
         "a condition naming the missing Secret",
         |c| ready_message(c, "CredentialsInvalid").is_some_and(|m| m.contains(&missing)),
+    )
+    .await;
+
+    // A URL where nothing answers.
+    let closed = format!("http://127.0.0.1:{}/metal", support::free_port());
+    env.apply(credentials(&closed, "metal-edit")).await;
+    let unreachable = format!("(as {origin} gives it) could not be reached");
+    wait_condition(
+        &clusters,
+        OTHER,
+        "a condition naming the Secret of the unanswering URL",
+        |c| ready_message(c, "MetalUnreachable").is_some_and(|m| m.contains(&unreachable)),
     )
     .await;
 
@@ -129,6 +155,34 @@ async fn each_cluster_provisions_with_its_own_credentials_in_its_own_metal_api()
     assert!(
         theirs.1 > other_before.1,
         "no IP in the Secret's metal-api: {theirs:?}"
+    );
+
+    // metal-api's key rotated while a worker of cluster B provisions (allocated, held before
+    // it phones home), and the Secret with it: the worker gets ready on the one machine.
+    hold_phone_home(&other, true);
+    env.add_lab_machine(OTHER, "worker-b2", "bootstrap").await;
+    eventually(
+        "worker-b2 allocated",
+        support::LOADED_MACHINE_WAIT,
+        || async { (allocated(&other).2.len() > theirs.2.len()).then_some(()) },
+    )
+    .await;
+    other
+        .sim
+        .rotate_hmac_key(AuthType::Edit, "rotated-edit".into());
+    env.apply(credentials(&other.url, "rotated-edit")).await;
+    hold_phone_home(&other, false);
+    wait_ready(&env, &machines, "worker-b2", |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    let b2 = env.machine_of("worker-b2").await;
+    let theirs = allocated(&other);
+    assert!(theirs.2.contains(&b2), "{theirs:?}");
+    assert_eq!(
+        theirs.2.len(),
+        other_before.2.len() + 3,
+        "one machine for worker-b2: {theirs:?}"
     );
 
     // A machine of cluster B naming cluster A's worker, marked by hand as cloned from a

@@ -33,8 +33,12 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let base = match &self.origin {
+            Some(origin) => origin.as_str(),
+            None => self.base.as_str(),
+        };
         f.debug_struct("metal::Client")
-            .field("base", &self.base.as_str())
+            .field("base", &base)
             .field("auth", &self.auth)
             .finish()
     }
@@ -184,14 +188,21 @@ impl Client {
 
     fn transport_error(&self, endpoint: &'static str, e: reqwest::Error) -> Error {
         self.record(endpoint, 0);
+        // A URL from a Secret is the Secret's: its error names the Secret, not the URL.
+        let (via, e) = match &self.origin {
+            Some(origin) => (format!(" (as {origin} gives it)"), e.without_url()),
+            None => (String::new(), e),
+        };
         if e.is_timeout() {
             Error::Timeout {
                 endpoint,
+                via,
                 timeout: self.timeout,
             }
         } else {
             Error::Transport {
                 endpoint,
+                via,
                 source: e,
             }
         }

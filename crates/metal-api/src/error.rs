@@ -11,17 +11,20 @@ pub enum Error {
         status: u16,
         message: String,
     },
-    /// The request did not complete (connection refused or reset, DNS, TLS).
-    #[error("metal-api {endpoint} could not be reached: {source}")]
+    /// The request did not complete (connection refused or reset, DNS, TLS). `via` names where
+    /// the credentials (and so the URL) came from, when not from capms's own settings.
+    #[error("metal-api {endpoint}{via} could not be reached: {source}")]
     Transport {
         endpoint: &'static str,
+        via: String,
         #[source]
         source: reqwest::Error,
     },
     /// metal-api did not answer within the request timeout.
-    #[error("metal-api {endpoint} did not answer within {timeout:?}")]
+    #[error("metal-api {endpoint}{via} did not answer within {timeout:?}")]
     Timeout {
         endpoint: &'static str,
+        via: String,
         timeout: std::time::Duration,
     },
     /// The answer was not the JSON we expect.

@@ -110,6 +110,8 @@ impl Default for SimConfig {
 pub struct Sim {
     state: Arc<Mutex<State>>,
     stats: Arc<Mutex<stats::RequestStats>>,
+    /// The HMAC keys accepted now: the configured ones until `/sim/keys` rotates one.
+    keys: Arc<Mutex<BTreeMap<AuthType, String>>>,
     pub config: Arc<SimConfig>,
 }
 
@@ -118,8 +120,22 @@ impl Sim {
         Ok(Sim {
             state: Arc::new(Mutex::new(State::from_inventory(inventory)?)),
             stats: Arc::default(),
+            keys: Arc::new(Mutex::new(config.keys.keys.clone())),
             config: Arc::new(config),
         })
+    }
+
+    /// The HMAC key of `auth_type` accepted now.
+    pub fn hmac_key(&self, auth_type: AuthType) -> Option<String> {
+        let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        keys.get(&auth_type).cloned()
+    }
+
+    /// Rotates the HMAC key of `auth_type`, as metal-api restarted with a new key: requests
+    /// signed with the old one are refused from now on.
+    pub fn rotate_hmac_key(&self, auth_type: AuthType, key: String) {
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        keys.insert(auth_type, key);
     }
 
     /// The state; a poisoned lock (a panic while holding it) is taken over as is, since every

@@ -268,3 +268,53 @@ async fn an_exhausted_partition_has_no_machine_available() {
         (422, "no machine available".into())
     );
 }
+
+/// `/sim/keys` rotates a key as metal-api restarted with a new one: the old key is refused,
+/// the new one taken; an unknown auth type is refused naming the valid ones; no key answered.
+#[tokio::test]
+async fn a_rotated_key_refuses_the_old_one_and_takes_the_new() {
+    let sim = RunningSim::start(Inventory::default_lab(), "/").await;
+    let keys = format!("{}/sim/keys", sim.url.trim_end_matches('/'));
+    let http = reqwest::Client::new();
+    let answer = http
+        .put(&keys)
+        .json(&serde_json::json!({"Metal-Edit": "rotated-edit"}))
+        .send()
+        .await
+        .expect("PUT /sim/keys");
+    assert_eq!(answer.status(), 200);
+    let text = answer.text().await.expect("answer");
+    assert!(
+        text.contains("Metal-Edit") && !text.contains("rotated-edit"),
+        "{text}"
+    );
+    assert_eq!(
+        status(sim.editor().machine("x").await),
+        (403, "Wrong HMAC found".into())
+    );
+    let rotated = metal_api::Client::new(metal_api::Config::new(
+        url::Url::parse(&sim.url).expect("url"),
+        metal_api::Auth::Hmac {
+            key: "rotated-edit".into(),
+            auth_type: AuthType::Edit,
+        },
+    ))
+    .expect("client");
+    assert!(rotated.partitions().await.is_ok(), "the new key refused");
+    assert!(
+        sim.client(AuthType::View).partitions().await.is_ok(),
+        "another key lost"
+    );
+    let unknown = http
+        .put(&keys)
+        .json(&serde_json::json!({"Metal-Root": "x"}))
+        .send()
+        .await
+        .expect("PUT /sim/keys");
+    assert_eq!(unknown.status(), 400);
+    let text = unknown.text().await.expect("answer");
+    assert!(
+        text.contains("Metal-View, Metal-Edit, Metal-Admin"),
+        "{text}"
+    );
+}

@@ -237,7 +237,7 @@ fn authenticate(
     let Some(auth_type) = AuthType::from_scheme(scheme) else {
         return Ok(guest);
     };
-    let Some(key) = sim.config.keys.keys.get(&auth_type) else {
+    let Some(key) = sim.hmac_key(auth_type) else {
         return Ok(guest);
     };
     let date = headers
@@ -447,8 +447,8 @@ async fn count_requests(State(sim): State<Sim>, request: Request, next: Next) ->
     response
 }
 
-/// The simulator's router: metal-api under the configured base path, `/sim/faults` and
-/// `/sim/stats` beside it.
+/// The simulator's router: metal-api under the configured base path, `/sim/faults`,
+/// `/sim/stats` and `/sim/keys` beside it.
 pub fn router(sim: Sim) -> Router {
     let api = api_router()
         .layer(middleware::from_fn_with_state(sim.clone(), filters))
@@ -468,6 +468,7 @@ pub fn router(sim: Sim) -> Router {
         "/sim/stats",
         get(control::stats_get).delete(control::stats_reset),
     )
+    .route("/sim/keys", axum::routing::put(control::keys_put))
     .fallback(not_found)
     .with_state(sim)
 }
