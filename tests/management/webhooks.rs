@@ -149,6 +149,7 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     unknown_choices_are_refused_naming_the_field_and_the_valid_ones(&admission);
     go_provider_objects_are_checked_in_their_own_field_names(&admission);
     good_objects_are_admitted_and_defaulted(&admission);
+    credentials_are_a_secret_of_the_namespace_of_the_right_shape(&admission);
     firewall_templates::templates_change_only_into_what_their_clusters_can_use(&admission);
     firewall_templates::templates_of_both_schemas_list_together_as_v1alpha1(&admission);
     metadata_only_updates_never_reach_the_webhooks(&admission, &manager).await;
@@ -157,6 +158,53 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     immutable_fields_refuse_updates_and_deletion_is_never_blocked(&admission);
     metrics_count_admissions(&manager).await;
     assert!(manager.process.is_running());
+}
+
+/// spec.credentialsRef names a Secret of the cluster's own namespace (kubectl refuses another
+/// namespace there), newly named, it is refused when of the wrong shape and warned of when
+/// missing; a cluster with credentials of its own is not judged by capms's own catalog.
+fn credentials_are_a_secret_of_the_namespace_of_the_right_shape(a: &Admission<'_>) {
+    let cluster = |name: &str, partition: &str, reference: Value| {
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackCluster",
+               "metadata": {"name": name},
+               "spec": {"partition": partition, "projectID": "00000000-0000-0000-0000-000000000001",
+                        "credentialsRef": reference}})
+    };
+    a.refused(
+        "credentials-elsewhere.json",
+        cluster(
+            "creds-elsewhere",
+            "mini-lab",
+            json!({"name": "team", "namespace": "other"}),
+        ),
+        &["unknown field \"spec.credentialsRef.namespace\""],
+    );
+    a.admitted(
+        "credentials-secret.json",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "misshapen"},
+               "stringData": {"url": "http://127.0.0.1:1/metal"}}),
+    );
+    a.refused(
+        "credentials-misshapen.json",
+        cluster("creds-misshapen", "mini-lab", json!({"name": "misshapen"})),
+        &[
+            "spec.credentialsRef.name: the credentials Secret",
+            "neither `hmac` nor `token`",
+        ],
+    );
+    let warnings = a.admitted(
+        "credentials-missing.json",
+        cluster(
+            "creds-missing",
+            "another-partition",
+            json!({"name": "not-yet"}),
+        ),
+    );
+    assert!(
+        warnings.contains("/not-yet does not exist (yet)")
+            && warnings.contains("checked against that metal-api when capms acts"),
+        "{warnings}"
+    );
 }
 
 /// `v1alpha1` objects (the Go provider's API) reach the webhooks converted to `v1alpha4`; the
