@@ -5,7 +5,7 @@
 //! allocated anywhere; the Secret put right is taken up without a restart, and so is a key
 //! rotated in metal-api and in the Secret while a machine provisions. A machine of the cluster
 //! naming by providerID a machine of the other metal-api finds nothing, and changes nothing
-//! there.
+//! there; a leak in the other metal-api is found and freed by the orphan sweep.
 
 use super::*;
 use metal_api::hmac::AuthType;
@@ -55,7 +55,7 @@ fn allocated(sim: &RunningSim) -> (usize, usize, Vec<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_cluster_provisions_with_its_own_credentials_in_its_own_metal_api() {
     let mut env = Env::with_inventory("credentials", Inventory::default_lab()).await;
-    env.start_capms(&[]);
+    env.start_capms(&["--orphan-sweep-interval=1s", "--orphan-grace=3s"]);
     let other = RunningSim::start(other_inventory(), "/metal").await;
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
     let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
@@ -184,6 +184,25 @@ async fn each_cluster_provisions_with_its_own_credentials_in_its_own_metal_api()
         other_before.2.len() + 3,
         "one machine for worker-b2: {theirs:?}"
     );
+
+    // A leak of cluster B's (a machine carrying the marks of a MetalStackMachine that is
+    // gone) is found and freed by the orphan sweep, with cluster B's credentials.
+    let msc_b = clusters.get(OTHER).await.expect("cluster B");
+    let network_b = msc_b.status.and_then(|s| s.network_id).expect("network");
+    let cluster_b = format!("{}.{OTHER}", env.ns.name);
+    let tags = super::orphans::marks(&env.ns.name, "gone", &cluster_b, true);
+    let request = super::orphans::planted(&network_b, tags);
+    let leak = other
+        .sim
+        .state()
+        .machine_allocate(&request, None, "machine", "capms");
+    let leak = leak.expect("planted").id;
+    eventually(
+        "cluster B's leak freed",
+        support::LOADED_MACHINE_WAIT,
+        || async { (!allocated(&other).2.contains(&leak)).then_some(()) },
+    )
+    .await;
 
     // A machine of cluster B naming cluster A's worker, marked by hand as cloned from a
     // template (what lets an object skip admission's checks): its metal-api has no such machine.

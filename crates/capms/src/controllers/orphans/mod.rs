@@ -99,11 +99,14 @@ async fn observe(ctx: &Context) -> Result<SweepView> {
         let id = cluster_id(&ns, infrastructure);
         // Retired machines stay allocated until an operator takes them off the record.
         let retired = msc.as_ref().map(retired_machines).unwrap_or_default();
-        let metal = match &msc {
-            Some(msc) => ctx.metal_of(msc).await?,
-            None => ctx.metal.own().clone(),
+        // One cluster's unusable credentials (or metal-api) keep no other cluster unswept.
+        let found = match allocations(ctx, msc.as_ref(), &ns, &id, &name).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(cluster = %name, error = %e, "orphan sweep could not look at the cluster; looking again at the next sweep");
+                continue;
+            }
         };
-        let found = allocations(&metal, &ns, &id, &name).await?;
         observed.candidates.extend(found.into_iter().filter(
             |c| !matches!(&c.step, SweepStep::FreeMachine(machine) if retired.contains(machine)),
         ));
@@ -132,13 +135,19 @@ fn managed(ctx: &Context) -> Vec<Cluster> {
         .collect()
 }
 
-/// What metal-api holds with the cluster tag `<ns>.<msc>` that capms allocated in `namespace`.
+/// What metal-api holds with the cluster tag `<ns>.<msc>` that capms allocated in `namespace`,
+/// asked with the cluster's credentials.
 async fn allocations(
-    metal: &metal_api::Client,
+    ctx: &Context,
+    msc: Option<&MetalStackCluster>,
     namespace: &str,
     id: &str,
     cluster: &str,
 ) -> Result<Vec<Candidate>> {
+    let metal = match msc {
+        Some(msc) => ctx.metal_of(msc).await?,
+        None => ctx.metal.own().clone(),
+    };
     let tag = format!("{CLUSTER_ID}={id}");
     let mut found = Vec::new();
     let machines = MachineFindRequest {
