@@ -67,7 +67,8 @@ impl MetalClients {
         }
     }
 
-    /// capms's own client: for clusters that name no credentials, and the orphan sweep.
+    /// capms's own client: for clusters that name no credentials, and for what belongs to no
+    /// cluster (a machine template's capacity).
     pub fn own(&self) -> &Client {
         &self.own
     }
