@@ -38,11 +38,19 @@ fn hold_phone_home(sim: &RunningSim, hold: bool) {
     state.faults.never_phone_home = free.into_iter().collect();
 }
 
-/// The message of `msc`'s Ready condition when its reason is `reason`.
-fn ready_message(msc: &MetalStackCluster, reason: &str) -> Option<String> {
-    let status = msc.status.as_ref()?;
-    let ready = condition(&status.conditions, "Ready")?;
-    (ready.status == "False" && ready.reason == reason).then(|| ready.message.clone())
+/// Waits until cluster B's Ready condition is False with `reason` and a message holding
+/// `naming`.
+async fn not_ready(clusters: &Api<MetalStackCluster>, reason: &str, naming: &str, what: &str) {
+    wait_condition(clusters, OTHER, what, |msc| {
+        let ready = msc
+            .status
+            .as_ref()
+            .and_then(|s| condition(&s.conditions, "Ready"));
+        ready.is_some_and(|r| {
+            r.status == "False" && r.reason == reason && r.message.contains(naming)
+        })
+    })
+    .await;
 }
 
 /// Everything allocated in `sim`: private networks, IPs, machines (by id).
@@ -68,11 +76,11 @@ async fn each_cluster_provisions_with_its_own_credentials_in_its_own_metal_api()
     env.apply_seed_cluster(OTHER, b).await;
     let missing =
         format!("the credentials Secret {origin} named in spec.credentialsRef does not exist");
-    wait_condition(
+    not_ready(
         &clusters,
-        OTHER,
+        "CredentialsInvalid",
+        &missing,
         "a condition naming the missing Secret",
-        |c| ready_message(c, "CredentialsInvalid").is_some_and(|m| m.contains(&missing)),
     )
     .await;
 
@@ -80,21 +88,21 @@ async fn each_cluster_provisions_with_its_own_credentials_in_its_own_metal_api()
     let closed = format!("http://127.0.0.1:{}/metal", support::free_port());
     env.apply(credentials(&closed, "metal-edit")).await;
     let unreachable = format!("(as {origin} gives it) could not be reached");
-    wait_condition(
+    not_ready(
         &clusters,
-        OTHER,
+        "MetalUnreachable",
+        &unreachable,
         "a condition naming the Secret of the unanswering URL",
-        |c| ready_message(c, "MetalUnreachable").is_some_and(|m| m.contains(&unreachable)),
     )
     .await;
 
     env.apply(credentials(&other.url, "not-the-key")).await;
     let refused = format!("Wrong HMAC found (the credentials of {origin})");
-    wait_condition(
+    not_ready(
         &clusters,
-        OTHER,
+        "MetalUnauthorized",
+        &refused,
         "a condition naming the refused Secret",
-        |c| ready_message(c, "MetalUnauthorized").is_some_and(|m| m.contains(&refused)),
     )
     .await;
     assert_eq!(

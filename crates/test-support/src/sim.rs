@@ -46,6 +46,16 @@ impl RunningSim {
     /// A client authenticated with the lab key of `auth_type`.
     pub fn client(&self, auth_type: metal_api::hmac::AuthType) -> metal_api::Client {
         let key = metal_sim::HmacKeys::lab().keys[&auth_type].clone();
+        self.client_with_key(auth_type, &key)
+    }
+
+    /// A client signing as `auth_type` with `key` (a wrong or a rotated one).
+    pub fn client_with_key(
+        &self,
+        auth_type: metal_api::hmac::AuthType,
+        key: &str,
+    ) -> metal_api::Client {
+        let key = key.to_owned();
         let auth = metal_api::Auth::Hmac { key, auth_type };
         let mut config = metal_api::Config::new(url::Url::parse(&self.url).expect("url"), auth);
         config.timeout = Duration::from_secs(5);

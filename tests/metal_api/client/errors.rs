@@ -6,17 +6,7 @@ use super::*;
 #[tokio::test]
 async fn authentication_tenant_and_role_are_checked() {
     let sim = RunningSim::start(Inventory::default_lab(), "/").await;
-    let wrong_key = {
-        let auth = metal_api::Auth::Hmac {
-            key: "not-the-key".into(),
-            auth_type: AuthType::Edit,
-        };
-        metal_api::Client::new(metal_api::Config::new(
-            url::Url::parse(&sim.url).expect("url"),
-            auth,
-        ))
-        .expect("client")
-    };
+    let wrong_key = sim.client_with_key(AuthType::Edit, "not-the-key");
     assert_eq!(
         status(wrong_key.machine("x").await),
         (403, "Wrong HMAC found".into())
@@ -292,14 +282,7 @@ async fn a_rotated_key_refuses_the_old_one_and_takes_the_new() {
         status(sim.editor().machine("x").await),
         (403, "Wrong HMAC found".into())
     );
-    let rotated = metal_api::Client::new(metal_api::Config::new(
-        url::Url::parse(&sim.url).expect("url"),
-        metal_api::Auth::Hmac {
-            key: "rotated-edit".into(),
-            auth_type: AuthType::Edit,
-        },
-    ))
-    .expect("client");
+    let rotated = sim.client_with_key(AuthType::Edit, "rotated-edit");
     assert!(rotated.partitions().await.is_ok(), "the new key refused");
     assert!(
         sim.client(AuthType::View).partitions().await.is_ok(),

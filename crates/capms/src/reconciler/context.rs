@@ -132,8 +132,13 @@ impl Context {
             },
             None => None,
         };
+        self.metal_for(msc.as_ref()).await
+    }
+
+    /// [`Context::metal_of`] `msc`, or capms's own client when there is no MetalStackCluster.
+    pub async fn metal_for(&self, msc: Option<&MetalStackCluster>) -> Result<metal_api::Client> {
         match msc {
-            Some(msc) => self.metal_of(&msc).await,
+            Some(msc) => self.metal_of(msc).await,
             None => Ok(self.metal.own().clone()),
         }
     }

@@ -41,8 +41,6 @@ pub async fn act(fw: &MetalStackFirewall, ctx: &Context, step: &FirewallStep) ->
 
 /// The metal-api client of `fw`'s cluster, found as observe found it.
 pub(super) async fn metal_of(fw: &MetalStackFirewall, ctx: &Context) -> Result<metal_api::Client> {
-    match super::observe::owning_cluster(fw, ctx).await? {
-        Some(msc) => ctx.metal_of(&msc).await,
-        None => Ok(ctx.metal.own().clone()),
-    }
+    let msc = super::observe::owning_cluster(fw, ctx).await?;
+    ctx.metal_for(msc.as_ref()).await
 }

@@ -144,10 +144,7 @@ async fn allocations(
     id: &str,
     cluster: &str,
 ) -> Result<Vec<Candidate>> {
-    let metal = match msc {
-        Some(msc) => ctx.metal_of(msc).await?,
-        None => ctx.metal.own().clone(),
-    };
+    let metal = ctx.metal_for(msc).await?;
     let tag = format!("{CLUSTER_ID}={id}");
     let mut found = Vec::new();
     let machines = MachineFindRequest {
