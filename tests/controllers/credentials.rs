@@ -18,13 +18,21 @@ fn credentials(url: &str, hmac: &str) -> Value {
         "stringData": {"url": url, "hmac": hmac, "hmacAuthType": "Metal-Edit"}})
 }
 
-/// The lab inventory of another metal-api: its machines have ids of their own.
+/// The lab inventory of another metal-api: its machines have ids and racks of their own.
 fn other_inventory() -> Inventory {
     let mut lab = Inventory::default_lab();
     for (n, machine) in lab.machines.iter_mut().enumerate() {
         machine.id = format!("00000000-0000-0000-00b0-{n:012}");
+        machine.rack = format!("b-{}", machine.rack);
     }
     lab
+}
+
+/// The racks cluster `msc` reports as failure domains.
+fn failure_domains(msc: &MetalStackCluster) -> Vec<String> {
+    let status = msc.status.as_ref();
+    let domains = status.map(|s| s.failure_domains.iter().map(|d| d.name.clone()));
+    domains.into_iter().flatten().collect()
 }
 
 /// Machines free in `sim` now stop before they phone home (`hold`), or none do.
@@ -74,8 +82,7 @@ async fn each_cluster_provisions_with_its_own_credentials_in_its_own_metal_api()
     b["metadata"]["name"] = json!(OTHER);
     b["spec"]["credentialsRef"] = json!({"name": SECRET});
     env.apply_seed_cluster(OTHER, b).await;
-    let missing =
-        format!("the credentials Secret {origin} named in spec.credentialsRef does not exist");
+    let missing = format!("the credentials {origin} named in spec.credentialsRef does not exist");
     not_ready(
         &clusters,
         "CredentialsInvalid",
@@ -253,6 +260,122 @@ async fn each_cluster_provisions_with_its_own_credentials_in_its_own_metal_api()
         || async {
             let freed = allocated(&env.sim) == own_before && allocated(&other) == other_before;
             freed.then_some(())
+        },
+    )
+    .await;
+}
+
+/// Two teams, each in its namespace with a credentials Secret of the same name for its own
+/// metal-api, provision clusters of the same name at once under one capms watching every
+/// namespace: each cluster's network, IP, firewall and worker are made in its team's metal-api
+/// only, nothing with capms's own credentials, each reports its own metal-api's racks as
+/// failure domains, a machine template says what a node of its team's metal-api's size has,
+/// and deleting them frees everything in each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_teams_in_two_namespaces_provision_at_once_each_in_its_own_metal_api() {
+    let cp = ControlPlane::management("teams");
+    let a = Env::on(&cp, "team-a", Inventory::default_lab()).await;
+    let mut b = Env::on(&cp, "team-b", other_inventory()).await;
+    let own = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    b.every_namespace = true;
+    let port = free_port();
+    let own_url = [("METAL_API_URL", own.url.as_str())];
+    b.capms = Some(b.spawn_capms_with_env("capms", &[], port, &own_url));
+    b.metrics_port = Some(port);
+    let before = [allocated(&own), allocated(&a.sim), allocated(&b.sim)];
+
+    for team in [&a, &b] {
+        team.apply(credentials(&team.sim.url, "metal-edit")).await;
+        let mut cluster = lab_cluster();
+        cluster["spec"]["credentialsRef"] = json!({"name": SECRET});
+        team.apply_seed_cluster(MSC, cluster).await;
+        team.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+        team.add_lab_machine(MSC, "worker", "bootstrap").await;
+    }
+    for (team, racks) in [(&a, ["rack-1", "rack-2"]), (&b, ["b-rack-1", "b-rack-2"])] {
+        let clusters: Api<MetalStackCluster> = Api::namespaced(team.client(), &team.ns.name);
+        let machines: Api<MetalStackMachine> = Api::namespaced(team.client(), &team.ns.name);
+        // capms's log is `b`'s.
+        wait_ready(&b, &clusters, MSC, |c| {
+            c.status.as_ref().is_some_and(|s| s.ready) && failure_domains(c) == racks
+        })
+        .await;
+        wait_ready(&b, &machines, "worker", |m| {
+            m.status.as_ref().is_some_and(|s| s.ready)
+        })
+        .await;
+    }
+    assert_eq!(
+        allocated(&own),
+        before[0],
+        "made with capms's own credentials"
+    );
+    for (team, before) in [(&a, &before[1]), (&b, &before[2])] {
+        let now = allocated(&team.sim);
+        let worker = team.machine_of("worker").await;
+        assert!(now.2.contains(&worker), "{}: {now:?}", team.ns.name);
+        // Its network, control-plane IP, firewall and worker.
+        assert_eq!(
+            (now.0, now.2.len()),
+            (before.0 + 1, before.2.len() + 2),
+            "{}: {now:?}",
+            team.ns.name
+        );
+        assert!(now.1 > before.1, "{}: no IP: {now:?}", team.ns.name);
+    }
+
+    // A size only team B's metal-api has: its template's capacity; team A's a condition.
+    {
+        let mut state = b.sim.sim.state();
+        let mut large = state.sizes["v1-small-x86"].clone();
+        large.id = "b-large-x86".into();
+        state.sizes.insert(large.id.clone(), large);
+    }
+    for team in [&a, &b] {
+        team.apply(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachineTemplate",
+            "metadata": {"name": "large"},
+            "spec": {"template": {"spec": {"image": "ubuntu-26.4", "machineType": "b-large-x86"}}}
+        }))
+        .await;
+    }
+    for (team, known) in [(&a, "False"), (&b, "True")] {
+        let kind = "MetalStackMachineTemplate";
+        let templates = team.dynamic(
+            "infrastructure.cluster.x-k8s.io/v1alpha4",
+            kind,
+            "metalstackmachinetemplates",
+        );
+        eventually_seen(
+            &format!("{}'s template's capacity known: {known}", team.ns.name),
+            support::LOADED_MACHINE_WAIT,
+            || async {
+                let t = templates.get("large").await.map_err(|e| e.to_string())?;
+                let status = &t.data["status"];
+                let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+                let seen = conditions.iter().find(|c| c["type"] == "CapacityKnown");
+                let capacity = status.get("capacity").is_some();
+                match seen {
+                    Some(c) if c["status"] == known && capacity == (known == "True") => Ok(()),
+                    _ => Err(format!("status {status}")),
+                }
+            },
+        )
+        .await;
+    }
+
+    for team in [&a, &b] {
+        let capi = team.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+        capi.delete(MSC, &DeleteParams::foreground())
+            .await
+            .expect("delete the Cluster");
+    }
+    eventually(
+        "everything freed in both teams' metal-apis",
+        support::LOADED_MACHINE_WAIT,
+        || async {
+            let now = [allocated(&own), allocated(&a.sim), allocated(&b.sim)];
+            (now == before).then_some(())
         },
     )
     .await;

@@ -32,6 +32,8 @@ struct Env {
     capms: Option<ChildProcess>,
     /// The metrics port of the capms `capms` holds.
     metrics_port: Option<u16>,
+    /// capms watches every namespace, not only the test's.
+    every_namespace: bool,
     work: tempfile::TempDir,
 }
 
@@ -69,6 +71,7 @@ impl Env {
             _capi: capi,
             capms: None,
             metrics_port: None,
+            every_namespace: false,
             work,
         }
     }
@@ -82,13 +85,15 @@ impl Env {
         let mut args = vec![
             "manager".to_owned(),
             format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--namespace={}", self.ns.name),
             format!("--health-addr=127.0.0.1:{}", free_port()),
             format!("--metrics-addr=127.0.0.1:{metrics_port}"),
             // These tests count reconciles on /metrics over plain HTTP.
             "--metrics-secure=false".into(),
             format!("--leader-election-namespace={}", self.ns.name),
         ];
+        if !self.every_namespace {
+            args.push(format!("--namespace={}", self.ns.name));
+        }
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         args
     }

@@ -11,10 +11,13 @@ use axum::body::Body;
 use axum::http::Request;
 use base64::Engine;
 use capms::cache::catalog::CatalogCache;
+use capms::cache::catalogs::Catalogs;
+use capms::cache::credentials::MetalClients;
 use capms::webhooks::{AdmittedKind, Route, WebhookState, router, routes};
 use capms_test_support::RunningSim;
 use capms_test_support::mock_apiserver::MockApiserver;
 use serde_json::{Value, json};
+use std::sync::Arc;
 use tower::ServiceExt;
 
 const V1ALPHA1: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
@@ -52,15 +55,20 @@ fn management_cluster() -> MockApiserver {
     api
 }
 
+/// How old a catalog may grow (capms's default `--catalog-refresh`).
+const REFRESH: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// The handlers' state, their catalog read from a simulator holding the lab (which must live as
 /// long as the state is used).
 async fn state(api: &MockApiserver) -> (WebhookState, RunningSim) {
     let metal = RunningSim::start(Inventory::default_lab(), "/metal").await;
     *metal.sim.state() = lab();
+    let clients = Arc::new(MetalClients::new(metal.editor(), api.client()));
+    let catalogs = Catalogs::new(CatalogCache::new(metal.editor()), clients, REFRESH);
     let state = WebhookState {
         client: api.client(),
         caches: Default::default(),
-        catalog: CatalogCache::new(metal.editor()),
+        catalogs,
         deny_when_metal_unreachable: false,
         metrics: Default::default(),
     };

@@ -14,6 +14,9 @@ use capms::api::{
     ApiEndpoint, MetalStackCluster, MetalStackClusterSpec, MetalStackFirewall,
     MetalStackFirewallSpec, MetalStackMachine, MetalStackMachineSpec,
 };
+use capms::cache::catalog::CatalogCache;
+use capms::cache::catalogs::Catalogs;
+use capms::cache::credentials::MetalClients;
 use capms::capi::{Bootstrap, Cluster, ClusterSpec, ContractRef, Machine, MachineSpec};
 use capms::controllers::cluster::Clusters;
 use capms::controllers::firewall::Firewalls;
@@ -53,8 +56,10 @@ async fn rig_timed(settings: Settings, timings: metal_sim::Timings) -> Rig {
     let sim = RunningSim::start_with(Inventory::default_lab(), "/metal", timings).await;
     let api = MockApiserver::default();
     let metrics = Arc::new(capms::metrics::Metrics::new());
-    let catalog = capms::cache::catalog::CatalogCache::new(sim.editor());
-    let ctx = Context::new(api.client(), sim.editor(), settings, None, metrics, catalog);
+    let clients = MetalClients::new(sim.editor(), api.client());
+    let own = CatalogCache::new(sim.editor());
+    let catalogs = Catalogs::new(own, Arc::new(clients), Duration::from_secs(300));
+    let ctx = Context::new(api.client(), settings, None, metrics, catalogs);
     Rig {
         api,
         sim,

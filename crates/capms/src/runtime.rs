@@ -3,6 +3,8 @@
 //! parses its flags into one and calls [`run_manager`]; tests can start it in-process.
 
 use crate::cache::catalog::CatalogCache;
+use crate::cache::catalogs::Catalogs;
+use crate::cache::credentials::MetalClients;
 use crate::controllers;
 use crate::conversion;
 use crate::leader;
@@ -125,8 +127,9 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
     let client = crate::kube_client::connect(config.kubeconfig.as_ref(), metrics.clone()).await?;
     let observer = crate::reconciler::crash_points::observing(metrics.clone());
     let metal = metal_api::Client::new(config.metal.clone())?.with_observer(observer);
-    let catalog = CatalogCache::new(metal.clone());
-    catalog.spawn_refresher(config.catalog_refresh);
+    let clients = Arc::new(MetalClients::new(metal.clone(), client.clone()));
+    let catalogs = Catalogs::new(CatalogCache::new(metal), clients, config.catalog_refresh);
+    catalogs.spawn_refresher();
     let identity = identity();
     let settings = Settings {
         namespace: config.namespace.clone(),
@@ -139,11 +142,10 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
     };
     let ctx = Arc::new(Context::new(
         client.clone(),
-        metal,
         settings,
         Some(identity.clone()),
         metrics.clone(),
-        catalog.clone(),
+        catalogs.clone(),
     ));
     let readiness = Arc::new(Readiness::default());
     let health = tokio::spawn(server::serve_plain(
@@ -155,7 +157,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
     let webhook_state = webhooks::WebhookState {
         client: client.clone(),
         caches: ctx.caches.clone(),
-        catalog,
+        catalogs,
         deny_when_metal_unreachable: config.deny_when_metal_unreachable,
         metrics,
     };

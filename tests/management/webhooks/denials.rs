@@ -10,7 +10,7 @@
 //   …", "… carries no object": the apiserver sends well-formed reviews, each kind to its route.
 // - "capms could not encode its defaults", "encoding the response", `typed`'s and `spec_patch`'s
 //   serialization errors: no input causes them. `old_typed`: the schema keeps stored objects
-//   decodable. `with_catalog`'s "metal-api cannot be reached": an outage, not the input.
+//   decodable. `with_catalog`'s "metal-api's catalog could not be read": an outage, not the input.
 // - cluster.rs `check_cluster_update`, spec.partition and spec.projectID, and `validate_machine`,
 //   spec.providerID once allocated: the CRDs' CEL transition rules refuse those updates before
 //   the validating webhook (CEL lets an unset machine partition be set: that one is a row).

@@ -1,6 +1,6 @@
-//! What admission checks against: a snapshot of metal-api's partitions, sizes, images, projects,
-//! networks and machines, refreshed in the background and on a miss, so that no admission
-//! request waits on a cold metal-api call.
+//! What admission checks against: a snapshot of one metal-api's partitions, sizes, images,
+//! projects, networks and machines, refreshed in the background and on a miss, so that no
+//! admission request waits on a cold metal-api call.
 
 use metal_api::Catalog;
 use std::sync::{Arc, RwLock};
@@ -11,9 +11,19 @@ struct Snapshot {
     fetched: Instant,
 }
 
-/// The shared, refreshed catalog.
+/// Why there is no catalog to check against.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    #[error("{0}")]
+    Failed(#[from] metal_api::Error),
+    #[error("metal-api did not answer within {0:?}")]
+    Slow(Duration),
+}
+
+/// The shared, refreshed catalog of one metal-api.
 pub struct CatalogCache {
-    client: metal_api::Client,
+    /// Replaced when the credentials it was made with are rotated.
+    client: RwLock<metal_api::Client>,
     snapshot: RwLock<Option<Snapshot>>,
     /// One refresh at a time; others wait for it (bounded) instead of calling metal-api too.
     refreshing: tokio::sync::Mutex<()>,
@@ -23,18 +33,32 @@ pub struct CatalogCache {
     pub max_wait: Duration,
     /// Each refresh's catalog, for the controllers that follow a part of it.
     refreshed: tokio::sync::watch::Sender<Option<Arc<Catalog>>>,
+    /// When a refresh in the background last began.
+    began: RwLock<Option<Instant>>,
 }
 
 impl CatalogCache {
     pub fn new(client: metal_api::Client) -> Arc<CatalogCache> {
         Arc::new(CatalogCache {
-            client,
+            client: RwLock::new(client),
             snapshot: RwLock::new(None),
             refreshing: tokio::sync::Mutex::new(()),
             failed_after_miss: RwLock::new(None),
             max_wait: Duration::from_secs(3),
             refreshed: tokio::sync::watch::Sender::new(None),
+            began: RwLock::new(None),
         })
+    }
+
+    /// The client refreshes use from now on: the same metal-api's, with rotated credentials.
+    pub(crate) fn use_client(&self, client: metal_api::Client) {
+        *self.client.write().unwrap_or_else(|p| p.into_inner()) = client;
+    }
+
+    /// The metal-api this catalog is of.
+    pub(crate) fn base_url(&self) -> url::Url {
+        let client = self.client.read().unwrap_or_else(|p| p.into_inner());
+        client.base_url().clone()
     }
 
     /// A cache that starts out with `catalog`.
@@ -64,8 +88,27 @@ impl CatalogCache {
         {
             return Ok(catalog);
         }
+        self.fetch().await
+    }
+
+    /// The first snapshot: the one a refresh in flight brings, or a fresh one.
+    pub(crate) async fn first(&self) -> Result<Arc<Catalog>, metal_api::Error> {
+        let _guard = self.refreshing.lock().await;
+        if let Some((catalog, _)) = self.current() {
+            return Ok(catalog);
+        }
+        self.fetch().await
+    }
+
+    /// Fetches a snapshot; the caller holds `refreshing`.
+    async fn fetch(&self) -> Result<Arc<Catalog>, metal_api::Error> {
         let started = Instant::now();
-        let catalog = Arc::new(Catalog::fetch(&self.client).await?);
+        let client = self
+            .client
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let catalog = Arc::new(Catalog::fetch(&client).await?);
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
             catalog: catalog.clone(),
             fetched: started,
@@ -104,24 +147,49 @@ impl CatalogCache {
     }
 
     /// The catalog to check against: the cached one, or a fresh one when there is none yet,
-    /// waiting at most `max_wait`. None when metal-api cannot be reached in time.
-    pub async fn get(&self) -> Option<Arc<Catalog>> {
+    /// waiting at most `max_wait`. The fetch goes on after the wait, for the next request.
+    pub async fn get(self: &Arc<Self>) -> Result<Arc<Catalog>, Unavailable> {
         if let Some((catalog, _)) = self.current() {
-            return Some(catalog);
+            return Ok(catalog);
         }
-        match tokio::time::timeout(self.max_wait, self.refresh(None)).await {
-            Ok(Ok(c)) => Some(c),
-            Ok(Err(e)) => {
+        let cache = self.clone();
+        let first = tokio::spawn(async move { cache.first().await });
+        match tokio::time::timeout(self.max_wait, first).await {
+            Ok(Ok(Ok(c))) => Ok(c),
+            Ok(Ok(Err(e))) => {
                 tracing::warn!(error = %e, "metal-api catalog unavailable for admission");
-                None
+                Err(e.into())
             }
-            Err(_) => None,
+            Ok(Err(_)) | Err(_) => Err(Unavailable::Slow(self.max_wait)),
         }
+    }
+
+    /// Refreshes in the background when neither the snapshot nor the last such refresh is
+    /// younger than `period`: for a catalog nobody refreshes on a timer, kept as fresh as it is
+    /// used.
+    pub(crate) fn refresh_when_older(self: &Arc<Self>, period: Duration) {
+        let young = |t: Option<Instant>| t.is_some_and(|t| t.elapsed() < period);
+        let fetched = self.current().map(|(_, t)| t);
+        let mut began = self.began.write().unwrap_or_else(|p| p.into_inner());
+        // No snapshot yet: the first `get` fetches it.
+        if fetched.is_none() || young(fetched) || young(*began) {
+            return;
+        }
+        *began = Some(Instant::now());
+        let cache = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = cache.refresh(fetched).await {
+                tracing::warn!(error = %e, category = e.category().label(), "refreshing a metal-api catalog failed");
+            }
+        });
     }
 
     /// After a miss (a name the cached catalog does not know), a fresher catalog if one can be
     /// had within `max_wait`; the cached one otherwise.
-    pub(crate) async fn refreshed_after_miss(&self, cached: Arc<Catalog>) -> Arc<Catalog> {
+    pub(crate) async fn refreshed_after_miss(
+        self: &Arc<Self>,
+        cached: Arc<Catalog>,
+    ) -> Arc<Catalog> {
         let since = self.current().map(|(_, t)| t);
         // A snapshot from the last second is fresh enough: do not hammer metal-api on typos.
         // Nor does a miss wait within a second of a refresh that failed: while metal-api is down,
@@ -134,8 +202,11 @@ impl CatalogCache {
         if recent(since) || recent(failed) {
             return cached;
         }
-        match tokio::time::timeout(self.max_wait, self.refresh(since)).await {
-            Ok(Ok(c)) => c,
+        // The refresh goes on after the wait, for the next request.
+        let cache = self.clone();
+        let refresh = tokio::spawn(async move { cache.refresh(since).await });
+        match tokio::time::timeout(self.max_wait, refresh).await {
+            Ok(Ok(Ok(c))) => c,
             _ => {
                 *self
                     .failed_after_miss
@@ -147,13 +218,16 @@ impl CatalogCache {
     }
 
     /// The catalog, or a fresher one (as after a miss) when `knows` says the cached one lacks
-    /// what the caller seeks. None when metal-api cannot be reached in time.
-    pub async fn knowing(&self, knows: impl Fn(&Catalog) -> bool) -> Option<Arc<Catalog>> {
+    /// what the caller seeks.
+    pub async fn knowing(
+        self: &Arc<Self>,
+        knows: impl Fn(&Catalog) -> bool,
+    ) -> Result<Arc<Catalog>, Unavailable> {
         let cached = self.get().await?;
         if knows(&cached) {
-            return Some(cached);
+            return Ok(cached);
         }
-        Some(self.refreshed_after_miss(cached).await)
+        Ok(self.refreshed_after_miss(cached).await)
     }
 
     /// Refreshes every `period` until the process ends.

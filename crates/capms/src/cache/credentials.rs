@@ -25,15 +25,15 @@ const SHAPE: &str = "a credentials Secret holds `url`, and `hmac` (with `hmacAut
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialsError {
     /// The apiserver did not answer the read: transient.
-    #[error("reading the credentials Secret {secret}: Kubernetes API: {source}")]
+    #[error("reading the credentials {secret}: Kubernetes API: {source}")]
     Read {
         secret: String,
         #[source]
         source: kube::Error,
     },
-    #[error("the credentials Secret {secret} named in spec.credentialsRef does not exist")]
+    #[error("the credentials {secret} named in spec.credentialsRef does not exist")]
     Missing { secret: String },
-    #[error("the credentials Secret {secret} named in spec.credentialsRef: {detail}")]
+    #[error("the credentials {secret} named in spec.credentialsRef: {detail}")]
     Invalid { secret: String, detail: String },
 }
 

@@ -1,9 +1,11 @@
 //! What capms reads without asking again: one watch cache per kind (filled by [`watch`]), each
 //! cluster's machines as metal-api last listed them ([`listings`]), metal-api's master data
-//! for admission ([`catalog`]) and each cluster's metal-api client ([`credentials`]).
+//! for admission ([`catalog`]), one such catalog per set of credentials ([`catalogs`]) and each
+//! cluster's metal-api client ([`credentials`]).
 //! Controllers and webhooks both read here; neither imports the other.
 
 pub mod catalog;
+pub mod catalogs;
 pub mod credentials;
 pub mod listings;
 mod skipped_fields;

@@ -7,6 +7,8 @@ use super::events::Events;
 use super::own_writes::OwnWrites;
 use super::{Result, error::During};
 use crate::api::MetalStackCluster;
+use crate::cache::catalog::CatalogCache;
+use crate::cache::catalogs::Catalogs;
 use crate::cache::credentials::MetalClients;
 use crate::cache::{Caches, Stored, listings::Listings};
 use crate::capi::Cluster;
@@ -67,7 +69,7 @@ impl Default for Settings {
 pub struct Context {
     pub client: kube::Client,
     /// capms's own metal-api client, and those of clusters that name credentials.
-    pub metal: MetalClients,
+    pub metal: Arc<MetalClients>,
     pub events: Events,
     pub settings: Settings,
     pub metrics: Arc<crate::metrics::Metrics>,
@@ -80,22 +82,21 @@ pub struct Context {
     pub own_writes: OwnWrites,
     /// Each object's growing wait while it polls metal-api.
     pub backoff: Backoff,
-    /// The admission webhooks' metal-api catalog, refreshed in the background.
-    pub catalog: Arc<crate::cache::catalog::CatalogCache>,
+    /// The metal-api catalogs admission reads too: capms's own and each credentials Secret's.
+    pub catalogs: Arc<Catalogs>,
 }
 
 impl Context {
     pub fn new(
         client: kube::Client,
-        metal: metal_api::Client,
         settings: Settings,
         instance: Option<String>,
         metrics: Arc<crate::metrics::Metrics>,
-        catalog: Arc<crate::cache::catalog::CatalogCache>,
+        catalogs: Arc<Catalogs>,
     ) -> Context {
         Context {
             events: Events::new(client.clone(), instance),
-            metal: MetalClients::new(metal, client.clone()),
+            metal: catalogs.clients().clone(),
             client,
             settings,
             metrics,
@@ -103,7 +104,7 @@ impl Context {
             caches: Default::default(),
             own_writes: Default::default(),
             backoff: Default::default(),
-            catalog,
+            catalogs,
         }
     }
 
@@ -115,6 +116,13 @@ impl Context {
         Ok(self.metal.of(namespace, secret).await?)
     }
 
+    /// The metal-api catalog of `msc`'s cluster: of the metal-api its credentials reach.
+    pub async fn catalog_of(&self, msc: &MetalStackCluster) -> Result<Arc<CatalogCache>> {
+        let namespace = msc.metadata.namespace.as_deref().unwrap_or_default();
+        let secret = msc.spec.credentials_ref.as_ref().map(|r| r.name.as_str());
+        Ok(self.catalogs.of(namespace, secret).await?)
+    }
+
     /// The metal-api client of Cluster `cluster` in `namespace`, for an object of it: its
     /// MetalStackCluster's (see [`Context::metal_of`]); capms's own while neither is found.
     pub async fn metal_in(
@@ -122,17 +130,26 @@ impl Context {
         namespace: &str,
         cluster: Option<&str>,
     ) -> Result<metal_api::Client> {
-        let Some(cluster) = cluster else {
-            return Ok(self.metal.own().clone());
-        };
-        let msc = match self.get::<Cluster>(namespace, cluster).await? {
-            Some(c) => match c.metal_stack_cluster() {
-                Some(name) => self.get::<MetalStackCluster>(namespace, name).await?,
-                None => None,
-            },
+        let msc = match cluster {
+            Some(cluster) => self.metal_stack_cluster(namespace, cluster).await?,
             None => None,
         };
         self.metal_for(msc.as_ref()).await
+    }
+
+    /// The MetalStackCluster of Cluster `cluster` in `namespace`, while both are there.
+    pub async fn metal_stack_cluster(
+        &self,
+        namespace: &str,
+        cluster: &str,
+    ) -> Result<Option<MetalStackCluster>> {
+        match self.get::<Cluster>(namespace, cluster).await? {
+            Some(c) => match c.metal_stack_cluster() {
+                Some(name) => self.get::<MetalStackCluster>(namespace, name).await,
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
     }
 
     /// [`Context::metal_of`] `msc`, or capms's own client when there is no MetalStackCluster.

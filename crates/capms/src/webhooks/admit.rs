@@ -6,7 +6,8 @@ use super::decode;
 use super::rules::{self, Report};
 use crate::api::MetalStackCluster;
 use crate::cache::catalog::CatalogCache;
-use crate::cache::read_through;
+use crate::cache::catalogs::{Catalogs, agreed};
+use crate::cache::{pick_all, read_through};
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::conversion::Schema;
 use kube::CustomResourceExt;
@@ -17,6 +18,7 @@ use metal_api::Catalog;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -51,7 +53,8 @@ pub struct WebhookState {
     pub client: kube::Client,
     /// The controllers' caches, read instead of the apiserver once they are filled.
     pub caches: crate::cache::Caches,
-    pub catalog: Arc<CatalogCache>,
+    /// capms's own metal-api's catalog and each credentials Secret's.
+    pub catalogs: Arc<Catalogs>,
     /// Deny instead of admitting with a warning when metal-api cannot be reached.
     pub deny_when_metal_unreachable: bool,
     pub metrics: Arc<crate::metrics::Metrics>,
@@ -77,11 +80,12 @@ pub(crate) enum Denial {
     /// The kind's rules refuse it, field by field.
     #[error("{}", rules::joined(.0))]
     Refused(Vec<rules::FieldError>),
-    /// A denial only because the catalog could not be read: waiting helps.
+    /// A denial only because the catalog could not be read (why): waiting or mended
+    /// credentials help.
     #[error(
-        "metal-api cannot be reached, so partition, image, machine type and networks cannot be checked; try again"
+        "metal-api's catalog could not be read ({0}), so partition, image, machine type and networks cannot be checked; try again"
     )]
-    MetalUnreachable,
+    MetalUnreachable(String),
     #[error("capms could not encode its defaults: {0}")]
     Encoding(String),
 }
@@ -223,47 +227,61 @@ pub(crate) async fn misfit<K: Admit>(review: &Review<'_>) -> Option<String> {
     Some(message)
 }
 
-/// Runs `check` against the catalog; after a miss, once more against a fresher catalog.
-pub(crate) async fn with_catalog<F>(state: &WebhookState, check: F) -> Result<Allowed, Denial>
-where
-    F: Fn(Option<&Catalog>) -> Report,
-{
-    let Some(cached) = state.catalog.get().await else {
-        let mut report = check(None);
-        if state.deny_when_metal_unreachable && report.errors.is_empty() {
-            return Err(Denial::MetalUnreachable);
-        }
-        report.warnings.push("metal-api cannot be reached: partition, image, machine type and networks were not checked".into());
-        return finish(report);
-    };
-    let report = check(Some(&cached));
-    if report.errors.is_empty() {
-        return finish(report);
-    }
-    let fresh = state.catalog.refreshed_after_miss(cached).await;
-    finish(check(Some(&fresh)))
-}
-
-/// [`with_catalog`] for an object of cluster `msc`: the catalog is of capms's own metal-api,
-/// so an object of a cluster naming credentials of its own is checked without it, and its
-/// metal-api answers for it when capms acts.
-pub(crate) async fn with_catalog_of<F>(
+/// Runs `check` against `catalog`; after a miss, once more against a fresher catalog.
+async fn with_catalog<F>(
     state: &WebhookState,
-    msc: Option<&MetalStackCluster>,
+    catalog: &Arc<CatalogCache>,
     check: F,
 ) -> Result<Allowed, Denial>
 where
     F: Fn(Option<&Catalog>) -> Report,
 {
-    let Some(credentials) = msc.and_then(|m| m.spec.credentials_ref.as_ref()) else {
-        return with_catalog(state, check).await;
+    let cached = match catalog.get().await {
+        Ok(cached) => cached,
+        Err(why) => {
+            let mut report = check(None);
+            if state.deny_when_metal_unreachable && report.errors.is_empty() {
+                return Err(Denial::MetalUnreachable(why.to_string()));
+            }
+            report.warnings.push(format!("metal-api's catalog could not be read ({why}): partition, image, machine type and networks were not checked"));
+            return finish(report);
+        }
     };
-    let mut report = check(None);
-    report.warnings.push(format!(
-        "the cluster uses the metal-api credentials of Secret {}: partition, image, machine type and networks are checked against that metal-api when capms acts, not here",
-        credentials.name
-    ));
-    finish(report)
+    let report = check(Some(&cached));
+    if report.errors.is_empty() {
+        return finish(report);
+    }
+    let fresh = catalog.refreshed_after_miss(cached).await;
+    finish(check(Some(&fresh)))
+}
+
+/// [`with_catalog`] against the catalog of the metal-api that the credentials Secret `secret`
+/// in `namespace` reaches (capms's own without one): each tenant's objects are judged by its
+/// own metal-api. Credentials that cannot be used leave the check to when capms acts.
+pub(crate) async fn with_catalog_of<F>(
+    state: &WebhookState,
+    namespace: &str,
+    secret: Option<&str>,
+    check: F,
+) -> Result<Allowed, Denial>
+where
+    F: Fn(Option<&Catalog>) -> Report,
+{
+    match state.catalogs.of(namespace, secret).await {
+        Ok(catalog) => with_catalog(state, &catalog, check).await,
+        Err(e) => {
+            let mut report = check(None);
+            report.warnings.push(format!(
+                "{e}: partition, image, machine type and networks are checked when capms acts, not here"
+            ));
+            finish(report)
+        }
+    }
+}
+
+/// The credentials Secret `msc` names, if any.
+pub(crate) fn credentials_of(msc: Option<&MetalStackCluster>) -> Option<&str> {
+    msc?.spec.credentials_ref.as_ref().map(|r| r.name.as_str())
 }
 
 /// The MetalStackCluster of the object under review, through its cluster-name label.
@@ -299,13 +317,62 @@ pub(crate) async fn validate_template<T: Admit>(
 ) -> Result<Allowed, Denial> {
     let old_spec = old.and(review.old_raw.as_ref()).map(|raw| &raw["spec"]);
     let exempt = review.dry_run_exempt();
-    with_catalog(review.state, |catalog| {
+    let check = |catalog: Option<&Catalog>| {
         let mut report = Report::default();
         if let Some(old_spec) = old_spec {
             rules::validate_template_update(&mut report, old_spec, &review.raw["spec"], exempt);
         }
         check(&mut report, template, catalog);
         report
-    })
-    .await
+    };
+    with_catalog_of_all(review, namespace_credentials(review).await, check).await
+}
+
+/// The credentials Secrets whose metal-api judges a template, one per cluster it may serve (none
+/// for capms's own metal-api): its cluster's (the cluster-name label), else those the
+/// MetalStackClusters of its namespace name. When they cannot be read (a standby replica whose
+/// apiserver does not answer), none: capms's own, as for a template of no cluster.
+pub(crate) async fn namespace_credentials(review: &Review<'_>) -> BTreeSet<Option<String>> {
+    if let Some(msc) = cluster_of(review).await {
+        return [credentials_of(Some(&msc)).map(str::to_owned)].into();
+    }
+    let (state, ns) = (review.state, review.namespace());
+    let named = pick_all(
+        &state.caches,
+        &state.client,
+        &ns,
+        |m: &MetalStackCluster| Some(credentials_of(Some(m)).map(str::to_owned)),
+    );
+    match named.await {
+        Ok(named) => named.into_iter().collect(),
+        Err(e) => {
+            tracing::warn!(namespace = %ns, error = %e, "listing the clusters a template may serve failed; checking it against capms's own metal-api");
+            BTreeSet::new()
+        }
+    }
+}
+
+/// [`with_catalog_of`] the credentials the clusters in `named` use, when they agree (capms's own
+/// when there are none); without a catalog and with a warning when they differ.
+pub(crate) async fn with_catalog_of_all<F>(
+    review: &Review<'_>,
+    named: BTreeSet<Option<String>>,
+    check: F,
+) -> Result<Allowed, Denial>
+where
+    F: Fn(Option<&Catalog>) -> Report,
+{
+    let warning = match agreed(named) {
+        Ok(secret) => {
+            let ns = review.namespace();
+            return with_catalog_of(review.state, &ns, secret.as_deref(), check).await;
+        }
+        Err(choices) => format!(
+            "the MetalStackClusters this template may serve use different metal-api credentials ({}): it is checked when capms acts, not here; label it {CLUSTER_NAME_LABEL}=<cluster> to check it against its cluster's metal-api",
+            choices.join(", ")
+        ),
+    };
+    let mut report = check(None);
+    report.warnings.push(warning);
+    finish(report)
 }

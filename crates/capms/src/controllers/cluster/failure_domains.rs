@@ -1,6 +1,5 @@
 //! The racks a MetalStackCluster reports as Cluster API failure domains, read from the catalog
-//! of metal-api's machines (`allocation::RackMachines` decides which). A cluster with
-//! credentials of its own reports none: the catalog is of capms's own metal-api.
+//! of its metal-api's machines (`allocation::RackMachines` decides which).
 
 use crate::api::{FailureDomain, MetalStackCluster, MetalStackMachine, MetalStackMachineTemplate};
 use crate::capi::CLUSTER_NAME_LABEL;
@@ -21,11 +20,7 @@ pub(super) async fn observe(
     ctx: &Context,
     owner: &str,
 ) -> Result<Option<Vec<String>>> {
-    // The catalog is of capms's own metal-api, not of a cluster with credentials of its own.
-    if msc.spec.credentials_ref.is_some() {
-        return Ok(None);
-    }
-    let Some(catalog) = ctx.catalog.get().await else {
+    let Ok(catalog) = ctx.catalog_of(msc).await?.get().await else {
         return Ok(None);
     };
     let ns = msc.namespace().unwrap_or_default();

@@ -294,17 +294,12 @@ async fn newest_image(
     let knows_image = |c: &metal_api::Catalog| {
         metal_api::images::resolve(image, c.images.iter().map(|i| i.id.as_str())).is_ok()
     };
-    // The catalog is of capms's own metal-api: a cluster with credentials of its own asks its
-    // metal-api.
-    let catalog = match msc.spec.credentials_ref {
-        None => ctx.catalog.knowing(knows_image).await,
-        Some(_) => None,
-    };
+    let catalog = ctx.catalog_of(msc).await?.knowing(knows_image).await;
     let fetched;
     let images = match &catalog {
-        Some(catalog) => &catalog.images,
+        Ok(catalog) => &catalog.images,
         // Not within the catalog's wait: asked directly, so that its error is this reconcile's.
-        None => {
+        Err(_) => {
             fetched = ctx.metal_of(msc).await?.images().await?;
             &fetched
         }

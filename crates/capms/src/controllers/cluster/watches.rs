@@ -74,7 +74,11 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
                 .collect::<Vec<_>>()
         }),
     )
-    .reconcile_all_on(ctx.catalog.changes(super::failure_domains::free_racks))
+    .reconcile_all_on(
+        ctx.catalogs
+            .own()
+            .changes(super::failure_domains::free_racks),
+    )
 }
 
 /// What a cluster's failure domains read of a machine template: its size.

@@ -1,10 +1,13 @@
 //! What a MetalStackMachineTemplate reconcile reads: its size and image, from the catalog of
-//! metal-api's master data that admission reads too.
+//! its metal-api's master data that admission reads too.
 
 use super::{Observed, Seen};
-use crate::api::MetalStackMachineTemplate;
+use crate::api::{MetalStackCluster, MetalStackMachineTemplate};
+use crate::cache::catalogs::agreed;
+use crate::capi::CLUSTER_NAME_LABEL;
 use crate::reconciler::gates::is_externally_managed;
 use crate::reconciler::{Context, Result};
+use kube::ResourceExt;
 use metal_api::Catalog;
 use metal_api::types::FEATURE_MACHINE;
 
@@ -21,12 +24,20 @@ pub(super) async fn observe(
         let seen = seen(c, &spec.machine_type, &spec.image);
         seen.size.is_ok() && seen.image.is_ok()
     };
-    let seen = match ctx.catalog.knowing(knows).await {
-        Some(catalog) => seen(&catalog, &spec.machine_type, &spec.image),
+    let ns = template.namespace().unwrap_or_default();
+    let secret = credentials(template, &ns, ctx).await?;
+    let seen = match ctx
+        .catalogs
+        .of(&ns, secret.as_deref())
+        .await?
+        .knowing(knows)
+        .await
+    {
+        Ok(catalog) => seen(&catalog, &spec.machine_type, &spec.image),
         // Not within the catalog's wait: asked directly, so that its error is this reconcile's.
-        None => {
-            let (sizes, images) =
-                tokio::try_join!(ctx.metal.own().sizes(), ctx.metal.own().images())?;
+        Err(_) => {
+            let metal = ctx.metal.of(&ns, secret.as_deref()).await?;
+            let (sizes, images) = tokio::try_join!(metal.sizes(), metal.images())?;
             let catalog = Catalog {
                 sizes,
                 images,
@@ -36,6 +47,24 @@ pub(super) async fn observe(
         }
     };
     Ok(Observed::Live(Box::new(seen)))
+}
+
+/// The credentials Secret of the metal-api whose machines the template describes: its
+/// cluster's (the cluster-name label), else the one every MetalStackCluster of its namespace
+/// names; capms's own when they differ or none names one.
+async fn credentials(
+    template: &MetalStackMachineTemplate,
+    ns: &str,
+    ctx: &Context,
+) -> Result<Option<String>> {
+    let of = |m: &MetalStackCluster| m.spec.credentials_ref.as_ref().map(|r| r.name.clone());
+    if let Some(cluster) = template.labels().get(CLUSTER_NAME_LABEL)
+        && let Some(msc) = ctx.metal_stack_cluster(ns, cluster).await?
+    {
+        return Ok(of(&msc));
+    }
+    let named = ctx.pick(ns, |m: &MetalStackCluster| Some(of(m))).await?;
+    Ok(agreed(named.into_iter().collect()).unwrap_or(None))
 }
 
 /// The size named `size` and the machine image `image` resolves to in `catalog`, or the ones

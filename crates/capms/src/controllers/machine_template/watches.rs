@@ -18,5 +18,9 @@ pub(crate) fn controller(
         counted_own(&ctx.metrics.queues, own),
         watches.machine_templates.store(),
     )
-    .reconcile_all_on(ctx.catalog.changes(|c| (c.sizes.clone(), c.images.clone())))
+    .reconcile_all_on(
+        ctx.catalogs
+            .own()
+            .changes(|c| (c.sizes.clone(), c.images.clone())),
+    )
 }

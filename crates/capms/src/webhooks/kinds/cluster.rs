@@ -41,7 +41,8 @@ impl Admit for MetalStackCluster {
             }
             _ => Ok(None),
         };
-        let mut allowed = admit::with_catalog_of(review.state, Some(self), |catalog| {
+        let (ns, secret) = (review.namespace(), admit::credentials_of(Some(self)));
+        let mut allowed = admit::with_catalog_of(review.state, &ns, secret, |catalog| {
             let mut report = Report::default();
             rules::validate_cluster(&mut report, "spec", &self.spec, old_spec, catalog);
             if let Err(wrong) = &credentials {

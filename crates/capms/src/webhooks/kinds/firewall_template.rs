@@ -77,7 +77,15 @@ impl Admit for MetalStackFirewallTemplate {
     /// template. Unlike Cluster API's templates, it may change.
     async fn validate(&self, _old: Option<&Self>, review: &Review<'_>) -> Result<Allowed, Denial> {
         let users = users(&review.state.client, self).await.unwrap_or_default();
-        admit::with_catalog(review.state, |catalog| {
+        // Each cluster using it is judged by its own metal-api.
+        let named = match users.is_empty() {
+            true => admit::namespace_credentials(review).await,
+            false => users
+                .iter()
+                .map(|c| admit::credentials_of(Some(c)).map(str::to_owned))
+                .collect(),
+        };
+        admit::with_catalog_of_all(review, named, |catalog| {
             let mut report = Report::default();
             let spec = &self.spec.template.spec;
             rules::validate_firewall_template(&mut report, "spec.template.spec", spec, catalog);

@@ -31,7 +31,8 @@ impl Admit for MetalStackMachine {
         let ours = identity_of(OwnerKind::Machine, self);
         let old_spec = old.map(|o| &o.spec);
         let cluster = admit::cluster_of(review).await;
-        admit::with_catalog_of(review.state, cluster.as_ref(), |catalog| {
+        let (ns, secret) = (review.namespace(), admit::credentials_of(cluster.as_ref()));
+        admit::with_catalog_of(review.state, &ns, secret, |catalog| {
             let mut report = Report::default();
             rules::validate_machine(
                 &mut report,

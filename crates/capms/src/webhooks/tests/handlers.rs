@@ -2,7 +2,11 @@
 
 use super::*;
 use crate::cache::catalog::CatalogCache;
+use crate::cache::catalogs::Catalogs;
+use crate::cache::credentials::MetalClients;
 use crate::webhooks::admit::DRY_RUN_ANNOTATION;
+use std::sync::Arc;
+use std::time::Duration;
 
 // ---- handlers -----------------------------------------------------------------------------
 
@@ -13,13 +17,14 @@ pub(super) fn state_with(catalog: Option<Catalog>, deny: bool) -> WebhookState {
     ))
     .expect("client");
     let cache = match catalog {
-        Some(c) => CatalogCache::with_catalog(client, c),
-        None => CatalogCache::new(client),
+        Some(c) => CatalogCache::with_catalog(client.clone(), c),
+        None => CatalogCache::new(client.clone()),
     };
+    let clients = Arc::new(MetalClients::new(client, unanswering_apiserver()));
     WebhookState {
         caches: Default::default(),
         client: unanswering_apiserver(),
-        catalog: cache,
+        catalogs: Catalogs::new(cache, clients, Duration::from_secs(300)),
         deny_when_metal_unreachable: deny,
         metrics: Default::default(),
     }
@@ -216,7 +221,7 @@ async fn unreachable_metal_api_admits_with_a_warning_or_denies() {
         out["response"]["warnings"][0]
             .as_str()
             .expect("warning")
-            .contains("metal-api cannot be reached")
+            .contains("metal-api's catalog could not be read")
     );
     let (_, out) = call(state_with(None, true), &path, body).await;
     assert_eq!(out["response"]["allowed"], false);
@@ -514,6 +519,9 @@ async fn a_newly_named_credentials_secret_of_the_wrong_shape_is_refused_a_missin
     );
 }
 
+/// A cluster naming credentials is judged by its own metal-api's catalog, never by capms's: when
+/// its Secret cannot be read, it is admitted with a warning naming the Secret and saying that the
+/// check waits for capms to act.
 #[tokio::test]
 async fn a_cluster_with_credentials_of_its_own_is_not_judged_by_capms_s_own_catalog() {
     let path = Route {
@@ -541,7 +549,8 @@ async fn a_cluster_with_credentials_of_its_own_is_not_judged_by_capms_s_own_cata
         .as_str()
         .unwrap_or_default();
     assert!(
-        warning.contains("credentials of Secret team-metal") && warning.contains("when capms acts"),
+        warning.starts_with("reading the credentials Secret default/team-metal: ")
+            && warning.ends_with("are checked when capms acts, not here"),
         "{theirs}"
     );
 }
