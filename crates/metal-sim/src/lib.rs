@@ -9,6 +9,7 @@ pub mod inventory;
 pub mod ipam;
 pub mod state;
 pub mod stats;
+pub mod v2;
 pub mod workload;
 
 use inventory::Inventory;
@@ -93,7 +94,13 @@ pub struct SimConfig {
     pub base_path: String,
     pub keys: HmacKeys,
     pub timings: Timings,
+    /// API v2 requests per token and minute (metal-apiserver's `--max-requests-per-minute`;
+    /// 0: no limit).
+    pub rate_limit: u32,
 }
+
+/// metal-apiserver's default rate limit per token and minute.
+pub const DEFAULT_RATE_LIMIT: u32 = 100;
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -101,6 +108,7 @@ impl Default for SimConfig {
             base_path: "/".into(),
             keys: HmacKeys::lab(),
             timings: Timings::lab(),
+            rate_limit: DEFAULT_RATE_LIMIT,
         }
     }
 }
@@ -112,6 +120,10 @@ pub struct Sim {
     stats: Arc<Mutex<stats::RequestStats>>,
     /// The HMAC keys accepted now: the configured ones until `/sim/keys` rotates one.
     keys: Arc<Mutex<BTreeMap<AuthType, String>>>,
+    /// API v2 tokens issued and not revoked.
+    tokens: Arc<Mutex<v2::tokens::Tokens>>,
+    /// API v2 requests of the current minute, by token.
+    rates: Arc<Mutex<v2::rate::RateCounts>>,
     pub config: Arc<SimConfig>,
 }
 
@@ -121,8 +133,19 @@ impl Sim {
             state: Arc::new(Mutex::new(State::from_inventory(inventory)?)),
             stats: Arc::default(),
             keys: Arc::new(Mutex::new(config.keys.keys.clone())),
+            tokens: Arc::default(),
+            rates: Arc::default(),
             config: Arc::new(config),
         })
+    }
+
+    /// The API v2 tokens.
+    pub fn tokens(&self) -> MutexGuard<'_, v2::tokens::Tokens> {
+        self.tokens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn rates(&self) -> MutexGuard<'_, v2::rate::RateCounts> {
+        self.rates.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The HMAC key of `auth_type` accepted now.

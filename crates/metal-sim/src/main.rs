@@ -70,6 +70,10 @@ struct Args {
     /// machines, which the kubeadm control-plane provider's etcd and certificate checks use.
     #[arg(long, value_name = "FILE")]
     kubelet: Option<std::path::PathBuf>,
+    /// API v2 requests each token may make per minute, as metal-apiserver's flag of that name
+    /// (0: no limit).
+    #[arg(long, default_value_t = metal_sim::DEFAULT_RATE_LIMIT)]
+    max_requests_per_minute: u32,
 }
 
 /// `250ms`, `2s`, `1m`: jiff's friendly duration format.
@@ -131,6 +135,7 @@ impl Args {
                 ip_release: self.ip_release_after,
                 reclaim: self.reclaim_after,
             },
+            rate_limit: self.max_requests_per_minute,
         }
     }
 }

@@ -25,6 +25,7 @@ impl RunningSim {
             base_path: base_path.to_owned(),
             keys: metal_sim::HmacKeys::lab(),
             timings,
+            rate_limit: metal_sim::DEFAULT_RATE_LIMIT,
         };
         let sim = metal_sim::Sim::new(&inventory, config).expect("inventory is valid");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -460,15 +460,17 @@ pub fn router(sim: Sim) -> Router {
     } else {
         Router::new().nest(&base, api)
     };
-    app.route(
-        "/sim/faults",
-        get(control::faults_get).put(control::faults_put),
-    )
-    .route(
-        "/sim/stats",
-        get(control::stats_get).delete(control::stats_reset),
-    )
-    .route("/sim/keys", axum::routing::put(control::keys_put))
-    .fallback(not_found)
-    .with_state(sim)
+    let v2 = crate::v2::router().layer(middleware::from_fn_with_state(sim.clone(), count_requests));
+    app.merge(v2)
+        .route(
+            "/sim/faults",
+            get(control::faults_get).put(control::faults_put),
+        )
+        .route(
+            "/sim/stats",
+            get(control::stats_get).delete(control::stats_reset),
+        )
+        .route("/sim/keys", axum::routing::put(control::keys_put))
+        .fallback(not_found)
+        .with_state(sim)
 }

@@ -1,0 +1,129 @@
+//! The Connect protocol's unary JSON calls as metal-apiserver answers them: the request message
+//! as JSON in a POST body, the answer as JSON with 200, an error as `{"code", "message"}` with
+//! the HTTP status Connect maps its code to.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// The Connect codes the simulator answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    InvalidArgument,
+    Unauthenticated,
+    PermissionDenied,
+    NotFound,
+    ResourceExhausted,
+    Unimplemented,
+    Internal,
+}
+
+impl Code {
+    /// As the `code` field spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::InvalidArgument => "invalid_argument",
+            Code::Unauthenticated => "unauthenticated",
+            Code::PermissionDenied => "permission_denied",
+            Code::NotFound => "not_found",
+            Code::ResourceExhausted => "resource_exhausted",
+            Code::Unimplemented => "unimplemented",
+            Code::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status the Connect protocol gives the code.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Code::InvalidArgument => StatusCode::BAD_REQUEST,
+            Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Code::PermissionDenied => StatusCode::FORBIDDEN,
+            Code::NotFound | Code::Unimplemented => StatusCode::NOT_FOUND,
+            Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+            Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// A call's failure, as the client reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectError {
+    pub code: Code,
+    pub message: String,
+}
+
+impl ConnectError {
+    pub fn new(code: Code, message: impl Into<String>) -> ConnectError {
+        ConnectError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ConnectError {
+    fn into_response(self) -> Response {
+        let body = json!({"code": self.code.name(), "message": self.message});
+        json_answer(self.code.status(), &body)
+    }
+}
+
+/// A message as the answer of a successful call.
+pub fn answer(message: &Value) -> Response {
+    json_answer(StatusCode::OK, message)
+}
+
+fn json_answer(status: StatusCode, body: &Value) -> Response {
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The request message of a call's body: a JSON object (an empty body is the empty message).
+pub fn request_message(body: &[u8]) -> Result<Value, ConnectError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(message @ Value::Object(_)) => Ok(message),
+        Ok(_) => Err(ConnectError::new(
+            Code::InvalidArgument,
+            "the request message is not a JSON object",
+        )),
+        Err(e) => Err(ConnectError::new(
+            Code::InvalidArgument,
+            format!("unmarshal the request message: {e}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_map_to_the_http_statuses_connect_gives_them() {
+        let cases = [
+            (Code::InvalidArgument, 400),
+            (Code::Unauthenticated, 401),
+            (Code::PermissionDenied, 403),
+            (Code::NotFound, 404),
+            (Code::ResourceExhausted, 429),
+            (Code::Unimplemented, 404),
+            (Code::Internal, 500),
+        ];
+        for (code, status) in cases {
+            assert_eq!(code.status().as_u16(), status, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn an_empty_body_is_the_empty_message_and_a_non_object_is_refused() {
+        assert_eq!(request_message(b""), Ok(json!({})));
+        let refused = request_message(b"[1]").expect_err("refused");
+        assert_eq!(refused.code, Code::InvalidArgument);
+    }
+}

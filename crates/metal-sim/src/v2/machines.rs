@@ -1,0 +1,164 @@
+//! `MachineService` Get and List over the simulator's state: a project sees only the machines
+//! allocated to it. A machine is written as the `metalstack.api.v2.Machine` message, its tags as
+//! labels (`key=value`; a tag without `=` keeps an empty value).
+
+use super::connect::{Code, ConnectError};
+use crate::state::{MachineRecord, State};
+use metal_api::types::MachineEvent;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// The v2 event types, by the event strings machines send (their `enum_string_value`).
+const EVENT_TYPES: [(&str, &str); 11] = [
+    ("Alive", "ALIVE"),
+    ("Crashed", "CRASHED"),
+    ("PXE Booting", "PXE_BOOTING"),
+    ("Planned Reboot", "PLANNED_REBOOT"),
+    ("Preparing", "PREPARING"),
+    ("Registering", "REGISTERING"),
+    ("Waiting", "WAITING"),
+    ("Installing", "INSTALLING"),
+    ("Booting New Kernel", "BOOTING_NEW_KERNEL"),
+    ("Phoned Home", "PHONED_HOME"),
+    ("Machine Reclaim", "MACHINE_RECLAIM"),
+];
+
+fn event_type(event: &str) -> String {
+    let known = EVENT_TYPES.iter().find(|(s, _)| *s == event);
+    let name = known.map_or("UNSPECIFIED", |(_, name)| name);
+    format!("MACHINE_PROVISIONING_EVENT_TYPE_{name}")
+}
+
+fn event(e: &MachineEvent) -> Value {
+    json!({"time": e.time.to_string(), "event": event_type(&e.event), "message": e.message})
+}
+
+/// A machine's tags as v2 labels.
+pub fn labels(tags: &[String]) -> BTreeMap<String, String> {
+    let pairs = tags.iter().map(|t| match t.split_once('=') {
+        Some((k, v)) => (k.to_owned(), v.to_owned()),
+        None => (t.clone(), String::new()),
+    });
+    pairs.collect()
+}
+
+/// The `metalstack.api.v2.Machine` message of `m`.
+pub fn message(m: &MachineRecord) -> Value {
+    let mut machine = json!({
+        "uuid": m.id,
+        "meta": {"labels": {"labels": labels(&m.tags)}, "createdAt": m.created.to_string(),
+                 "updatedAt": m.changed.to_string()},
+        "partition": {"id": m.partition},
+        "rack": m.rack,
+        "size": {"id": m.size},
+    });
+    if let Some(a) = &m.allocation {
+        machine["allocation"] = json!({
+            "uuid": a.allocationuuid, "name": a.name, "description": a.description,
+            "createdBy": a.creator, "project": a.project, "hostname": a.hostname,
+            "image": {"id": a.image.as_ref().map(|i| i.id.clone()).unwrap_or_default()},
+        });
+    }
+    let mut events = Map::new();
+    events.insert(
+        "events".into(),
+        m.events.iter().map(event).collect::<Vec<_>>().into(),
+    );
+    if let Some(t) = m.last_event_time {
+        events.insert("lastEventTime".into(), t.to_string().into());
+    }
+    if let Some(e) = &m.last_error_event {
+        events.insert("lastErrorEvent".into(), event(e));
+    }
+    let state = match (m.crash_loop, m.failed_machine_reclaim) {
+        (true, _) => Some("MACHINE_PROVISIONING_EVENT_STATE_CRASHLOOP"),
+        (_, true) => Some("MACHINE_PROVISIONING_EVENT_STATE_FAILED_RECLAIM"),
+        _ => None,
+    };
+    if let Some(state) = state {
+        events.insert("state".into(), state.into());
+    }
+    machine["recentProvisioningEvents"] = Value::Object(events);
+    machine
+}
+
+fn of_project<'a>(m: &'a MachineRecord, project: &str) -> Option<&'a MachineRecord> {
+    let allocated = m.allocation.as_ref()?;
+    (allocated.project == project).then_some(m)
+}
+
+/// `MachineService/Get {uuid, project}`: NotFound, as metal-apiserver says it, for a machine of
+/// another project.
+pub fn get(state: &State, request: &Value) -> Result<Value, ConnectError> {
+    let uuid = request["uuid"].as_str().unwrap_or_default();
+    let project = request["project"].as_str().unwrap_or_default();
+    let found = state
+        .machines
+        .get(uuid)
+        .and_then(|m| of_project(m, project));
+    match found {
+        Some(m) => Ok(json!({"machine": message(m)})),
+        None => Err(ConnectError::new(
+            Code::NotFound,
+            format!("*metal.Machine with id {uuid:?} not found"),
+        )),
+    }
+}
+
+/// Whether `m` matches `query` (uuid, name, partition, size, rack, labels).
+fn matches(m: &MachineRecord, query: &Value) -> bool {
+    let is = |field: &str, value: &str| query[field].as_str().is_none_or(|q| q == value);
+    let name = m
+        .allocation
+        .as_ref()
+        .map(|a| a.name.as_str())
+        .unwrap_or_default();
+    let own = labels(&m.tags);
+    let wanted = query["labels"]["labels"].as_object();
+    let labelled = wanted
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| own.get(k).map(String::as_str) == Some(v.as_str().unwrap_or_default()));
+    is("uuid", &m.id)
+        && is("name", name)
+        && is("partition", &m.partition)
+        && is("size", &m.size)
+        && is("rack", &m.rack)
+        && labelled
+}
+
+/// `MachineService/List {project, query}`: the project's machines that match.
+pub fn list(state: &State, request: &Value) -> Result<Value, ConnectError> {
+    let project = request["project"].as_str().unwrap_or_default();
+    let query = &request["query"];
+    let machines: Vec<Value> = state
+        .machines
+        .values()
+        .filter_map(|m| of_project(m, project))
+        .filter(|m| matches(m, query))
+        .map(message)
+        .collect();
+    Ok(json!({"machines": machines}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_become_labels_and_events_their_v2_types() {
+        let tags = ["a=b".to_owned(), "c".to_owned(), "d=e=f".to_owned()];
+        let l = labels(&tags);
+        assert_eq!(l["a"], "b");
+        assert_eq!(l["c"], "");
+        assert_eq!(l["d"], "e=f");
+        assert_eq!(
+            event_type("Phoned Home"),
+            "MACHINE_PROVISIONING_EVENT_TYPE_PHONED_HOME"
+        );
+        assert_eq!(
+            event_type("nonsense"),
+            "MACHINE_PROVISIONING_EVENT_TYPE_UNSPECIFIED"
+        );
+    }
+}

@@ -1,0 +1,212 @@
+//! metal-apiserver's API v2 beside metal-api, on the same state: Connect unary calls with JSON
+//! (`POST /metalstack.api.v2.<Service>/<Method>`), bearer tokens the simulator issues (bound to
+//! projects with roles, expiring, revocable), each method's access as its proto declares it,
+//! and metal-apiserver's per-token rate limit. The methods served so far are in [`SERVED`];
+//! `/sim/v2/tokens` mints and revokes tokens for tests.
+
+pub mod authorize;
+pub mod connect;
+mod machines;
+pub mod rate;
+pub mod tokens;
+
+use crate::Sim;
+use authorize::{Access, VIEWER, authorize};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, post};
+use connect::{Code, ConnectError, answer, request_message};
+use jiff::{SignedDuration, Timestamp};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use tokens::{MethodPermission, ProjectRole, Token};
+
+/// What serves a method: the simulator, the caller's token (None: no token) and the request.
+type Serve = fn(&Sim, Option<&Token>, &Value) -> Result<Value, ConnectError>;
+
+/// A method the simulator serves.
+pub struct Served {
+    /// `/<package>.<Service>/<Method>`.
+    pub procedure: &'static str,
+    pub access: Access,
+    serve: Serve,
+}
+
+/// Every v2 method the simulator serves.
+pub const SERVED: &[Served] = &[
+    Served {
+        procedure: "/metalstack.api.v2.MachineService/Get",
+        access: Access::Project(VIEWER),
+        serve: |sim, _, request| machines::get(&sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.MachineService/List",
+        access: Access::Project(VIEWER),
+        serve: |sim, _, request| machines::list(&sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.TokenService/Refresh",
+        access: Access::SelfOnly,
+        serve: refresh,
+    },
+    Served {
+        procedure: "/metalstack.api.v2.TokenService/Revoke",
+        access: Access::SelfOnly,
+        serve: revoke,
+    },
+];
+
+/// The caller's token; `SelfOnly` methods are only reached with one.
+fn caller(token: Option<&Token>) -> Result<&Token, ConnectError> {
+    token.ok_or_else(|| ConnectError::new(Code::Unauthenticated, "no token"))
+}
+
+/// `TokenService/Refresh`: a new token with the caller's roles, permissions and lifetime; the
+/// caller's stays valid until it expires.
+fn refresh(sim: &Sim, token: Option<&Token>, _: &Value) -> Result<Value, ConnectError> {
+    let old = caller(token)?;
+    let now = Timestamp::now();
+    let lifetime = old.expires.duration_since(old.issued_at);
+    let mut tokens = sim.tokens();
+    let (mut new, _) = tokens.mint(
+        &old.user,
+        old.project_roles.clone(),
+        old.permissions.clone(),
+        lifetime,
+        now,
+    );
+    new.description = old.description.clone();
+    let secret = tokens.issue(new.clone());
+    Ok(json!({"token": new.message(), "secret": secret}))
+}
+
+/// `TokenService/Revoke {uuid}`: one of the caller's own tokens.
+fn revoke(sim: &Sim, token: Option<&Token>, request: &Value) -> Result<Value, ConnectError> {
+    let user = &caller(token)?.user;
+    let uuid = request["uuid"].as_str().unwrap_or_default();
+    if sim.tokens().revoke(uuid, Some(user)) {
+        Ok(json!({}))
+    } else {
+        Err(ConnectError::new(Code::NotFound, "token not found"))
+    }
+}
+
+/// One call, as metal-apiserver's interceptors take it: authentication, authorization, the
+/// rate limit, then the method.
+async fn call(sim: Sim, served: &'static Served, headers: HeaderMap, body: Bytes) -> Response {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json {
+        return StatusCode::UNSUPPORTED_MEDIA_TYPE.into_response();
+    }
+    match serve(&sim, served, &headers, &body) {
+        Ok(message) => answer(&message),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn serve(
+    sim: &Sim,
+    served: &Served,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Value, ConnectError> {
+    let now = Timestamp::now();
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let token = sim.tokens().authenticate(authorization, now)?;
+    let request = request_message(body)?;
+    authorize(token.as_ref(), served.procedure, served.access, &request)?;
+    if let Some(token) = &token {
+        let minute = now.as_second().div_euclid(60);
+        sim.rates()
+            .count(&token.uuid, minute, sim.config.rate_limit)?;
+    }
+    (served.serve)(sim, token.as_ref(), &request)
+}
+
+/// The v2 routes, at the root beside metal-api's base path.
+pub fn router() -> Router<Sim> {
+    let mut router = Router::new();
+    for served in SERVED {
+        router = router.route(
+            served.procedure,
+            post(
+                move |State(sim): State<Sim>, headers: HeaderMap, body: Bytes| {
+                    call(sim, served, headers, body)
+                },
+            ),
+        );
+    }
+    router
+        .route("/sim/v2/tokens", post(mint))
+        .route("/sim/v2/tokens/{uuid}", delete(revoke_any))
+}
+
+/// What `POST /sim/v2/tokens` takes: the token's roles, permissions and lifetime.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MintRequest {
+    #[serde(default = "default_user")]
+    user: String,
+    #[serde(default)]
+    project_roles: BTreeMap<String, ProjectRole>,
+    #[serde(default)]
+    permissions: Vec<MethodPermission>,
+    /// A protojson duration (`"3600s"`); 8 h, metal-apiserver's default, when absent.
+    expires: Option<String>,
+}
+
+fn default_user() -> String {
+    "sim-tester".into()
+}
+
+/// A protojson duration: seconds with an `s`, fractions allowed.
+fn duration(text: &str) -> Option<SignedDuration> {
+    let seconds: f64 = text.strip_suffix('s')?.parse().ok()?;
+    SignedDuration::try_from_secs_f64(seconds).ok()
+}
+
+/// `POST /sim/v2/tokens`: a token with the roles and permissions asked for (any lifetime, unlike
+/// `TokenService/Create`, so that tests can let one expire); the answer is
+/// `TokenServiceCreateResponse`'s `{token, secret}`.
+async fn mint(State(sim): State<Sim>, body: Bytes) -> Response {
+    let bad = |message: String| ConnectError::new(Code::InvalidArgument, message).into_response();
+    let request: MintRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return bad(format!("a token request: {e}")),
+    };
+    let lifetime = match request.expires.as_deref().map(duration) {
+        None => SignedDuration::from_hours(8),
+        Some(Some(d)) if d.is_positive() => d,
+        Some(_) => return bad("expires: a positive duration such as \"3600s\"".into()),
+    };
+    let mut tokens = sim.tokens();
+    let (token, secret) = tokens.mint(
+        &request.user,
+        request.project_roles,
+        request.permissions,
+        lifetime,
+        Timestamp::now(),
+    );
+    answer(&json!({"token": token.message(), "secret": secret}))
+}
+
+/// `DELETE /sim/v2/tokens/{uuid}`: revokes any token, as an admin would.
+async fn revoke_any(State(sim): State<Sim>, Path(uuid): Path<String>) -> Response {
+    if sim.tokens().revoke(&uuid, None) {
+        answer(&json!({}))
+    } else {
+        ConnectError::new(Code::NotFound, "token not found").into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests;
