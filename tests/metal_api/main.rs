@@ -1,7 +1,8 @@
 //! metal-api as capms and metal-stack's own clients see it, served by the simulator: its answers
 //! against metal-api's swagger spec (`spec`), request bodies as Go clients send them
 //! (`requests`), metal-stack's Go client driving it (`metal_go`), and capms's client through the
-//! whole life of every entity, every error path and every fault (`client`).
+//! whole life of every entity, every error path and every fault (`client`); the simulator's API
+//! v2 against metal-apiserver's protos (`v2`).
 
 // A test (and its helpers) fails loudly on what it does not expect.
 #![allow(clippy::expect_used)]
@@ -12,3 +13,4 @@ mod client;
 mod metal_go;
 mod requests;
 mod spec;
+mod v2;

@@ -420,6 +420,7 @@ mod kube_faults;
 mod manager;
 pub mod mock_apiserver;
 mod process;
+pub mod protos;
 mod registration;
 pub mod secrets;
 mod sim;

@@ -53,11 +53,14 @@ pub fn message(m: &MachineRecord) -> Value {
         "size": {"id": m.size},
     });
     if let Some(a) = &m.allocation {
-        machine["allocation"] = json!({
+        let mut allocation = json!({
             "uuid": a.allocationuuid, "name": a.name, "description": a.description,
             "createdBy": a.creator, "project": a.project, "hostname": a.hostname,
-            "image": {"id": a.image.as_ref().map(|i| i.id.clone()).unwrap_or_default()},
         });
+        if let Some(image) = &a.image {
+            allocation["image"] = json!({"id": image.id});
+        }
+        machine["allocation"] = allocation;
     }
     let mut events = Map::new();
     events.insert(

@@ -1,0 +1,155 @@
+//! metal-apiserver's protos (API v2) are the contract of the simulator's v2 surface: every method
+//! it serves is one of theirs, with the access their options declare, and its answers and
+//! errors fit the protos' messages, fields and enum values.
+
+use crate::support;
+use metal_api::types::{MachineAllocation, MachineEvent};
+use metal_sim::inventory::Inventory;
+use metal_sim::v2::SERVED;
+use metal_sim::v2::authorize::Access;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use support::RunningSim;
+use support::protos::Protos;
+
+const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+const MACHINE: &str = "00000000-0000-0000-0000-000000000003";
+
+/// What a method's options say of its access, as the simulator's table would write it.
+fn declared(options: &[String]) -> BTreeSet<String> {
+    let kept = options
+        .iter()
+        .filter(|o| o.starts_with("project_roles=") || o.starts_with("visibility="));
+    kept.cloned().collect()
+}
+
+fn served_access(access: Access) -> BTreeSet<String> {
+    match access {
+        Access::Public => ["visibility=VISIBILITY_PUBLIC".to_owned()].into(),
+        Access::SelfOnly => ["visibility=VISIBILITY_SELF".to_owned()].into(),
+        Access::Project(roles) => roles
+            .iter()
+            .map(|r| {
+                let name = serde_json::to_value(r).expect("a role");
+                format!("project_roles={}", name.as_str().expect("a name"))
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn every_served_v2_method_is_in_the_protos_with_the_access_they_declare() {
+    let Some(protos) = Protos::load() else { return };
+    assert!(protos.rpcs.len() > 50, "{} methods read", protos.rpcs.len());
+    for served in SERVED {
+        let rpc = protos
+            .rpcs
+            .get(served.procedure)
+            .unwrap_or_else(|| panic!("{} is not in the protos", served.procedure));
+        assert_eq!(
+            served_access(served.access),
+            declared(&rpc.options),
+            "{}",
+            served.procedure
+        );
+    }
+}
+
+/// A machine of the project allocated, with events, a crash loop and tags, so that every field
+/// the simulator writes is there.
+fn allocated(sim: &RunningSim) {
+    let mut state = sim.sim.state();
+    let record = state.machines.get_mut(MACHINE).expect("a lab machine");
+    record.allocation = Some(MachineAllocation {
+        project: PROJECT.into(),
+        name: "worker".into(),
+        hostname: "worker".into(),
+        creator: "capms".into(),
+        allocationuuid: "00000000-0000-0000-0000-0000000000aa".into(),
+        ..Default::default()
+    });
+    record.tags = vec!["cluster.x-k8s.io/cluster-name=c".into(), "bare".into()];
+    let event = MachineEvent {
+        event: "Phoned Home".into(),
+        ..Default::default()
+    };
+    record.events = vec![event.clone()];
+    record.last_event_time = Some(event.time);
+    record.last_error_event = Some(event);
+    record.crash_loop = true;
+}
+
+async fn call(sim: &RunningSim, procedure: &str, token: &str, request: Value) -> (u16, Value) {
+    let base = sim.url.trim_end_matches("/metal");
+    let answer = reqwest::Client::new()
+        .post(format!("{base}{procedure}"))
+        .bearer_auth(token)
+        .json(&request)
+        .send()
+        .await
+        .expect("call");
+    let status = answer.status().as_u16();
+    (status, answer.json().await.expect("json"))
+}
+
+#[tokio::test]
+async fn the_simulator_s_v2_answers_fit_the_protos() {
+    let Some(protos) = Protos::load() else { return };
+    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    allocated(&sim);
+    let base = sim.url.trim_end_matches("/metal");
+    let minted: Value = reqwest::Client::new()
+        .post(format!("{base}/sim/v2/tokens"))
+        .json(&json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"},
+                      "permissions": [{"subject": "", "methods": ["/metalstack.api.v2.TokenService/Refresh"]}]}))
+        .send()
+        .await
+        .expect("mint")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        protos.check("TokenServiceCreateResponse", &minted),
+        Vec::<String>::new()
+    );
+    let token = minted["secret"].as_str().expect("secret");
+    let calls = [
+        ("MachineService/List", json!({"project": PROJECT})),
+        (
+            "MachineService/Get",
+            json!({"uuid": MACHINE, "project": PROJECT}),
+        ),
+        ("TokenService/Refresh", json!({})),
+    ];
+    for (method, request) in calls {
+        let procedure = format!("/metalstack.api.v2.{method}");
+        let rpc = &protos.rpcs[&procedure];
+        assert_eq!(protos.check(&rpc.input, &request), Vec::<String>::new());
+        let (status, answer) = call(&sim, &procedure, token, request).await;
+        assert_eq!(status, 200, "{method}: {answer}");
+        assert_eq!(
+            protos.check(&rpc.output, &answer),
+            Vec::<String>::new(),
+            "{method}: {answer}"
+        );
+        if method == "MachineService/List" {
+            assert_eq!(answer["machines"].as_array().map(Vec::len), Some(1));
+        }
+    }
+    // An error is Connect's: a code and a message.
+    let (status, refused) = call(
+        &sim,
+        "/metalstack.api.v2.MachineService/List",
+        token,
+        json!({"project": "00000000-0000-0000-0000-00000000000b"}),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let keys: BTreeSet<&str> = refused
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, BTreeSet::from(["code", "message"]));
+}
