@@ -212,8 +212,9 @@ fn credentials_are_a_secret_of_the_namespace_of_the_right_shape(a: &Admission<'_
 
 /// A cluster naming credentials, and its machines, are judged by the catalog of the metal-api
 /// those credentials reach, never by capms's own: what only capms's own metal-api has is
-/// refused naming the tenant's choices, what only the tenant's has is admitted unwarned. A key
-/// the tenant's metal-api refuses admits with a warning naming the Secret, never the key.
+/// refused naming the tenant's choices, what only the tenant's has is admitted unwarned. A newly
+/// named Secret whose key the tenant's metal-api refuses is refused; one that goes bad later
+/// admits the cluster's machines with a warning naming the Secret, never the key.
 fn a_tenant_is_judged_by_its_own_metal_api(a: &Admission<'_>, tenant_url: &str) {
     let secret = |name: &str, key: &str| {
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
@@ -270,8 +271,30 @@ fn a_tenant_is_judged_by_its_own_metal_api(a: &Admission<'_>, tenant_url: &str) 
     tenant_machine["spec"]["image"] = json!("ubuntu-20.04");
     let warnings = a.admitted("tenant-machine.json", tenant_machine);
     assert!(!warnings.contains("Warning"), "{warnings}");
-    let warnings = a.admitted("tenant-c.json", cluster("tenant-c", "vagrant", "refused"));
+    // A newly named Secret whose key that metal-api refuses: refused at once.
     let origin = format!("Secret {}/refused", a.ns);
+    let refusal = format!("Wrong HMAC found (the credentials of {origin})");
+    a.refused(
+        "tenant-c.json",
+        cluster("tenant-c", "vagrant", "refused"),
+        &[
+            "spec.credentialsRef.name: metal-api refused the credentials",
+            &refusal,
+        ],
+    );
+    // A Secret that goes bad after its cluster named it: the cluster's machines are admitted
+    // with a warning naming it, never the key.
+    a.admitted("tenant-d.json", cluster("tenant-d", "vagrant", "later"));
+    a.admitted("later-secret.json", secret("later", "not-the-key"));
+    a.cp.apply(&write(a.dir, "tenant-d-cluster.json", json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "tenant-d", "namespace": a.ns},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": "tenant-d"}}})));
+    let mut late = machine(
+        "late-machine",
+        json!({"image": "ubuntu-20.04", "machineType": "v1-small-x86"}),
+    );
+    late["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "tenant-d"});
+    let warnings = a.admitted("late-machine.json", late);
+    let origin = format!("Secret {}/later", a.ns);
     assert!(
         warnings.contains(&format!("Wrong HMAC found (the credentials of {origin})"))
             && warnings.contains("were not checked")

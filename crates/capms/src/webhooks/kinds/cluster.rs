@@ -4,12 +4,14 @@
 
 use super::firewall_template;
 use crate::api::{MetalStackCluster, MetalStackClusterTemplate};
+use crate::cache::catalog::Unavailable;
 use crate::cache::credentials::config_of;
 use crate::conversion::Schema;
 use crate::webhooks::admit::{self, Admit, Allowed, Denial, Review};
 use crate::webhooks::rules::{self, Report};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
+use metal_api::error::Category;
 
 impl Admit for MetalStackCluster {
     async fn default(&mut self, review: &Review<'_>) {
@@ -63,22 +65,39 @@ impl Admit for MetalStackCluster {
 }
 
 /// The credentials Secret `name` a cluster newly names, as capms will read it: Err (the
-/// refusal) when it has the wrong shape, a warning when it is not there (yet) or cannot be read
-/// now. Its contents never reach the answer.
+/// refusal) when it has the wrong shape or metal-api refuses what it holds, a warning when it is
+/// not there (yet) or cannot be read now. Its contents never reach the answer.
 async fn credentials_secret(review: &Review<'_>, name: &str) -> Result<Option<String>, String> {
     let ns = review.namespace();
     let secrets = Api::<Secret>::namespaced(review.state.client.clone(), &ns);
     let origin = format!("Secret {ns}/{name}");
     match secrets.get_opt(name).await {
-        Ok(Some(secret)) => config_of(&secret.data.unwrap_or_default(), &origin)
-            .map(|_| None)
-            .map_err(|detail| format!("the credentials {origin}: {detail}")),
+        Ok(Some(secret)) => {
+            config_of(&secret.data.unwrap_or_default(), &origin)
+                .map_err(|detail| format!("the credentials {origin}: {detail}"))?;
+            refused_by_metal_api(review, &ns, name).await.map(|()| None)
+        }
         Ok(None) => Ok(Some(format!(
             "the credentials {origin} does not exist (yet): the cluster waits for it"
         ))),
         Err(e) => Ok(Some(format!(
             "the credentials {origin} could not be read now ({e}); it is checked when capms acts"
         ))),
+    }
+}
+
+/// Err (the refusal) when the metal-api the credentials Secret `name` reaches refuses what it
+/// holds (401/403): known now, and nothing of the cluster could be done with it. An unanswering
+/// metal-api is no refusal: it may answer later.
+async fn refused_by_metal_api(review: &Review<'_>, ns: &str, name: &str) -> Result<(), String> {
+    let Ok(catalog) = review.state.catalogs.of(ns, Some(name)).await else {
+        return Ok(());
+    };
+    match catalog.get().await {
+        Err(Unavailable::Failed(e)) if e.category() == Category::Unauthorized => {
+            Err(format!("metal-api refused the credentials: {e}"))
+        }
+        _ => Ok(()),
     }
 }
 
