@@ -14,6 +14,14 @@ use support::protos::Protos;
 
 const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
 const MACHINE: &str = "00000000-0000-0000-0000-000000000003";
+/// The methods of visibility SELF the contract test calls: an API token lists them.
+const SELF: [&str; 5] = [
+    "/metalstack.api.v2.TokenService/Refresh",
+    "/metalstack.api.v2.PartitionService/List",
+    "/metalstack.api.v2.SizeService/List",
+    "/metalstack.api.v2.ImageService/List",
+    "/metalstack.api.v2.ImageService/Latest",
+];
 
 /// What a method's options say of its access, as the simulator's table would write it.
 fn declared(options: &[String]) -> BTreeSet<String> {
@@ -101,7 +109,7 @@ async fn the_simulator_s_v2_answers_fit_the_protos() {
     let minted: Value = reqwest::Client::new()
         .post(format!("{base}/sim/v2/tokens"))
         .json(&json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"},
-                      "permissions": [{"subject": "", "methods": ["/metalstack.api.v2.TokenService/Refresh"]}]}))
+                      "permissions": [{"subject": "", "methods": SELF}]}))
         .send()
         .await
         .expect("mint")
@@ -120,6 +128,10 @@ async fn the_simulator_s_v2_answers_fit_the_protos() {
             json!({"uuid": MACHINE, "project": PROJECT}),
         ),
         ("TokenService/Refresh", json!({})),
+        ("PartitionService/List", json!({})),
+        ("SizeService/List", json!({})),
+        ("ImageService/List", json!({})),
+        ("ImageService/Latest", json!({"os": "ubuntu-26.4"})),
     ];
     for (method, request) in calls {
         let procedure = format!("/metalstack.api.v2.{method}");
@@ -132,8 +144,11 @@ async fn the_simulator_s_v2_answers_fit_the_protos() {
             Vec::<String>::new(),
             "{method}: {answer}"
         );
-        if method == "MachineService/List" {
-            assert_eq!(answer["machines"].as_array().map(Vec::len), Some(1));
+        let listed = ["machines", "partitions", "sizes", "images"]
+            .into_iter()
+            .find_map(|key| answer[key].as_array());
+        if let Some(listed) = listed {
+            assert!(!listed.is_empty(), "{method}: {answer}");
         }
     }
     // An error is Connect's: a code and a message.

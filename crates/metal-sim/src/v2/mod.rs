@@ -5,6 +5,7 @@
 //! `/sim/v2/tokens` mints and revokes tokens for tests.
 
 pub mod authorize;
+mod catalog;
 pub mod connect;
 mod machines;
 pub mod rate;
@@ -47,6 +48,26 @@ pub const SERVED: &[Served] = &[
         procedure: "/metalstack.api.v2.MachineService/List",
         access: Access::Project(VIEWER),
         serve: |sim, _, request| machines::list(&sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.PartitionService/List",
+        access: Access::SelfOnly,
+        serve: |sim, _, request| catalog::partitions(&sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.SizeService/List",
+        access: Access::SelfOnly,
+        serve: |sim, _, request| catalog::sizes(&sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.ImageService/List",
+        access: Access::SelfOnly,
+        serve: |sim, _, request| catalog::images(&sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.ImageService/Latest",
+        access: Access::SelfOnly,
+        serve: |sim, _, request| catalog::latest(&sim.state(), request),
     },
     Served {
         procedure: "/metalstack.api.v2.TokenService/Refresh",

@@ -1,0 +1,81 @@
+//! What every token may read of the master data (methods of visibility SELF): partitions, sizes
+//! and images as `metalstack.api.v2` messages, and `ImageService/Latest`, which resolves
+//! `<os>-<major>.<minor>` to its newest patch as metal-api's `/latest` does.
+
+use super::connect::{Code, ConnectError};
+use crate::state::State;
+use metal_api::types::{Image, Labels, Partition, Size};
+use serde_json::{Value, json};
+
+fn meta(labels: &Labels) -> Value {
+    json!({"labels": {"labels": labels}})
+}
+
+fn partition(p: &Partition) -> Value {
+    json!({"id": p.id, "meta": meta(&p.labels), "description": p.description})
+}
+
+fn size(s: &Size) -> Value {
+    let constraints: Vec<Value> = s
+        .constraints
+        .iter()
+        .map(|c| {
+            let mut constraint = json!({
+                "type": format!("SIZE_CONSTRAINT_TYPE_{}", c.type_.to_uppercase()),
+                "min": c.min.to_string(),
+                "max": c.max.to_string(),
+            });
+            if !c.identifier.is_empty() {
+                constraint["identifier"] = c.identifier.clone().into();
+            }
+            constraint
+        })
+        .collect();
+    json!({"id": s.id, "meta": meta(&s.labels), "name": s.name, "description": s.description,
+           "constraints": constraints})
+}
+
+fn image(i: &Image) -> Value {
+    let features: Vec<String> = i
+        .features
+        .iter()
+        .map(|f| format!("IMAGE_FEATURE_{}", f.to_uppercase()))
+        .collect();
+    let mut image = json!({"id": i.id, "url": i.url, "name": i.name, "description": i.description,
+                           "features": features, "expiresAt": i.expiration_date.to_string()});
+    if !i.classification.is_empty() {
+        let classification = i.classification.to_uppercase();
+        image["classification"] = format!("IMAGE_CLASSIFICATION_{classification}").into();
+    }
+    image
+}
+
+/// `PartitionService/List`.
+pub fn partitions(state: &State, _: &Value) -> Result<Value, ConnectError> {
+    let partitions: Vec<Value> = state.partitions.values().map(partition).collect();
+    Ok(json!({"partitions": partitions}))
+}
+
+/// `SizeService/List`.
+pub fn sizes(state: &State, _: &Value) -> Result<Value, ConnectError> {
+    let sizes: Vec<Value> = state.sizes.values().map(size).collect();
+    Ok(json!({"sizes": sizes}))
+}
+
+/// `ImageService/List`.
+pub fn images(state: &State, _: &Value) -> Result<Value, ConnectError> {
+    let images: Vec<Value> = state.images.values().map(image).collect();
+    Ok(json!({"images": images}))
+}
+
+/// `ImageService/Latest {os}`.
+pub fn latest(state: &State, request: &Value) -> Result<Value, ConnectError> {
+    let os = request["os"].as_str().unwrap_or_default();
+    match state.image_latest(os) {
+        Ok(found) => Ok(json!({"image": image(found)})),
+        Err(_) => Err(ConnectError::new(
+            Code::NotFound,
+            format!("no image for os:{os:?} found"),
+        )),
+    }
+}
