@@ -168,3 +168,103 @@ async fn the_simulator_s_v2_answers_fit_the_protos() {
         .collect();
     assert_eq!(keys, BTreeSet::from(["code", "message"]));
 }
+
+/// A machine and a firewall made through v2 on a network made through v1: both installs as a
+/// v1 allocation does and are found by their labels until phoned home; v1 sees the same machine
+/// with the labels as tags; both are freed through v2. Every request and answer fits the protos.
+#[tokio::test]
+async fn machines_made_and_freed_through_v2_are_metal_api_s_machines() {
+    let Some(protos) = Protos::load() else { return };
+    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let network = sim
+        .editor()
+        .network_allocate(&metal_api::types::NetworkAllocateRequest {
+            projectid: PROJECT.into(),
+            partitionid: "mini-lab".into(),
+            name: "v2-private".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("a private network");
+    let base = sim.url.trim_end_matches("/metal");
+    let minted: Value = reqwest::Client::new()
+        .post(format!("{base}/sim/v2/tokens"))
+        .json(&json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"}}))
+        .send()
+        .await
+        .expect("mint")
+        .json()
+        .await
+        .expect("json");
+    let token = minted["secret"].as_str().expect("secret");
+    let create = "/metalstack.api.v2.MachineService/Create";
+    let rules = json!({"egress": [{"protocol": "IP_PROTOCOL_TCP", "ports": [443], "to": ["0.0.0.0/0"], "comment": "https"}]});
+    let requests = [
+        json!({"project": PROJECT, "name": "v2-worker", "partition": "mini-lab", "size": "v1-small-x86",
+               "image": "ubuntu-26.4", "networks": [{"network": network.id}],
+               "labels": {"labels": {"capms.test/made": "v2"}}}),
+        json!({"project": PROJECT, "name": "v2-firewall", "partition": "mini-lab", "size": "v1-small-x86",
+               "image": "firewall-ubuntu-3.0", "networks": [{"network": network.id}, {"network": "internet-mini-lab"}],
+               "labels": {"labels": {"capms.test/made": "v2"}},
+               "allocationType": "MACHINE_ALLOCATION_TYPE_FIREWALL", "firewallSpec": {"firewallRules": rules}}),
+    ];
+    let mut made = Vec::new();
+    for request in requests {
+        assert_eq!(
+            protos.check("MachineServiceCreateRequest", &request),
+            Vec::<String>::new()
+        );
+        let (status, answer) = call(&sim, create, token, request).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(
+            protos.check("MachineServiceCreateResponse", &answer),
+            Vec::<String>::new()
+        );
+        made.push(answer["machine"]["uuid"].as_str().expect("uuid").to_owned());
+    }
+    let list = "/metalstack.api.v2.MachineService/List";
+    let query =
+        json!({"project": PROJECT, "query": {"labels": {"labels": {"capms.test/made": "v2"}}}});
+    support::eventually("both phoned home", support::LOADED_MACHINE_WAIT, || async {
+        let (_, listed) = call(&sim, list, token, query.clone()).await;
+        let machines = listed["machines"].as_array().cloned().unwrap_or_default();
+        let phoned = |m: &Value| {
+            let events = m["recentProvisioningEvents"]["events"].as_array().cloned();
+            events
+                .unwrap_or_default()
+                .iter()
+                .any(|e| e["event"] == "MACHINE_PROVISIONING_EVENT_TYPE_PHONED_HOME")
+        };
+        (machines.len() == 2 && machines.iter().all(phoned)).then_some(())
+    })
+    .await;
+    let firewall = sim
+        .editor()
+        .machine(&made[1])
+        .await
+        .expect("the firewall through v1");
+    assert!(
+        firewall.tags.contains(&"capms.test/made=v2".to_owned()),
+        "{:?}",
+        firewall.tags
+    );
+    let allocation = firewall.allocation.expect("allocated");
+    let egress = allocation.firewall_rules.expect("rules").egress;
+    assert_eq!(
+        (egress[0].protocol.as_str(), egress[0].ports.as_slice()),
+        ("tcp", &[443][..])
+    );
+
+    let delete = "/metalstack.api.v2.MachineService/Delete";
+    for uuid in &made {
+        let request = json!({"uuid": uuid, "project": PROJECT});
+        let (status, answer) = call(&sim, delete, token, request).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(
+            protos.check("MachineServiceDeleteResponse", &answer),
+            Vec::<String>::new()
+        );
+    }
+    let (_, listed) = call(&sim, list, token, query).await;
+    assert_eq!(listed["machines"], json!([]), "{listed}");
+}

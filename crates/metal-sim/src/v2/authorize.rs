@@ -20,6 +20,9 @@ pub enum Access {
     Project(&'static [ProjectRole]),
 }
 
+/// Editors and owners (the methods that change something).
+pub const EDITOR: &[ProjectRole] = &[ProjectRole::Owner, ProjectRole::Editor];
+
 /// Viewers, editors and owners (the read methods).
 pub const VIEWER: &[ProjectRole] = &[ProjectRole::Owner, ProjectRole::Editor, ProjectRole::Viewer];
 
@@ -91,7 +94,6 @@ mod tests {
     const B: &str = "00000000-0000-0000-0000-00000000000b";
     const LIST: &str = "/metalstack.api.v2.MachineService/List";
     const DELETE: &str = "/metalstack.api.v2.MachineService/Delete";
-    const EDITOR: &[ProjectRole] = &[ProjectRole::Owner, ProjectRole::Editor];
 
     fn token(role: ProjectRole, permissions: Vec<MethodPermission>) -> Token {
         Token {

@@ -13,6 +13,8 @@ pub enum Code {
     Unauthenticated,
     PermissionDenied,
     NotFound,
+    AlreadyExists,
+    FailedPrecondition,
     ResourceExhausted,
     Unimplemented,
     Internal,
@@ -26,6 +28,8 @@ impl Code {
             Code::Unauthenticated => "unauthenticated",
             Code::PermissionDenied => "permission_denied",
             Code::NotFound => "not_found",
+            Code::AlreadyExists => "already_exists",
+            Code::FailedPrecondition => "failed_precondition",
             Code::ResourceExhausted => "resource_exhausted",
             Code::Unimplemented => "unimplemented",
             Code::Internal => "internal",
@@ -35,7 +39,8 @@ impl Code {
     /// The HTTP status the Connect protocol gives the code.
     pub fn status(self) -> StatusCode {
         match self {
-            Code::InvalidArgument => StatusCode::BAD_REQUEST,
+            Code::InvalidArgument | Code::FailedPrecondition => StatusCode::BAD_REQUEST,
+            Code::AlreadyExists => StatusCode::CONFLICT,
             Code::Unauthenticated => StatusCode::UNAUTHORIZED,
             Code::PermissionDenied => StatusCode::FORBIDDEN,
             Code::NotFound | Code::Unimplemented => StatusCode::NOT_FOUND,
@@ -111,6 +116,8 @@ mod tests {
             (Code::Unauthenticated, 401),
             (Code::PermissionDenied, 403),
             (Code::NotFound, 404),
+            (Code::AlreadyExists, 409),
+            (Code::FailedPrecondition, 400),
             (Code::ResourceExhausted, 429),
             (Code::Unimplemented, 404),
             (Code::Internal, 500),

@@ -4,6 +4,7 @@
 //! and metal-apiserver's per-token rate limit. The methods served so far are in [`SERVED`];
 //! `/sim/v2/tokens` mints and revokes tokens for tests.
 
+mod allocate;
 pub mod authorize;
 mod catalog;
 pub mod connect;
@@ -12,7 +13,7 @@ pub mod rate;
 pub mod tokens;
 
 use crate::Sim;
-use authorize::{Access, VIEWER, authorize};
+use authorize::{Access, EDITOR, VIEWER, authorize};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -48,6 +49,16 @@ pub const SERVED: &[Served] = &[
         procedure: "/metalstack.api.v2.MachineService/List",
         access: Access::Project(VIEWER),
         serve: |sim, _, request| machines::list(&sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.MachineService/Create",
+        access: Access::Project(EDITOR),
+        serve: allocate::create,
+    },
+    Served {
+        procedure: "/metalstack.api.v2.MachineService/Delete",
+        access: Access::Project(EDITOR),
+        serve: allocate::delete,
     },
     Served {
         procedure: "/metalstack.api.v2.PartitionService/List",

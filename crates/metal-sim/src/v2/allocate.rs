@@ -1,0 +1,165 @@
+//! `MachineService/Create` and `/Delete` over the same allocation and freeing as metal-api's:
+//! a v2 request is taken as the v1 allocation it means (labels as `key=value` tags, each network
+//! with its IPs, a firewall's rules), so that what v1 and v2 allocate are one kind of machine.
+//! An allocation metal-api would refuse is refused with its message, under the Connect code of
+//! its HTTP status.
+
+use super::connect::{Code, ConnectError};
+use super::machines::message;
+use super::tokens::Token;
+use crate::Sim;
+use crate::state::SimError;
+use metal_api::types::{
+    AllocationNetwork, FirewallEgressRule, FirewallIngressRule, FirewallRules,
+    MachineAllocateRequest, ROLE_FIREWALL, ROLE_MACHINE,
+};
+use serde_json::{Value, json};
+
+/// metal-api's refusal as a Connect error.
+fn refused(e: SimError) -> ConnectError {
+    let code = match e.status {
+        404 => Code::NotFound,
+        409 => Code::AlreadyExists,
+        400 | 422 => Code::FailedPrecondition,
+        _ => Code::Internal,
+    };
+    ConnectError::new(code, e.message)
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    let items = v.as_array().into_iter().flatten();
+    items
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `Labels {labels: {k: v}}` as v1 tags.
+fn tags(labels: &Value) -> Vec<String> {
+    let labels = labels["labels"].as_object().into_iter().flatten();
+    labels
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect()
+}
+
+/// `IP_PROTOCOL_TCP` as v1's `tcp`.
+fn protocol(rule: &Value) -> String {
+    let name = rule["protocol"].as_str().unwrap_or_default();
+    name.trim_start_matches("IP_PROTOCOL_").to_lowercase()
+}
+
+fn ports(rule: &Value) -> Vec<i32> {
+    let ports = rule["ports"].as_array().into_iter().flatten();
+    ports
+        .filter_map(|p| p.as_i64().and_then(|p| i32::try_from(p).ok()))
+        .collect()
+}
+
+fn rules(spec: &Value) -> FirewallRules {
+    let rules = &spec["firewallRules"];
+    let comment = |r: &Value| r["comment"].as_str().unwrap_or_default().to_owned();
+    let egress = rules["egress"].as_array().into_iter().flatten();
+    let ingress = rules["ingress"].as_array().into_iter().flatten();
+    FirewallRules {
+        egress: egress
+            .map(|r| FirewallEgressRule {
+                protocol: protocol(r),
+                ports: ports(r),
+                to: strings(&r["to"]),
+                comment: comment(r),
+            })
+            .collect(),
+        ingress: ingress
+            .map(|r| FirewallIngressRule {
+                protocol: protocol(r),
+                ports: ports(r),
+                from: strings(&r["from"]),
+                to: strings(&r["to"]),
+                comment: comment(r),
+            })
+            .collect(),
+    }
+}
+
+/// The v1 allocation a `MachineServiceCreateRequest` means.
+fn allocation(request: &Value) -> MachineAllocateRequest {
+    let text = |field: &str| request[field].as_str().unwrap_or_default().to_owned();
+    let networks = request["networks"].as_array().into_iter().flatten();
+    let (mut chosen, mut ips) = (Vec::new(), Vec::new());
+    for network in networks {
+        let given = strings(&network["ips"]);
+        chosen.push(AllocationNetwork {
+            networkid: network["network"].as_str().unwrap_or_default().to_owned(),
+            autoacquire: Some(given.is_empty()),
+        });
+        ips.extend(given);
+    }
+    MachineAllocateRequest {
+        uuid: request["uuid"].as_str().map(str::to_owned),
+        name: text("name"),
+        description: text("description"),
+        hostname: text("hostname"),
+        projectid: text("project"),
+        partitionid: text("partition"),
+        sizeid: text("size"),
+        imageid: text("image"),
+        networks: Some(chosen),
+        ips,
+        ssh_pub_keys: strings(&request["sshPublicKeys"]),
+        user_data: text("userdata"),
+        tags: tags(&request["labels"]),
+        placement_tags: tags(&request["placementLabels"]),
+    }
+}
+
+/// `MachineService/Create`: a machine or, with `MACHINE_ALLOCATION_TYPE_FIREWALL`, a firewall
+/// with its rules; it installs on the simulator's timers as a v1 allocation does.
+pub fn create(sim: &Sim, token: Option<&Token>, request: &Value) -> Result<Value, ConnectError> {
+    let creator = token.map(|t| t.user.clone()).unwrap_or_default();
+    let firewall = request["allocationType"] == "MACHINE_ALLOCATION_TYPE_FIREWALL";
+    let rules = firewall.then(|| rules(&request["firewallSpec"]));
+    let role = if firewall {
+        ROLE_FIREWALL
+    } else {
+        ROLE_MACHINE
+    };
+    let (machine, lease) = {
+        let mut state = sim.state();
+        let machine = state
+            .machine_allocate(&allocation(request), rules.as_ref(), role, &creator)
+            .map_err(refused)?;
+        let lease = state.lease(&machine.id);
+        let record = state.machines.get(&machine.id).map(message);
+        (record.unwrap_or_default(), lease)
+    };
+    if let (Some(lease), Some(id)) = (lease, machine["uuid"].as_str()) {
+        sim.spawn_install(id.to_owned(), lease);
+    }
+    Ok(json!({"machine": machine}))
+}
+
+/// `MachineService/Delete {uuid, project}`: frees a machine of the project.
+///
+/// Departure: metal-apiserver answers once the machine's free-up task is done; the simulator
+/// answers once it is freed, while its IPs are released and it is reclaimed on its timers.
+pub fn delete(sim: &Sim, _: Option<&Token>, request: &Value) -> Result<Value, ConnectError> {
+    let uuid = request["uuid"].as_str().unwrap_or_default();
+    let project = request["project"].as_str().unwrap_or_default();
+    let not_found = || {
+        ConnectError::new(
+            Code::NotFound,
+            format!("*metal.Machine with id {uuid:?} not found"),
+        )
+    };
+    let freed = {
+        let mut state = sim.state();
+        let of_project = state.machines.get(uuid).and_then(|m| m.allocation.as_ref());
+        if of_project.is_none_or(|a| a.project != project) {
+            return Err(not_found());
+        }
+        let before = state.machines.get(uuid).map(message);
+        state.machine_free(uuid).map_err(refused)?;
+        before.unwrap_or_default()
+    };
+    sim.spawn_reclaim(uuid.to_owned());
+    Ok(json!({"machine": freed}))
+}
