@@ -268,3 +268,76 @@ async fn machines_made_and_freed_through_v2_are_metal_api_s_machines() {
     let (_, listed) = call(&sim, list, token, query).await;
     assert_eq!(listed["machines"], json!([]), "{listed}");
 }
+
+/// An IP made, listed and deleted (by its address) through v2; another project's token finds
+/// none of it. Every request and answer fits the protos.
+#[tokio::test]
+async fn ips_are_made_listed_and_deleted_by_address_through_v2() {
+    let Some(protos) = Protos::load() else { return };
+    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let base = sim.url.trim_end_matches("/metal");
+    let mint = |project: &str| {
+        let request = json!({"projectRoles": {project: "PROJECT_ROLE_EDITOR"}});
+        let base = base.to_owned();
+        async move {
+            let minted: Value = reqwest::Client::new()
+                .post(format!("{base}/sim/v2/tokens"))
+                .json(&request)
+                .send()
+                .await
+                .expect("mint")
+                .json()
+                .await
+                .expect("json");
+            minted["secret"].as_str().expect("secret").to_owned()
+        }
+    };
+    let token = mint(PROJECT).await;
+    let procedure = |method: &str| format!("/metalstack.api.v2.IPService/{method}");
+    let create = json!({"network": "internet-mini-lab", "project": PROJECT, "name": "v2-ip",
+                        "type": "IP_TYPE_STATIC", "labels": {"labels": {"capms.test/made": "v2"}}});
+    assert_eq!(
+        protos.check("IPServiceCreateRequest", &create),
+        Vec::<String>::new()
+    );
+    let (status, made) = call(&sim, &procedure("Create"), &token, create).await;
+    assert_eq!(status, 200, "{made}");
+    assert_eq!(
+        protos.check("IPServiceCreateResponse", &made),
+        Vec::<String>::new()
+    );
+    assert_eq!(made["ip"]["type"], "IP_TYPE_STATIC");
+    let address = made["ip"]["ip"].as_str().expect("an address").to_owned();
+
+    let query =
+        json!({"project": PROJECT, "query": {"labels": {"labels": {"capms.test/made": "v2"}}}});
+    let (status, listed) = call(&sim, &procedure("List"), &token, query.clone()).await;
+    assert_eq!(
+        (status, listed["ips"][0]["ip"].as_str()),
+        (200, Some(address.as_str())),
+        "{listed}"
+    );
+    assert_eq!(
+        protos.check("IPServiceListResponse", &listed),
+        Vec::<String>::new()
+    );
+    let other = "00000000-0000-0000-0000-00000000000b";
+    let theirs = json!({"project": other, "query": {}});
+    let (status, none) = call(&sim, &procedure("List"), &mint(other).await, theirs.clone()).await;
+    assert_eq!((status, &none["ips"]), (200, &json!([])), "{none}");
+    let (status, _) = call(&sim, &procedure("List"), &token, theirs).await;
+    assert_eq!(
+        status, 403,
+        "another project's IPs with this project's token"
+    );
+
+    let delete = json!({"ip": address, "project": PROJECT});
+    let (status, deleted) = call(&sim, &procedure("Delete"), &token, delete).await;
+    assert_eq!(status, 200, "{deleted}");
+    assert_eq!(
+        protos.check("IPServiceDeleteResponse", &deleted),
+        Vec::<String>::new()
+    );
+    let (_, listed) = call(&sim, &procedure("List"), &token, query).await;
+    assert_eq!(listed["ips"], json!([]), "{listed}");
+}

@@ -16,7 +16,7 @@ use metal_api::types::{
 use serde_json::{Value, json};
 
 /// metal-api's refusal as a Connect error.
-fn refused(e: SimError) -> ConnectError {
+pub(super) fn refused(e: SimError) -> ConnectError {
     let code = match e.status {
         404 => Code::NotFound,
         409 => Code::AlreadyExists,

@@ -8,6 +8,7 @@ mod allocate;
 pub mod authorize;
 mod catalog;
 pub mod connect;
+mod ips;
 mod machines;
 pub mod rate;
 pub mod tokens;
@@ -59,6 +60,21 @@ pub const SERVED: &[Served] = &[
         procedure: "/metalstack.api.v2.MachineService/Delete",
         access: Access::Project(EDITOR),
         serve: allocate::delete,
+    },
+    Served {
+        procedure: "/metalstack.api.v2.IPService/Create",
+        access: Access::Project(EDITOR),
+        serve: |sim, _, request| ips::create(&mut sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.IPService/Delete",
+        access: Access::Project(EDITOR),
+        serve: |sim, _, request| ips::delete(&mut sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.IPService/List",
+        access: Access::Project(VIEWER),
+        serve: |sim, _, request| ips::list(&sim.state(), request),
     },
     Served {
         procedure: "/metalstack.api.v2.PartitionService/List",
