@@ -341,3 +341,80 @@ async fn ips_are_made_listed_and_deleted_by_address_through_v2() {
     let (_, listed) = call(&sim, &procedure("List"), &token, query).await;
     assert_eq!(listed["ips"], json!([]), "{listed}");
 }
+
+/// A project's child network made, listed and deleted through v2, beside the base networks any
+/// project may use. Every request and answer fits the protos.
+#[tokio::test]
+async fn networks_are_made_listed_and_deleted_through_v2() {
+    let Some(protos) = Protos::load() else { return };
+    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let base = sim.url.trim_end_matches("/metal");
+    let minted: Value = reqwest::Client::new()
+        .post(format!("{base}/sim/v2/tokens"))
+        .json(&json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"}}))
+        .send()
+        .await
+        .expect("mint")
+        .json()
+        .await
+        .expect("json");
+    let token = minted["secret"].as_str().expect("secret");
+    let procedure = |method: &str| format!("/metalstack.api.v2.NetworkService/{method}");
+    let exchanges = [
+        (
+            "Create",
+            json!({"project": PROJECT, "partition": "mini-lab", "name": "v2-private",
+                          "labels": {"labels": {"capms.test/made": "v2"}}, "length": {"ipv4": 24}}),
+        ),
+        (
+            "List",
+            json!({"project": PROJECT, "query": {"name": "v2-private"}}),
+        ),
+        ("ListBaseNetworks", json!({"project": PROJECT, "query": {}})),
+    ];
+    let mut answers = Vec::new();
+    for (method, request) in exchanges {
+        let rpc = &protos.rpcs[&procedure(method)];
+        assert_eq!(protos.check(&rpc.input, &request), Vec::<String>::new());
+        let (status, answer) = call(&sim, &procedure(method), token, request).await;
+        assert_eq!(status, 200, "{method}: {answer}");
+        assert_eq!(
+            protos.check(&rpc.output, &answer),
+            Vec::<String>::new(),
+            "{method}: {answer}"
+        );
+        answers.push(answer);
+    }
+    let made = &answers[0]["network"];
+    assert_eq!(made["type"], "NETWORK_TYPE_CHILD", "{made}");
+    assert!(
+        made["prefixes"][0]
+            .as_str()
+            .is_some_and(|p| p.ends_with("/24")),
+        "{made}"
+    );
+    assert_eq!(answers[1]["networks"][0]["id"], made["id"]);
+    let bases = answers[2]["networks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        bases.iter().any(|n| n["id"] == "internet-mini-lab"),
+        "{bases:?}"
+    );
+    assert!(
+        bases.iter().all(|n| n.get("project").is_none()),
+        "{bases:?}"
+    );
+
+    let delete = json!({"id": made["id"], "project": PROJECT});
+    let (status, deleted) = call(&sim, &procedure("Delete"), token, delete).await;
+    assert_eq!(status, 200, "{deleted}");
+    assert_eq!(
+        protos.check("NetworkServiceDeleteResponse", &deleted),
+        Vec::<String>::new()
+    );
+    let query = json!({"project": PROJECT, "query": {"name": "v2-private"}});
+    let (_, listed) = call(&sim, &procedure("List"), token, query).await;
+    assert_eq!(listed["networks"], json!([]), "{listed}");
+}

@@ -10,6 +10,7 @@ mod catalog;
 pub mod connect;
 mod ips;
 mod machines;
+mod networks;
 pub mod rate;
 pub mod tokens;
 
@@ -75,6 +76,26 @@ pub const SERVED: &[Served] = &[
         procedure: "/metalstack.api.v2.IPService/List",
         access: Access::Project(VIEWER),
         serve: |sim, _, request| ips::list(&sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.NetworkService/Create",
+        access: Access::Project(EDITOR),
+        serve: |sim, _, request| networks::create(&mut sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.NetworkService/Delete",
+        access: Access::Project(EDITOR),
+        serve: |sim, _, request| networks::delete(&mut sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.NetworkService/List",
+        access: Access::Project(VIEWER),
+        serve: |sim, _, request| networks::list(&sim.state(), request),
+    },
+    Served {
+        procedure: "/metalstack.api.v2.NetworkService/ListBaseNetworks",
+        access: Access::Project(VIEWER),
+        serve: |sim, _, request| networks::list_base(&sim.state(), request),
     },
     Served {
         procedure: "/metalstack.api.v2.PartitionService/List",
