@@ -171,7 +171,8 @@ async fn the_simulator_s_v2_answers_fit_the_protos() {
 
 /// A machine and a firewall made through v2 on a network made through v1: both installs as a
 /// v1 allocation does and are found by their labels until phoned home; v1 sees the same machine
-/// with the labels as tags; both are freed through v2. Every request and answer fits the protos.
+/// with the labels as tags; a power cycle through the BMC reboots one; both are freed through
+/// v2. Every request and answer fits the protos.
 #[tokio::test]
 async fn machines_made_and_freed_through_v2_are_metal_api_s_machines() {
     let Some(protos) = Protos::load() else { return };
@@ -253,6 +254,47 @@ async fn machines_made_and_freed_through_v2_are_metal_api_s_machines() {
     assert_eq!(
         (egress[0].protocol.as_str(), egress[0].ports.as_slice()),
         ("tcp", &[443][..])
+    );
+
+    // A power cycle through the BMC: answered at once, the machine writes `Planned Reboot`.
+    let bmc = "/metalstack.api.v2.MachineService/BMCCommand";
+    let cycle =
+        json!({"uuid": made[0], "project": PROJECT, "command": "MACHINE_BMC_COMMAND_CYCLE"});
+    assert_eq!(
+        protos.check("MachineServiceBMCCommandRequest", &cycle),
+        Vec::<String>::new()
+    );
+    let (status, answer) = call(&sim, bmc, token, cycle).await;
+    assert_eq!((status, &answer), (200, &json!({})));
+    let get = json!({"uuid": made[0], "project": PROJECT});
+    support::eventually(
+        "the cycle's planned reboot",
+        support::LOADED_MACHINE_WAIT,
+        || async {
+            let (_, got) = call(
+                &sim,
+                "/metalstack.api.v2.MachineService/Get",
+                token,
+                get.clone(),
+            )
+            .await;
+            let events = got["machine"]["recentProvisioningEvents"]["events"]
+                .as_array()
+                .cloned();
+            let planned = events
+                .unwrap_or_default()
+                .iter()
+                .any(|e| e["event"] == "MACHINE_PROVISIONING_EVENT_TYPE_PLANNED_REBOOT");
+            planned.then_some(())
+        },
+    )
+    .await;
+    let internal = json!({"uuid": made[0], "project": PROJECT, "command": "MACHINE_BMC_COMMAND_MACHINE_DELETED"});
+    let (status, refused) = call(&sim, bmc, token, internal).await;
+    assert_eq!(
+        (status, &refused["code"]),
+        (400, &json!("invalid_argument")),
+        "{refused}"
     );
 
     let delete = "/metalstack.api.v2.MachineService/Delete";

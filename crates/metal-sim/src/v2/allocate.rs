@@ -1,4 +1,5 @@
-//! `MachineService/Create` and `/Delete` over the same allocation and freeing as metal-api's:
+//! `MachineService/Create`, `/Delete` and `/BMCCommand` over the same allocation, freeing and
+//! power actions as metal-api's:
 //! a v2 request is taken as the v1 allocation it means (labels as `key=value` tags, each network
 //! with its IPs, a firewall's rules), so that what v1 and v2 allocate are one kind of machine.
 //! An allocation metal-api would refuse is refused with its message, under the Connect code of
@@ -11,7 +12,7 @@ use crate::Sim;
 use crate::state::SimError;
 use metal_api::types::{
     AllocationNetwork, FirewallEgressRule, FirewallIngressRule, FirewallRules,
-    MachineAllocateRequest, ROLE_FIREWALL, ROLE_MACHINE,
+    MachineAllocateRequest, PowerAction, ROLE_FIREWALL, ROLE_MACHINE,
 };
 use serde_json::{Value, json};
 
@@ -162,4 +163,54 @@ pub fn delete(sim: &Sim, _: Option<&Token>, request: &Value) -> Result<Value, Co
     };
     sim.spawn_reclaim(uuid.to_owned());
     Ok(json!({"machine": freed}))
+}
+
+/// A `MachineBMCCommand` as the power action the BMC carries out; None for the commands a
+/// project does not send (the machine lifecycle's own) and the unspecified one.
+fn power_action(command: &str) -> Option<PowerAction> {
+    let action = match command.strip_prefix("MACHINE_BMC_COMMAND_")? {
+        "ON" => PowerAction::On,
+        "OFF" => PowerAction::Off,
+        "RESET" => PowerAction::Reset,
+        "CYCLE" => PowerAction::Cycle,
+        "BOOT_TO_BIOS" => PowerAction::Bios,
+        "BOOT_FROM_DISK" => PowerAction::Disk,
+        "BOOT_FROM_PXE" => PowerAction::Pxe,
+        "IDENTIFY_LED_ON" => PowerAction::ChassisIdentifyLedOn,
+        "IDENTIFY_LED_OFF" => PowerAction::ChassisIdentifyLedOff,
+        _ => return None,
+    };
+    Some(action)
+}
+
+/// `MachineService/BMCCommand {uuid, project, command}`: queued for the machine's BMC and
+/// answered at once; a reboot it causes goes on on the simulator's timers.
+pub fn bmc_command(sim: &Sim, _: Option<&Token>, request: &Value) -> Result<Value, ConnectError> {
+    let uuid = request["uuid"].as_str().unwrap_or_default();
+    let project = request["project"].as_str().unwrap_or_default();
+    let command = request["command"].as_str().unwrap_or_default();
+    let Some(action) = power_action(command) else {
+        return Err(ConnectError::new(
+            Code::InvalidArgument,
+            format!(
+                "command {command:?} cannot be sent to a machine's BMC; valid: MACHINE_BMC_COMMAND_ON, _OFF, _RESET, _CYCLE, _BOOT_TO_BIOS, _BOOT_FROM_DISK, _BOOT_FROM_PXE, _IDENTIFY_LED_ON, _IDENTIFY_LED_OFF"
+            ),
+        ));
+    };
+    let reboot = {
+        let mut state = sim.state();
+        let allocated = state.machines.get(uuid).and_then(|m| m.allocation.as_ref());
+        if allocated.is_none_or(|a| a.project != project) {
+            return Err(ConnectError::new(
+                Code::NotFound,
+                format!("*metal.Machine with id {uuid:?} not found"),
+            ));
+        }
+        let (_, reboot) = state.machine_power(uuid, action, "").map_err(refused)?;
+        reboot
+    };
+    if let Some(lease) = reboot {
+        sim.spawn_reboot(uuid.to_owned(), lease);
+    }
+    Ok(json!({}))
 }

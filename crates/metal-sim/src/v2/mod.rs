@@ -63,6 +63,11 @@ pub const SERVED: &[Served] = &[
         serve: allocate::delete,
     },
     Served {
+        procedure: "/metalstack.api.v2.MachineService/BMCCommand",
+        access: Access::Project(EDITOR),
+        serve: allocate::bmc_command,
+    },
+    Served {
         procedure: "/metalstack.api.v2.IPService/Create",
         access: Access::Project(EDITOR),
         serve: |sim, _, request| ips::create(&mut sim.state(), request),
