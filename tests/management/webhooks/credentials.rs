@@ -89,6 +89,7 @@ pub(super) fn a_tenant_is_judged_by_its_own_metal_api(a: &Admission<'_>, tenant_
             std::time::Instant::now() < deadline,
             "the tenant's catalog never served: {stderr}"
         );
+        // sleep-ok: the poll's interval while the tenant's catalog is fetched.
         std::thread::sleep(Duration::from_secs(1));
     }
     let warnings = a.admitted("tenant-a.json", cluster("tenant-a", "vagrant", "tenant"));
