@@ -172,7 +172,7 @@ async fn the_simulator_s_v2_answers_fit_the_protos() {
 /// A machine and a firewall made through v2 on a network made through v1: both installs as a
 /// v1 allocation does and are found by their labels until phoned home; v1 sees the same machine
 /// with the labels as tags; a power cycle through the BMC reboots one; both are freed through
-/// v2. Every request and answer fits the protos.
+/// v2, each answer once its IPs are released. Every request and answer fits the protos.
 #[tokio::test]
 async fn machines_made_and_freed_through_v2_are_metal_api_s_machines() {
     let Some(protos) = Protos::load() else { return };
@@ -306,6 +306,15 @@ async fn machines_made_and_freed_through_v2_are_metal_api_s_machines() {
             protos.check("MachineServiceDeleteResponse", &answer),
             Vec::<String>::new()
         );
+        // Delete answers once the free-up is done: the machine's IPs are released.
+        let tag = format!("{}={uuid}", metal_api::tags::MACHINE_ID);
+        let state = sim.sim.state();
+        let held: Vec<&String> = state
+            .ips
+            .keys()
+            .filter(|a| state.ips[*a].tags.contains(&tag))
+            .collect();
+        assert!(held.is_empty(), "IPs of {uuid} still held: {held:?}");
     }
     let (_, listed) = call(&sim, list, token, query).await;
     assert_eq!(listed["machines"], json!([]), "{listed}");

@@ -10,11 +10,15 @@ use super::machines::message;
 use super::tokens::Token;
 use crate::Sim;
 use crate::state::SimError;
+use metal_api::tags::MACHINE_ID;
 use metal_api::types::{
     AllocationNetwork, FirewallEgressRule, FirewallIngressRule, FirewallRules,
     MachineAllocateRequest, PowerAction, ROLE_FIREWALL, ROLE_MACHINE,
 };
 use serde_json::{Value, json};
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 /// metal-api's refusal as a Connect error.
 pub(super) fn refused(e: SimError) -> ConnectError {
@@ -138,10 +142,8 @@ pub fn create(sim: &Sim, token: Option<&Token>, request: &Value) -> Result<Value
     Ok(json!({"machine": machine}))
 }
 
-/// `MachineService/Delete {uuid, project}`: frees a machine of the project.
-///
-/// Departure: metal-apiserver answers once the machine's free-up task is done; the simulator
-/// answers once it is freed, while its IPs are released and it is reclaimed on its timers.
+/// `MachineService/Delete {uuid, project}`: frees a machine of the project; the answer waits
+/// for [`freed_up`].
 pub fn delete(sim: &Sim, _: Option<&Token>, request: &Value) -> Result<Value, ConnectError> {
     let uuid = request["uuid"].as_str().unwrap_or_default();
     let project = request["project"].as_str().unwrap_or_default();
@@ -163,6 +165,24 @@ pub fn delete(sim: &Sim, _: Option<&Token>, request: &Value) -> Result<Value, Co
     };
     sim.spawn_reclaim(uuid.to_owned());
     Ok(json!({"machine": freed}))
+}
+
+/// What `MachineService/Delete` waits for, as metal-apiserver's waits for its free-up task: the
+/// freed machine's IPs released (on the simulator's timers), for at most the release's delay
+/// and ten seconds more.
+pub fn freed_up(sim: Sim, request: Value) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let uuid = request["uuid"].as_str().unwrap_or_default().to_owned();
+        let tag = format!("{MACHINE_ID}={uuid}");
+        let deadline = Instant::now() + sim.config.timings.ip_release + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let held = sim.state().ips.values().any(|ip| ip.tags.contains(&tag));
+            if !held {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
 }
 
 /// A `MachineBMCCommand` as the power action the BMC carries out; None for the commands a

@@ -27,10 +27,15 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use tokens::{MethodPermission, ProjectRole, Token};
 
 /// What serves a method: the simulator, the caller's token (None: no token) and the request.
 type Serve = fn(&Sim, Option<&Token>, &Value) -> Result<Value, ConnectError>;
+
+/// What a method waits for before it answers (the request given), past its change of state.
+type Settle = fn(Sim, Value) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A method the simulator serves.
 pub struct Served {
@@ -38,6 +43,7 @@ pub struct Served {
     pub procedure: &'static str,
     pub access: Access,
     serve: Serve,
+    settle: Option<Settle>,
 }
 
 /// Every v2 method the simulator serves.
@@ -46,91 +52,109 @@ pub const SERVED: &[Served] = &[
         procedure: "/metalstack.api.v2.MachineService/Get",
         access: Access::Project(VIEWER),
         serve: |sim, _, request| machines::get(&sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.MachineService/List",
         access: Access::Project(VIEWER),
         serve: |sim, _, request| machines::list(&sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.MachineService/Create",
         access: Access::Project(EDITOR),
         serve: allocate::create,
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.MachineService/Delete",
         access: Access::Project(EDITOR),
         serve: allocate::delete,
+        settle: Some(allocate::freed_up),
     },
     Served {
         procedure: "/metalstack.api.v2.MachineService/BMCCommand",
         access: Access::Project(EDITOR),
         serve: allocate::bmc_command,
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.IPService/Create",
         access: Access::Project(EDITOR),
         serve: |sim, _, request| ips::create(&mut sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.IPService/Delete",
         access: Access::Project(EDITOR),
         serve: |sim, _, request| ips::delete(&mut sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.IPService/List",
         access: Access::Project(VIEWER),
         serve: |sim, _, request| ips::list(&sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.NetworkService/Create",
         access: Access::Project(EDITOR),
         serve: |sim, _, request| networks::create(&mut sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.NetworkService/Delete",
         access: Access::Project(EDITOR),
         serve: |sim, _, request| networks::delete(&mut sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.NetworkService/List",
         access: Access::Project(VIEWER),
         serve: |sim, _, request| networks::list(&sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.NetworkService/ListBaseNetworks",
         access: Access::Project(VIEWER),
         serve: |sim, _, request| networks::list_base(&sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.PartitionService/List",
         access: Access::SelfOnly,
         serve: |sim, _, request| catalog::partitions(&sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.SizeService/List",
         access: Access::SelfOnly,
         serve: |sim, _, request| catalog::sizes(&sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.ImageService/List",
         access: Access::SelfOnly,
         serve: |sim, _, request| catalog::images(&sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.ImageService/Latest",
         access: Access::SelfOnly,
         serve: |sim, _, request| catalog::latest(&sim.state(), request),
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.TokenService/Refresh",
         access: Access::SelfOnly,
         serve: refresh,
+        settle: None,
     },
     Served {
         procedure: "/metalstack.api.v2.TokenService/Revoke",
         access: Access::SelfOnly,
         serve: revoke,
+        settle: None,
     },
 ];
 
@@ -180,7 +204,12 @@ async fn call(sim: Sim, served: &'static Served, headers: HeaderMap, body: Bytes
         return StatusCode::UNSUPPORTED_MEDIA_TYPE.into_response();
     }
     match serve(&sim, served, &headers, &body) {
-        Ok(message) => answer(&message),
+        Ok(message) => {
+            if let (Some(settle), Ok(request)) = (served.settle, request_message(&body)) {
+                settle(sim, request).await;
+            }
+            answer(&message)
+        }
         Err(e) => e.into_response(),
     }
 }
