@@ -13,6 +13,7 @@ mod machines;
 mod networks;
 pub mod rate;
 pub mod tokens;
+mod validate;
 
 use crate::Sim;
 use authorize::{Access, EDITOR, VIEWER, authorize};
@@ -194,7 +195,7 @@ fn revoke(sim: &Sim, token: Option<&Token>, request: &Value) -> Result<Value, Co
 }
 
 /// One call, as metal-apiserver's interceptors take it: authentication, authorization, the
-/// rate limit, then the method.
+/// rate limit, the protos' validation rules, then the method.
 async fn call(sim: Sim, served: &'static Served, headers: HeaderMap, body: Bytes) -> Response {
     let json = headers
         .get(header::CONTENT_TYPE)
@@ -232,6 +233,7 @@ fn serve(
         sim.rates()
             .count(&token.uuid, minute, sim.config.rate_limit)?;
     }
+    validate::validate(served.procedure, &request)?;
     (served.serve)(sim, token.as_ref(), &request)
 }
 
