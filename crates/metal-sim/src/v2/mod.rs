@@ -1,7 +1,8 @@
 //! metal-apiserver's API v2 beside metal-api, on the same state: Connect unary calls with JSON
 //! (`POST /metalstack.api.v2.<Service>/<Method>`), bearer tokens the simulator issues (bound to
 //! projects with roles, expiring, revocable), each method's access as its proto declares it,
-//! and metal-apiserver's per-token rate limit. The methods served so far are in [`SERVED`];
+//! metal-apiserver's per-token rate limit and the protos' rules on what a provider sends. The
+//! methods served so far are in [`SERVED`];
 //! `/sim/v2/tokens` mints and revokes tokens for tests.
 
 mod allocate;
