@@ -87,6 +87,20 @@ fn allocated(sim: &RunningSim) {
     record.crash_loop = true;
 }
 
+/// A token minted through `/sim/v2/tokens` with `request`: `{token, secret}`.
+async fn mint(sim: &RunningSim, request: Value) -> Value {
+    let base = sim.url.trim_end_matches("/metal");
+    reqwest::Client::new()
+        .post(format!("{base}/sim/v2/tokens"))
+        .json(&request)
+        .send()
+        .await
+        .expect("mint")
+        .json()
+        .await
+        .expect("json")
+}
+
 async fn call(sim: &RunningSim, procedure: &str, token: &str, request: Value) -> (u16, Value) {
     let base = sim.url.trim_end_matches("/metal");
     let answer = reqwest::Client::new()
@@ -105,17 +119,12 @@ async fn the_simulator_s_v2_answers_fit_the_protos() {
     let Some(protos) = Protos::load() else { return };
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
     allocated(&sim);
-    let base = sim.url.trim_end_matches("/metal");
-    let minted: Value = reqwest::Client::new()
-        .post(format!("{base}/sim/v2/tokens"))
-        .json(&json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"},
-                      "permissions": [{"subject": "", "methods": SELF}]}))
-        .send()
-        .await
-        .expect("mint")
-        .json()
-        .await
-        .expect("json");
+    let minted = mint(
+        &sim,
+        json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"},
+                      "permissions": [{"subject": "", "methods": SELF}]}),
+    )
+    .await;
     assert_eq!(
         protos.check("TokenServiceCreateResponse", &minted),
         Vec::<String>::new()
@@ -187,16 +196,11 @@ async fn machines_made_and_freed_through_v2_are_metal_api_s_machines() {
         })
         .await
         .expect("a private network");
-    let base = sim.url.trim_end_matches("/metal");
-    let minted: Value = reqwest::Client::new()
-        .post(format!("{base}/sim/v2/tokens"))
-        .json(&json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"}}))
-        .send()
-        .await
-        .expect("mint")
-        .json()
-        .await
-        .expect("json");
+    let minted = mint(
+        &sim,
+        json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"}}),
+    )
+    .await;
     let token = minted["secret"].as_str().expect("secret");
     let create = "/metalstack.api.v2.MachineService/Create";
     let rules = json!({"egress": [{"protocol": "IP_PROTOCOL_TCP", "ports": [443], "to": ["0.0.0.0/0"], "comment": "https"}]});
@@ -326,20 +330,11 @@ async fn machines_made_and_freed_through_v2_are_metal_api_s_machines() {
 async fn ips_are_made_listed_and_deleted_by_address_through_v2() {
     let Some(protos) = Protos::load() else { return };
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
-    let base = sim.url.trim_end_matches("/metal");
     let mint = |project: &str| {
         let request = json!({"projectRoles": {project: "PROJECT_ROLE_EDITOR"}});
-        let base = base.to_owned();
+        let sim = &sim;
         async move {
-            let minted: Value = reqwest::Client::new()
-                .post(format!("{base}/sim/v2/tokens"))
-                .json(&request)
-                .send()
-                .await
-                .expect("mint")
-                .json()
-                .await
-                .expect("json");
+            let minted = mint(sim, request).await;
             minted["secret"].as_str().expect("secret").to_owned()
         }
     };
@@ -399,16 +394,11 @@ async fn ips_are_made_listed_and_deleted_by_address_through_v2() {
 async fn networks_are_made_listed_and_deleted_through_v2() {
     let Some(protos) = Protos::load() else { return };
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
-    let base = sim.url.trim_end_matches("/metal");
-    let minted: Value = reqwest::Client::new()
-        .post(format!("{base}/sim/v2/tokens"))
-        .json(&json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"}}))
-        .send()
-        .await
-        .expect("mint")
-        .json()
-        .await
-        .expect("json");
+    let minted = mint(
+        &sim,
+        json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"}}),
+    )
+    .await;
     let token = minted["secret"].as_str().expect("secret");
     let procedure = |method: &str| format!("/metalstack.api.v2.NetworkService/{method}");
     let exchanges = [

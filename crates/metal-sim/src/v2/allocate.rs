@@ -6,7 +6,7 @@
 //! its HTTP status.
 
 use super::connect::{Code, ConnectError};
-use super::machines::message;
+use super::machines::{message, of_request, tags};
 use super::tokens::Token;
 use crate::Sim;
 use crate::state::SimError;
@@ -35,14 +35,6 @@ fn strings(v: &Value) -> Vec<String> {
     let items = v.as_array().into_iter().flatten();
     items
         .filter_map(|s| s.as_str().map(str::to_owned))
-        .collect()
-}
-
-/// `Labels {labels: {k: v}}` as v1 tags.
-fn tags(labels: &Value) -> Vec<String> {
-    let labels = labels["labels"].as_object().into_iter().flatten();
-    labels
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
         .collect()
 }
 
@@ -146,22 +138,11 @@ pub fn create(sim: &Sim, token: Option<&Token>, request: &Value) -> Result<Value
 /// for [`freed_up`].
 pub fn delete(sim: &Sim, _: Option<&Token>, request: &Value) -> Result<Value, ConnectError> {
     let uuid = request["uuid"].as_str().unwrap_or_default();
-    let project = request["project"].as_str().unwrap_or_default();
-    let not_found = || {
-        ConnectError::new(
-            Code::NotFound,
-            format!("*metal.Machine with id {uuid:?} not found"),
-        )
-    };
     let freed = {
         let mut state = sim.state();
-        let of_project = state.machines.get(uuid).and_then(|m| m.allocation.as_ref());
-        if of_project.is_none_or(|a| a.project != project) {
-            return Err(not_found());
-        }
-        let before = state.machines.get(uuid).map(message);
+        let before = message(of_request(&state, request)?);
         state.machine_free(uuid).map_err(refused)?;
-        before.unwrap_or_default()
+        before
     };
     sim.spawn_reclaim(uuid.to_owned());
     Ok(json!({"machine": freed}))
@@ -207,7 +188,6 @@ fn power_action(command: &str) -> Option<PowerAction> {
 /// answered at once; a reboot it causes goes on on the simulator's timers.
 pub fn bmc_command(sim: &Sim, _: Option<&Token>, request: &Value) -> Result<Value, ConnectError> {
     let uuid = request["uuid"].as_str().unwrap_or_default();
-    let project = request["project"].as_str().unwrap_or_default();
     let command = request["command"].as_str().unwrap_or_default();
     let Some(action) = power_action(command) else {
         return Err(ConnectError::new(
@@ -219,13 +199,7 @@ pub fn bmc_command(sim: &Sim, _: Option<&Token>, request: &Value) -> Result<Valu
     };
     let reboot = {
         let mut state = sim.state();
-        let allocated = state.machines.get(uuid).and_then(|m| m.allocation.as_ref());
-        if allocated.is_none_or(|a| a.project != project) {
-            return Err(ConnectError::new(
-                Code::NotFound,
-                format!("*metal.Machine with id {uuid:?} not found"),
-            ));
-        }
+        of_request(&state, request)?;
         let (_, reboot) = state.machine_power(uuid, action, "").map_err(refused)?;
         reboot
     };

@@ -73,6 +73,15 @@ impl IntoResponse for ConnectError {
     }
 }
 
+/// metal-apiserver's answer for an entity a project does not have (its store's message, with
+/// the entity's Go type, `Machine`, `IP`, `Network`).
+pub fn not_found(entity: &str, id: &str) -> ConnectError {
+    ConnectError::new(
+        Code::NotFound,
+        format!("*metal.{entity} with id {id:?} not found"),
+    )
+}
+
 /// A message as the answer of a successful call.
 pub fn answer(message: &Value) -> Response {
     json_answer(StatusCode::OK, message)

@@ -2,8 +2,8 @@
 //! and a project sees only its own.
 
 use super::allocate::refused;
-use super::connect::{Code, ConnectError};
-use super::machines::labels;
+use super::connect::{ConnectError, not_found};
+use super::machines::{labelled, labels, tags};
 use crate::state::State;
 use metal_api::types::{Ip, IpAllocateRequest};
 use serde_json::{Value, json};
@@ -28,19 +28,13 @@ fn text(request: &Value, field: &str) -> String {
 /// unless `IP_TYPE_STATIC`.
 pub fn create(state: &mut State, request: &Value) -> Result<Value, ConnectError> {
     let static_ = request["type"] == "IP_TYPE_STATIC";
-    let tags = request["labels"]["labels"]
-        .as_object()
-        .into_iter()
-        .flatten();
     let allocate = IpAllocateRequest {
         networkid: text(request, "network"),
         projectid: text(request, "project"),
         type_: if static_ { "static" } else { "ephemeral" }.into(),
         name: text(request, "name"),
         description: text(request, "description"),
-        tags: tags
-            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-            .collect(),
+        tags: tags(&request["labels"]),
         machineid: request["machine"].as_str().map(str::to_owned),
         addressfamily: None,
     };
@@ -58,10 +52,7 @@ pub fn delete(state: &mut State, request: &Value) -> Result<Value, ConnectError>
         .get(&address)
         .is_none_or(|ip| ip.projectid != project)
     {
-        return Err(ConnectError::new(
-            Code::NotFound,
-            format!("*metal.IP with id {address:?} not found"),
-        ));
+        return Err(not_found("IP", &address));
     }
     let ip = state.ip_free(&address).map_err(refused)?;
     Ok(json!({"ip": message(&ip)}))
@@ -72,21 +63,16 @@ pub fn list(state: &State, request: &Value) -> Result<Value, ConnectError> {
     let project = text(request, "project");
     let query = &request["query"];
     let is = |field: &str, value: &str| query[field].as_str().is_none_or(|q| q == value);
-    let wanted = query["labels"]["labels"].as_object();
     let ips: Vec<Value> = state
         .ips
         .values()
         .filter(|ip| ip.projectid == project)
         .filter(|ip| {
-            let own = labels(&ip.tags);
-            let labelled = wanted.into_iter().flatten().all(|(k, v)| {
-                own.get(k).map(String::as_str) == Some(v.as_str().unwrap_or_default())
-            });
             is("ip", &ip.ipaddress)
                 && is("network", &ip.networkid)
                 && is("name", &ip.name)
                 && is("uuid", &ip.allocationuuid)
-                && labelled
+                && labelled(&ip.tags, query)
         })
         .map(message)
         .collect();

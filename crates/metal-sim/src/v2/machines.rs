@@ -2,7 +2,7 @@
 //! allocated to it. A machine is written as the `metalstack.api.v2.Machine` message, its tags as
 //! labels (`key=value`; a tag without `=` keeps an empty value).
 
-use super::connect::{Code, ConnectError};
+use super::connect::{ConnectError, not_found};
 use crate::state::{MachineRecord, State};
 use metal_api::types::MachineEvent;
 use serde_json::{Map, Value, json};
@@ -93,19 +93,41 @@ fn of_project<'a>(m: &'a MachineRecord, project: &str) -> Option<&'a MachineReco
 /// `MachineService/Get {uuid, project}`: NotFound, as metal-apiserver says it, for a machine of
 /// another project.
 pub fn get(state: &State, request: &Value) -> Result<Value, ConnectError> {
+    let m = of_request(state, request)?;
+    Ok(json!({"machine": message(m)}))
+}
+
+/// The machine a request names by `uuid`, when it is allocated to the request's `project`;
+/// metal-apiserver's NotFound otherwise.
+pub fn of_request<'a>(
+    state: &'a State,
+    request: &Value,
+) -> Result<&'a MachineRecord, ConnectError> {
     let uuid = request["uuid"].as_str().unwrap_or_default();
     let project = request["project"].as_str().unwrap_or_default();
     let found = state
         .machines
         .get(uuid)
         .and_then(|m| of_project(m, project));
-    match found {
-        Some(m) => Ok(json!({"machine": message(m)})),
-        None => Err(ConnectError::new(
-            Code::NotFound,
-            format!("*metal.Machine with id {uuid:?} not found"),
-        )),
-    }
+    found.ok_or_else(|| not_found("Machine", uuid))
+}
+
+/// Whether tags `tags` carry every label of `query.labels`.
+pub fn labelled(tags: &[String], query: &Value) -> bool {
+    let own = labels(tags);
+    let wanted = query["labels"]["labels"].as_object();
+    wanted
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| own.get(k).map(String::as_str) == Some(v.as_str().unwrap_or_default()))
+}
+
+/// A `Labels` message as v1 tags (`key=value`).
+pub fn tags(labels: &Value) -> Vec<String> {
+    let labels = labels["labels"].as_object().into_iter().flatten();
+    labels
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect()
 }
 
 /// Whether `m` matches `query` (uuid, name, partition, size, rack, labels).
@@ -116,18 +138,12 @@ fn matches(m: &MachineRecord, query: &Value) -> bool {
         .as_ref()
         .map(|a| a.name.as_str())
         .unwrap_or_default();
-    let own = labels(&m.tags);
-    let wanted = query["labels"]["labels"].as_object();
-    let labelled = wanted
-        .into_iter()
-        .flatten()
-        .all(|(k, v)| own.get(k).map(String::as_str) == Some(v.as_str().unwrap_or_default()));
     is("uuid", &m.id)
         && is("name", name)
         && is("partition", &m.partition)
         && is("size", &m.size)
         && is("rack", &m.rack)
-        && labelled
+        && labelled(&m.tags, query)
 }
 
 /// `MachineService/List {project, query}`: the project's machines that match.

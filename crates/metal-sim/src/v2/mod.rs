@@ -171,16 +171,13 @@ fn refresh(sim: &Sim, token: Option<&Token>, _: &Value) -> Result<Value, Connect
     let old = caller(token)?;
     let now = Timestamp::now();
     let lifetime = old.expires.duration_since(old.issued_at);
-    let mut tokens = sim.tokens();
-    let (mut new, _) = tokens.mint(
-        &old.user,
-        old.project_roles.clone(),
-        old.permissions.clone(),
-        lifetime,
-        now,
-    );
-    new.description = old.description.clone();
-    let secret = tokens.issue(new.clone());
+    let new = Token {
+        uuid: uuid::Uuid::new_v4().to_string(),
+        issued_at: now,
+        expires: now.saturating_add(lifetime).unwrap_or(now),
+        ..old.clone()
+    };
+    let secret = sim.tokens().issue(new.clone());
     Ok(json!({"token": new.message(), "secret": secret}))
 }
 

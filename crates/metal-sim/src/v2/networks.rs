@@ -3,7 +3,7 @@
 //! (super, external, underlay: those of no project) are listed for any project.
 
 use super::allocate::refused;
-use super::connect::{Code, ConnectError};
+use super::connect::{ConnectError, not_found};
 use crate::state::State;
 use metal_api::types::{Network, NetworkAllocateRequest};
 use serde_json::{Map, Value, json};
@@ -96,10 +96,7 @@ pub fn delete(state: &mut State, request: &Value) -> Result<Value, ConnectError>
         .get(&id)
         .is_none_or(|n| n.projectid != project)
     {
-        return Err(ConnectError::new(
-            Code::NotFound,
-            format!("*metal.Network with id {id:?} not found"),
-        ));
+        return Err(not_found("Network", &id));
     }
     let network = state.network_free(&id).map_err(refused)?;
     Ok(json!({"network": message(&network)}))
