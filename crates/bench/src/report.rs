@@ -94,6 +94,18 @@ pub struct Latencies {
     pub created_to_owned_s: Percentiles,
     /// capms's part: from the owner reference to the allocation.
     pub owned_to_allocated_s: Percentiles,
+    /// capms's wait for the MachineSet: from the owner reference until the MachineSet reported
+    /// every replica.
+    pub owned_to_released_s: Percentiles,
+    /// From Cluster API's Machine's creation to its naming bootstrap data.
+    pub created_to_bootstrap_s: Percentiles,
+    /// capms's allocation: from every gate open (owned, released, bootstrap data named) to the
+    /// allocation.
+    pub gates_open_to_allocated_s: Percentiles,
+    /// The simulated lifecycle: from the allocation to the machine phoning home.
+    pub allocated_to_phoned_home_s: Percentiles,
+    /// capms noticing: from the machine phoning home to ready.
+    pub phoned_home_to_ready_s: Percentiles,
     pub created_to_allocated_s: Percentiles,
     pub allocated_to_ready_s: Percentiles,
     /// capms's whole part: from the owner reference to ready.
@@ -176,6 +188,11 @@ impl Provisioning {
         let worker_latency = Latencies {
             created_to_owned_s: span(|t| Some(t.created), |t| t.owned),
             owned_to_allocated_s: span(|t| t.owned, |t| t.allocated),
+            owned_to_released_s: span(|t| t.owned, |t| t.released),
+            created_to_bootstrap_s: span(|t| Some(t.created), |t| t.bootstrap),
+            gates_open_to_allocated_s: span(crate::watch::Timeline::gates_open, |t| t.allocated),
+            allocated_to_phoned_home_s: span(|t| t.allocated, |t| t.phoned_home),
+            phoned_home_to_ready_s: span(|t| t.phoned_home, |t| t.ready),
             created_to_allocated_s: span(|t| Some(t.created), |t| t.allocated),
             allocated_to_ready_s: span(|t| t.allocated, |t| t.ready),
             owned_to_ready_s: span(|t| t.owned, |t| t.ready),

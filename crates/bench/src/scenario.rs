@@ -12,7 +12,9 @@ use crate::support::{
 use crate::watch::Timelines;
 use crate::{Args, admission};
 use kube::ResourceExt;
+use metal_api::types::event;
 use metal_sim::inventory::{Inventory, MachineSpec};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -175,7 +177,11 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     cpu.phase("deletion");
     let usage = cpu.usage();
     let conflict_causes = conflict_causes(args, &stack, &timelines, &provisioning);
-    let csv = timelines.snapshot().csv();
+    let phoned_home = phoned_home(&stack.sim.sim, timelines.origin_wall());
+    let csv = timelines
+        .snapshot()
+        .resolved(|id| phoned_home.get(id).copied())
+        .csv();
     std::fs::write(stack.work.join("timelines.csv"), csv).expect("write timelines.csv");
     Report {
         size: Size::of(args),
@@ -286,16 +292,31 @@ async fn provision(
     let counters = scrape.counters().await.minus(&before);
     let metal = stack.sim.sim.stats().report();
     let orphans = orphans(stack).await;
+    let phoned_home = phoned_home(&stack.sim.sim, timelines.origin_wall());
     let mut provisioning = Provisioning::new(
         args,
         elapsed,
-        &timelines.snapshot(),
+        &timelines
+            .snapshot()
+            .resolved(|id| phoned_home.get(id).copied()),
         &metal,
         &counters,
         3 * args.lifecycle_step(),
     );
     provisioning.orphans_left_by_cluster_api = orphans;
     provisioning
+}
+
+/// When each machine last phoned home, in seconds since `origin`, by machine id: the
+/// simulator's own record of the lifecycle's end.
+fn phoned_home(sim: &metal_sim::Sim, origin: jiff::Timestamp) -> BTreeMap<String, f64> {
+    let state = sim.state();
+    let phoned = state.machines.values().filter_map(|m| {
+        let newest = m.events.iter().find(|e| e.event == event::PHONED_HOME)?;
+        let since = newest.time.duration_since(origin).as_secs_f64();
+        Some((m.id.clone(), since))
+    });
+    phoned.collect()
 }
 
 async fn idle(args: &Args, stack: &Stack, scrape: &Scrape) -> Idle {

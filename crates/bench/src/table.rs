@@ -52,8 +52,13 @@ impl Report {
         );
         let spans = [
             ("created → owned (CAPI)", &l.created_to_owned_s),
+            ("created → bootstrap", &l.created_to_bootstrap_s),
             ("owned → allocated", &l.owned_to_allocated_s),
+            ("  owned → released", &l.owned_to_released_s),
+            ("  gates → allocated", &l.gates_open_to_allocated_s),
             ("allocated → ready", &l.allocated_to_ready_s),
+            ("  → phoned home (sim)", &l.allocated_to_phoned_home_s),
+            ("  phoned home → ready", &l.phoned_home_to_ready_s),
             ("owned → ready (capms)", &l.owned_to_ready_s),
             ("created → ready", &l.created_to_ready_s),
         ];

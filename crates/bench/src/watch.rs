@@ -1,7 +1,9 @@
 //! When each MetalStackMachine and MetalStackFirewall appeared, got its machine, became ready and
-//! went away, from one watch per kind (no polling: the benchmark must not load the apiserver).
+//! went away, and when its Machine named bootstrap data and its MachineSet had created every
+//! replica: one watch per kind (no polling: the benchmark must not load the apiserver).
 
 use capms::api::{MetalStackFirewall, MetalStackMachine};
+use capms::capi::{Machine, MachineSet};
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -18,11 +20,38 @@ pub struct Timeline {
     pub created: f64,
     /// When Cluster API named the owning Machine (before that capms must not touch it).
     pub owned: Option<f64>,
+    /// When its MachineSet had reported every replica, and so capms's wait for the MachineSet
+    /// let it go: not before it was owned (see [`Seen::resolved`]).
+    pub released: Option<f64>,
+    /// When its Machine named the bootstrap data Secret.
+    pub bootstrap: Option<f64>,
     pub allocated: Option<f64>,
+    /// When the allocated machine phoned home, as the simulator recorded it.
+    pub phoned_home: Option<f64>,
     pub ready: Option<f64>,
     pub gone: Option<f64>,
     /// The owning Machine's name, once Cluster API named it.
     pub machine: Option<String>,
+    /// The metal-api machine's id, from `spec.providerID`.
+    pub machine_id: Option<String>,
+}
+
+impl Timeline {
+    /// When every gate capms waits for was open: owned, released by its MachineSet and
+    /// bootstrap data named.
+    pub fn gates_open(&self) -> Option<f64> {
+        let owned = self.owned?;
+        let released = self.released.unwrap_or(owned);
+        Some(owned.max(released).max(self.bootstrap?))
+    }
+}
+
+/// What the benchmark saw of a Cluster API Machine.
+#[derive(Clone, Debug, Default)]
+pub struct MachineSeen {
+    pub machine_set: Option<String>,
+    /// When it first named its bootstrap data Secret.
+    pub bootstrap: Option<f64>,
 }
 
 /// What the benchmark tracks of an object.
@@ -43,11 +72,15 @@ trait Tracked: kube::Resource {
     }
     fn allocated(&self) -> bool;
     fn ready(&self) -> bool;
+    fn provider_id(&self) -> Option<&str>;
 }
 
 impl Tracked for MetalStackMachine {
     fn allocated(&self) -> bool {
         self.spec.provider_id.is_some()
+    }
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
     }
     fn ready(&self) -> bool {
         self.status.as_ref().is_some_and(|s| s.ready)
@@ -58,6 +91,9 @@ impl Tracked for MetalStackFirewall {
     fn allocated(&self) -> bool {
         self.spec.provider_id.is_some()
     }
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
+    }
     fn ready(&self) -> bool {
         self.status.as_ref().is_some_and(|s| s.ready)
     }
@@ -67,9 +103,34 @@ impl Tracked for MetalStackFirewall {
 pub struct Seen {
     pub machines: BTreeMap<String, Timeline>,
     pub firewalls: BTreeMap<String, Timeline>,
+    /// Cluster API's Machines, by name.
+    pub capi_machines: BTreeMap<String, MachineSeen>,
+    /// When each MachineSet first reported all the replicas it wanted, by name.
+    pub machine_sets_complete: BTreeMap<String, f64>,
 }
 
 impl Seen {
+    /// The MetalStackMachines' timelines with what their Machines and MachineSets tell filled
+    /// in (`bootstrap`, `released`), and `phoned_home` from `phoned_home(machine id)`.
+    pub fn resolved(&self, phoned_home: impl Fn(&str) -> Option<f64>) -> Seen {
+        let mut seen = self.clone();
+        let all = seen
+            .machines
+            .values_mut()
+            .chain(seen.firewalls.values_mut());
+        for t in all {
+            t.phoned_home = t.machine_id.as_deref().and_then(&phoned_home);
+            let Some(machine) = t.machine.as_ref().and_then(|m| self.capi_machines.get(m)) else {
+                continue;
+            };
+            t.bootstrap = machine.bootstrap;
+            let set = machine.machine_set.as_ref();
+            let complete = set.and_then(|s| self.machine_sets_complete.get(s));
+            t.released = complete.map(|c| t.owned.map_or(*c, |owned| c.max(owned)));
+        }
+        seen
+    }
+
     /// MetalStackMachines a Machine owns.
     pub fn owned_machines(&self) -> usize {
         self.machines.values().filter(|t| t.owned.is_some()).count()
@@ -93,15 +154,20 @@ impl Seen {
     /// reached), for looking into a run beyond its percentiles.
     pub fn csv(&self) -> String {
         let cell = |t: Option<f64>| t.map_or(String::new(), |t| format!("{t:.3}"));
-        let mut out = String::from("kind,name,created,owned,allocated,ready,gone,machine\n");
+        let mut out = String::from(
+            "kind,name,created,owned,released,bootstrap,allocated,phoned_home,ready,gone,machine\n",
+        );
         let kinds = [("machine", &self.machines), ("firewall", &self.firewalls)];
         for (kind, objects) in kinds {
             for (name, t) in objects {
                 out.push_str(&format!(
-                    "{kind},{name},{:.3},{},{},{},{},{}\n",
+                    "{kind},{name},{:.3},{},{},{},{},{},{},{},{}\n",
                     t.created,
                     cell(t.owned),
+                    cell(t.released),
+                    cell(t.bootstrap),
                     cell(t.allocated),
+                    cell(t.phoned_home),
                     cell(t.ready),
                     cell(t.gone),
                     t.machine.as_deref().unwrap_or_default()
@@ -156,10 +222,22 @@ impl Timelines {
             changed: Notify::new(),
         });
         let machines = Api::<MetalStackMachine>::namespaced(client.clone(), namespace);
-        let firewalls = Api::<MetalStackFirewall>::namespaced(client, namespace);
+        let firewalls = Api::<MetalStackFirewall>::namespaced(client.clone(), namespace);
+        let capi_machines = Api::<Machine>::namespaced(client.clone(), namespace);
+        let machine_sets = Api::<MachineSet>::namespaced(client, namespace);
         let watches = vec![
-            tokio::spawn(follow(machines, shared.clone(), |s| &mut s.machines)),
-            tokio::spawn(follow(firewalls, shared.clone(), |s| &mut s.firewalls)),
+            tokio::spawn(follow(
+                machines,
+                shared.clone(),
+                milestones(|s| &mut s.machines),
+            )),
+            tokio::spawn(follow(
+                firewalls,
+                shared.clone(),
+                milestones(|s| &mut s.firewalls),
+            )),
+            tokio::spawn(follow(capi_machines, shared.clone(), machine_milestones)),
+            tokio::spawn(follow(machine_sets, shared.clone(), machine_set_milestones)),
         ];
         Timelines { shared, watches }
     }
@@ -198,19 +276,14 @@ impl Timelines {
     }
 }
 
-/// Records each event of `api`'s watch into the map `pick` selects.
+/// Records each event of `api`'s watch with `record` (given the object, whether it went, and the
+/// seconds since the origin).
 async fn follow<K>(
     api: Api<K>,
     shared: Arc<Shared>,
-    pick: fn(&mut Seen) -> &mut BTreeMap<String, Timeline>,
+    record: impl Fn(&mut Seen, &K, bool, f64) + Send + 'static,
 ) where
-    K: Tracked
-        + kube::Resource
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let mut events = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
@@ -218,36 +291,70 @@ async fn follow<K>(
     while let Some(event) = events.next().await {
         let Ok(event) = event else { continue };
         let now = shared.origin.lock().expect("lock").elapsed().as_secs_f64();
-        {
-            let mut seen = shared.seen.lock().expect("lock");
-            let map = pick(&mut seen);
-            match event {
-                Event::Apply(obj) | Event::InitApply(obj) => {
-                    let t = map.entry(obj.name_any()).or_insert_with(|| Timeline {
-                        created: now,
-                        ..Default::default()
-                    });
-                    if obj.owned() {
-                        t.owned.get_or_insert(now);
-                    }
-                    if t.machine.is_none() {
-                        t.machine = obj.machine();
-                    }
-                    if obj.allocated() {
-                        t.allocated.get_or_insert(now);
-                    }
-                    if obj.ready() {
-                        t.ready.get_or_insert(now);
-                    }
-                }
-                Event::Delete(obj) => {
-                    if let Some(t) = map.get_mut(&obj.name_any()) {
-                        t.gone.get_or_insert(now);
-                    }
-                }
-                Event::Init | Event::InitDone => {}
-            }
-        }
+        let (obj, gone) = match &event {
+            Event::Apply(obj) | Event::InitApply(obj) => (obj, false),
+            Event::Delete(obj) => (obj, true),
+            Event::Init | Event::InitDone => continue,
+        };
+        record(&mut shared.seen.lock().expect("lock"), obj, gone, now);
         shared.changed.notify_waiters();
+    }
+}
+
+/// Records a MetalStackMachine's or MetalStackFirewall's milestones into the map `pick` selects.
+fn milestones<K: Tracked>(
+    pick: fn(&mut Seen) -> &mut BTreeMap<String, Timeline>,
+) -> impl Fn(&mut Seen, &K, bool, f64) {
+    move |seen, obj, gone, now| {
+        let map = pick(seen);
+        if gone {
+            if let Some(t) = map.get_mut(&obj.name_any()) {
+                t.gone.get_or_insert(now);
+            }
+            return;
+        }
+        let t = map.entry(obj.name_any()).or_insert_with(|| Timeline {
+            created: now,
+            ..Default::default()
+        });
+        if obj.owned() {
+            t.owned.get_or_insert(now);
+        }
+        if t.machine.is_none() {
+            t.machine = obj.machine();
+        }
+        if obj.allocated() {
+            t.allocated.get_or_insert(now);
+            let id = obj.provider_id().and_then(|p| p.rsplit('/').next());
+            t.machine_id = id.map(str::to_owned);
+        }
+        if obj.ready() {
+            t.ready.get_or_insert(now);
+        }
+    }
+}
+
+/// Records when a Machine named its bootstrap data, and its MachineSet.
+fn machine_milestones(seen: &mut Seen, machine: &Machine, gone: bool, now: f64) {
+    if gone {
+        return;
+    }
+    let entry = seen.capi_machines.entry(machine.name_any()).or_default();
+    if machine.spec.bootstrap.data_secret_name.is_some() {
+        entry.bootstrap.get_or_insert(now);
+    }
+    let owners = machine.owner_references().iter();
+    let mut set = owners.filter(|o| o.kind == "MachineSet").map(|o| &o.name);
+    if let Some(set) = set.next_back() {
+        entry.machine_set = Some(set.clone());
+    }
+}
+
+/// Records when a MachineSet first reported every replica it wanted.
+fn machine_set_milestones(seen: &mut Seen, set: &MachineSet, gone: bool, now: f64) {
+    if !gone && !set.creating() {
+        seen.machine_sets_complete
+            .entry(set.name_any())
+            .or_insert(now);
     }
 }
