@@ -1,10 +1,12 @@
 //! A new replica waits while its MachineSet is still creating its siblings, and goes on once
 //! the MachineSet reports them all, or has created none for `--machine-set-wait`; a machine of
-//! no MachineSet never waits. Real Cluster API core: its MachineSet controller reports the
+//! no MachineSet never waits. Its machine is allocated during the wait (metal-api only), and
+//! freed at once when the replica is deleted before capms took it up. Real Cluster API core: its MachineSet controller reports the
 //! replicas, its Machine controller owns the MetalStackMachines.
 
 use super::*;
 use capms::capi::MachineSet;
+use capms::ownership::{OwnerKind, identity, owner_tags};
 use kube::ResourceExt;
 
 const SET: &str = "workers";
@@ -67,6 +69,25 @@ async fn add_replica(env: &Env, uid: &str, name: &str) {
     .await;
 }
 
+/// The metal-api machine allocated for replica `name`, if any: found by capms's owner mark.
+fn allocated_for(env: &Env, name: &str) -> Option<String> {
+    let marks = identity(OwnerKind::Machine, &env.ns.name, name);
+    let mark = owner_tags(&marks).pop().expect("one identity mark");
+    let state = env.sim.sim.state();
+    let mut machines = state.machines.values();
+    let ours = machines.find(|m| m.allocation.is_some() && m.tags.contains(&mark));
+    ours.map(|m| m.id.clone())
+}
+
+/// Waits until the simulator has allocated a machine for replica `name`.
+async fn wait_allocated(env: &Env, name: &str) -> String {
+    let what = format!("a machine allocated for held replica {name}");
+    eventually(&what, support::LOADED_MACHINE_WAIT, || async {
+        allocated_for(env, name)
+    })
+    .await
+}
+
 /// Asserts that capms has not taken up replica `name`: no finalizer, no status.
 async fn assert_untouched(machines: &Api<MetalStackMachine>, name: &str) {
     let waiting = machines.get(name).await.expect("the replica");
@@ -76,11 +97,11 @@ async fn assert_untouched(machines: &Api<MetalStackMachine>, name: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_waits_while_its_machine_set_creates_until_it_reports_them_all_or_stalls() {
-    let mut env = Env::with_inventory("machine-set", Inventory::default_lab()).await;
-    // Far longer than the test: only the MachineSet's report ends the wait.
-    env.start_capms(&["--machine-set-wait=1h"]);
+/// A cluster with the MachineSet of [`SET`] wanting two replicas, and capms started with
+/// `args`: the environment and the MachineSet's uid.
+async fn with_machine_set(prefix: &str, args: &[&str]) -> (Env, String) {
+    let mut env = Env::with_inventory(prefix, Inventory::default_lab()).await;
+    env.start_capms(args);
     env.apply_seed_cluster(MSC, lab_cluster()).await;
     env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
     env.apply(json!({
@@ -97,6 +118,14 @@ async fn a_replica_waits_while_its_machine_set_creates_until_it_reports_them_all
         .expect("the MachineSet")
         .uid()
         .expect("uid");
+    (env, uid)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_waits_while_its_machine_set_creates_until_it_reports_them_all_or_stalls() {
+    // Far longer than the test: only the MachineSet's report ends the wait.
+    let (mut env, uid) = with_machine_set("machine-set", &["--machine-set-wait=1h"]).await;
+    let sets: Api<MachineSet> = Api::namespaced(env.client(), &env.ns.name);
 
     add_replica(&env, &uid, "replica").await;
     let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
@@ -114,6 +143,9 @@ async fn a_replica_waits_while_its_machine_set_creates_until_it_reports_them_all
     env.add_lab_machine(MSC, "standalone", "bootstrap").await;
     let ready = |m: &MetalStackMachine| m.status.as_ref().is_some_and(|s| s.ready);
     wait_ready(&env, &machines, "standalone", ready).await;
+    assert_untouched(&machines, "replica").await;
+    // Its machine installs meanwhile: allocated in metal-api, the object still unwritten.
+    wait_allocated(&env, "replica").await;
     assert_untouched(&machines, "replica").await;
 
     // The MachineSet now wants only the replica it has: it reports them all.
@@ -146,4 +178,40 @@ async fn a_replica_waits_while_its_machine_set_creates_until_it_reports_them_all
         "the MachineSet no longer wanted another, so its report, not its stall, ended the wait: {:?}",
         set.status
     );
+}
+
+/// A replica Cluster API deletes while capms holds it for its MachineSet (allocated, not yet
+/// taken up: no finalizer) has its machine freed as soon as capms sees it go, long before the
+/// orphan sweep's grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_replica_deleted_before_capms_took_it_up_has_its_machine_freed_at_once() {
+    let args = ["--machine-set-wait=1h", "--orphan-grace=1h"];
+    let (env, uid) = with_machine_set("held-deleted", &args).await;
+    add_replica(&env, &uid, "replica").await;
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let owned = |m: &MetalStackMachine| !m.owner_references().is_empty();
+    wait_condition(
+        &machines,
+        "replica",
+        "Cluster API to own the replica",
+        owned,
+    )
+    .await;
+    let id = wait_allocated(&env, "replica").await;
+    assert_untouched(&machines, "replica").await;
+
+    machines
+        .delete("replica", &DeleteParams::default())
+        .await
+        .expect("delete the replica");
+    let what = format!("machine {id}, left by the deleted replica, to be freed");
+    eventually(&what, support::LOADED_MACHINE_WAIT, || async {
+        let state = env.sim.sim.state();
+        let freed = state
+            .machines
+            .get(&id)
+            .is_some_and(|m| m.allocation.is_none());
+        freed.then_some(())
+    })
+    .await;
 }

@@ -35,6 +35,8 @@ where
     config: watcher::Config,
     writer: reflector::store::Writer<K>,
     followers: Vec<mpsc::UnboundedSender<Arc<K>>>,
+    /// Followers of the deletions alone.
+    deletions: Vec<mpsc::UnboundedSender<Arc<K>>>,
 }
 
 /// A follower's objects: every object applied, listed or deleted, after the store has it.
@@ -56,6 +58,7 @@ where
             config,
             writer: reflector::store::Writer::default(),
             followers: Vec::new(),
+            deletions: Vec::new(),
         }
     }
 
@@ -67,6 +70,13 @@ where
     pub fn follow(&mut self) -> Followed<K> {
         let (tx, rx) = mpsc::unbounded();
         self.followers.push(tx);
+        rx.boxed()
+    }
+
+    /// One more follower of the objects deleted (their last state), and of nothing else.
+    pub(crate) fn follow_deletions(&mut self) -> Followed<K> {
+        let (tx, rx) = mpsc::unbounded();
+        self.deletions.push(tx);
         rx.boxed()
     }
 
@@ -85,6 +95,7 @@ where
         let kind = K::kind(&());
         let store = self.writer.as_reader();
         let followers = self.followers;
+        let deletions = self.deletions;
         watcher::watcher(self.api, self.config)
             .map_ok(unwrap)
             .default_backoff()
@@ -98,7 +109,13 @@ where
                             .get(&ObjectRef::from_obj(&o))
                             .unwrap_or_else(|| Arc::new(o)),
                     ),
-                    Ok(Event::Delete(o)) => Some(Arc::new(o)),
+                    Ok(Event::Delete(o)) => {
+                        let o = Arc::new(o);
+                        for follower in &deletions {
+                            let _ = follower.unbounded_send(o.clone());
+                        }
+                        Some(o)
+                    }
                     Ok(Event::Init | Event::InitDone) => None,
                     Err(e) => {
                         tracing::warn!(%kind, error = %e, "watch failed; retrying");

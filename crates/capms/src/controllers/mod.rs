@@ -52,6 +52,7 @@ pub async fn run(
     let clusters = cluster::watches::controller(&mut watches, &ctx);
     let firewalls = firewall::watches::controller(&mut watches, &ctx);
     let machines = machine::watches::controller(&mut watches, &ctx);
+    let machines_deleted = watches.metal_stack_machines.follow_deletions();
     let deployments = firewall_deployment::watches::controller(&mut watches, &ctx);
     let remediations = remediation::watches::controller(&mut watches, &ctx);
     let templates = machine_template::watches::controller(&mut watches, &ctx);
@@ -80,8 +81,9 @@ pub async fn run(
             &ctx
         ),
         drive::<remediation::Remediations>(remediations, &config, shutdown.clone(), &ctx),
-        drive::<machine_template::MachineTemplates>(templates, &config, shutdown, &ctx),
+        drive::<machine_template::MachineTemplates>(templates, &config, shutdown.clone(), &ctx),
         sweep,
+        machine::left_behind::run(&ctx, machines_deleted, shutdown.clone()),
     );
     let _ = watching.await;
 }

@@ -85,7 +85,11 @@ fn decide_live(
         }
         MachineGate::Open(open) => {
             report_pause(&mut conditions, None);
-            return allocate(msm, open, status);
+            let decision = allocate(msm, open, status);
+            return match open.held {
+                Some(left) => while_held(msm, decision, left),
+                None => decision,
+            };
         }
     };
     let before = msm.status.clone().unwrap_or_default();
@@ -95,6 +99,27 @@ fn decide_live(
     let message = waiting_message(msm, machine, reason);
     conditions.set_false(Type::Ready, reason, message);
     nothing(status, next)
+}
+
+/// What a replica still held by its MachineSet does of `decision`: it allocates, which writes
+/// only to metal-api, so that its machine installs while Cluster API creates the other
+/// replicas; everything else (naming the machine, a status) waits, unwritten, until the
+/// MachineSet has created them all or `left` is over. Each write to the object would wake
+/// Cluster API's Machine controller, whose requests share one client rate limit with the
+/// MachineSet's creations. What capms allocated for an object deleted meanwhile, before capms
+/// wrote its finalizer, the orphan sweep frees.
+fn while_held(
+    msm: &MetalStackMachine,
+    decision: MachineDecision,
+    left: Duration,
+) -> MachineDecision {
+    let unwritten = msm.status.clone().unwrap_or_default();
+    match decision.step {
+        MachineStep::Allocate(request) => {
+            Decision::new(MachineStep::Allocate(request), unwritten, Requeue::Now)
+        }
+        _ => Decision::new(MachineStep::Nothing, unwritten, Requeue::After(left)),
+    }
 }
 
 /// Why a live object waits at a closed gate, for its Ready condition.

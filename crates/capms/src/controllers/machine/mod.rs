@@ -5,6 +5,7 @@
 
 mod act;
 mod decide;
+pub(crate) mod left_behind;
 mod model;
 mod observe;
 mod order;

@@ -38,7 +38,9 @@ pub enum MachineGate {
     /// Reconciliation is paused, by the Cluster or by the object's own annotation: why.
     Paused(String),
     /// A new replica (no finalizer yet) waits, unwritten, while its MachineSet is still
-    /// creating replicas: for at most `left` before it looks again.
+    /// creating replicas, and a later gate is closed too: for at most `left` before it looks
+    /// again. Once every other gate is open, a held replica is allocated all the same (see
+    /// [`MachineInputs::held`]).
     HeldByMachineSet { left: Duration },
     /// The Cluster's MetalStackCluster is not there or not provisioned.
     NoInfrastructure { machine: CapiMachine },
@@ -105,6 +107,10 @@ pub struct MachineInputs {
     /// The partition's machines of the object's size, read only when nothing is allocated yet
     /// and the Machine names a failure domain (a rack) to place it in.
     pub rack_candidates: Option<Vec<MachineSummary>>,
+    /// A new replica still waiting for its MachineSet, for at most this long: its machine is
+    /// allocated (metal-api only, so it installs meanwhile) but the object stays unwritten until
+    /// the wait ends.
+    pub held: Option<Duration>,
 }
 
 /// The steps a MetalStackMachine reconcile can take.

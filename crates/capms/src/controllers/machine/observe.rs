@@ -120,13 +120,17 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context, now: jiff::Timestamp) -> R
     }
     // A replica capms has taken up (its finalizer, written with its machine's name) never
     // waits for its MachineSet again.
-    if !has_finalizer(msm, FINALIZER)
-        && let Some(set) = capi_owner(&machine, "MachineSet")
-        && let Some(pace) = machine_set_pace(ctx, &ns, &set).await?
-        && let Some(left) = pace.hold(msm, now)
-    {
-        return Ok(MachineGate::HeldByMachineSet { left });
-    }
+    let held = match capi_owner(&machine, "MachineSet") {
+        Some(set) if !has_finalizer(msm, FINALIZER) => machine_set_pace(ctx, &ns, &set)
+            .await?
+            .and_then(|pace| pace.hold(msm, now)),
+        _ => None,
+    };
+    // A held replica that cannot be allocated yet waits unwritten.
+    let closed = |gate: MachineGate| match held {
+        Some(left) => MachineGate::HeldByMachineSet { left },
+        None => gate,
+    };
     let msc = match cluster.metal_stack_cluster() {
         Some(name) => ctx.get::<MetalStackCluster>(&ns, name).await?,
         None => None,
@@ -135,10 +139,10 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context, now: jiff::Timestamp) -> R
         let network = provisioned_network(&msc)?.to_owned();
         Some((msc, network))
     }) else {
-        return Ok(MachineGate::NoInfrastructure { machine });
+        return Ok(closed(MachineGate::NoInfrastructure { machine }));
     };
     let Some(secret) = machine.spec.bootstrap.data_secret_name.clone() else {
-        return Ok(MachineGate::NoBootstrapSecret { machine });
+        return Ok(closed(MachineGate::NoBootstrapSecret { machine }));
     };
     let ready = msm.status.as_ref().is_some_and(|s| s.ready);
     let listing = allocation::query(ctx, &msc, ready);
@@ -169,6 +173,7 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context, now: jiff::Timestamp) -> R
         found,
         user_data,
         rack_candidates,
+        held,
     })))
 }
 

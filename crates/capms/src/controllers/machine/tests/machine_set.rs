@@ -90,6 +90,73 @@ fn a_held_replica_is_left_unwritten_until_it_looks_again() {
 }
 
 #[test]
+fn a_held_replica_is_allocated_at_once_and_left_unwritten_until_the_wait_ends() {
+    use std::time::Duration;
+    let (fresh, created) = new_replica();
+    let left = Duration::from_secs(17);
+    let held = |found: Found, held: Option<Duration>| Live {
+        now: created,
+        gate: MachineGate::Open(Box::new(MachineInputs {
+            held,
+            ..open(found)
+        })),
+    };
+    let d = live_run(&fresh, held(Found::Nothing, Some(left)));
+    assert!(
+        matches!(d.step, MachineStep::Allocate(_)),
+        "its machine installs while the MachineSet creates the rest: {:?}",
+        d.step
+    );
+    assert_eq!(
+        d.status,
+        MetalStackMachineStatus::default(),
+        "nothing written"
+    );
+    assert_eq!(requeue(&d), Requeue::Now);
+    for last in ["Installing", "Phoned Home"] {
+        let d = live_run(&fresh, held(ours(last), Some(left)));
+        assert_eq!(
+            d.step,
+            MachineStep::Nothing,
+            "not named while held ({last})"
+        );
+        assert_eq!(
+            d.status,
+            MetalStackMachineStatus::default(),
+            "nothing written"
+        );
+        assert_eq!(requeue(&d), Requeue::After(left));
+    }
+    let mut without_data = open(Found::Nothing);
+    without_data.user_data = None;
+    without_data.held = Some(left);
+    let d = live_run(
+        &fresh,
+        Live {
+            now: created,
+            gate: MachineGate::Open(Box::new(without_data)),
+        },
+    );
+    assert_eq!(
+        d.step,
+        MachineStep::Nothing,
+        "no bootstrap data: nothing to allocate"
+    );
+    assert_eq!(
+        d.status,
+        MetalStackMachineStatus::default(),
+        "its wait unwritten"
+    );
+    assert_eq!(requeue(&d), Requeue::After(left));
+    let d = live_run(&fresh, held(ours("Phoned Home"), None));
+    assert!(
+        matches!(d.step, MachineStep::Record(_)),
+        "named once the wait ends: {:?}",
+        d.step
+    );
+}
+
+#[test]
 fn a_replica_waits_while_its_machine_set_keeps_creating_and_no_longer_once_it_stalls() {
     use std::time::Duration;
     let (fresh, created) = new_replica();

@@ -87,6 +87,7 @@ fn open(found: Found) -> MachineInputs {
         found,
         user_data: Some("#cloud-config\nhostname: node-1\n".into()),
         rack_candidates: None,
+        held: None,
     }
 }
 
