@@ -262,7 +262,18 @@ fn allocated(
         _ => health_condition(&health),
     };
     conditions.set_to(healthy, Type::MachineHealthy, reason, message.clone());
-    let next = if health == MachineHealth::Ready {
+    // Ready only once the object names its machine: Cluster API takes a provisioned machine's
+    // spec.providerID. Until then this status is written only if naming it failed (a conflict
+    // on a busy object), and then it must not say ready.
+    let named = msm.spec.provider_id.is_some();
+    let next = if health == MachineHealth::Ready && !named {
+        let message = format!(
+            "machine {} has phoned home; naming it in spec.providerID",
+            m.id
+        );
+        conditions.set_false(Type::Ready, Reason::Provisioning, message);
+        Requeue::Now
+    } else if health == MachineHealth::Ready {
         let message = format!("machine {} has phoned home", m.id);
         conditions.set_true(Type::Ready, Reason::PhonedHome, message);
         status.ready = true;

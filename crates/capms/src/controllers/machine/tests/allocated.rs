@@ -19,10 +19,15 @@ fn a_machine_is_named_first_and_its_status_written_after_that() {
         Requeue::Now,
         "the reconcile right after the spec change writes the status, its generation final"
     );
-    assert!(
-        d.status.ready,
-        "shown should naming the machine fail: the engine skips it otherwise"
+    // Shown only should naming the machine fail (the engine skips it otherwise): then the
+    // object must not say ready without the providerID Cluster API takes from it.
+    assert!(!d.status.ready && d.status.initialization.is_none());
+    assert_eq!(ready_reason(&d), ("False", "Provisioning"));
+    assert_eq!(
+        condition(&d, Type::Ready).2,
+        format!("machine {ID} has phoned home; naming it in spec.providerID")
     );
+    assert_eq!(condition(&d, Type::MachineAllocated).1, "Allocated");
 
     let d = live_run(&named(), live(ours(event::PHONED_HOME)));
     assert_eq!(d.step, MachineStep::Nothing, "already named: no write");
