@@ -151,6 +151,14 @@ impl MachineSet {
         self.metadata.deletion_timestamp.is_none() && had < self.spec.replicas.unwrap_or(0)
     }
 
+    /// Is the MachineSet still creating replicas, now that `held` of its Machines are known
+    /// (capms's cache)? Its report comes a reconcile after its last creation, seconds later on
+    /// a busy management cluster; the Machine it created last shows sooner.
+    pub fn creating_beyond(&self, held: usize) -> bool {
+        let wanted = usize::try_from(self.spec.replicas.unwrap_or(0)).unwrap_or(0);
+        self.creating() && held < wanted
+    }
+
     /// Is `machine` one of this MachineSet's replicas? By uid: a MachineSet deleted and made
     /// again under the same name does not inherit the replicas of the old one.
     pub fn owns(&self, machine: &Machine) -> bool {

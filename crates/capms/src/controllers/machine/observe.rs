@@ -81,7 +81,8 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
     Ok(Observed::Live(Box::new(live)))
 }
 
-/// The MachineSet `name`, while it is still creating replicas: when it last created one.
+/// The MachineSet `name`, while it is still creating replicas (by its report and by the
+/// Machines of it the cache holds): when it last created one.
 async fn machine_set_pace(ctx: &Context, ns: &str, name: &str) -> Result<Option<MachineSetPace>> {
     let wait = ctx.settings.machine_set_wait;
     if wait.is_zero() {
@@ -96,6 +97,9 @@ async fn machine_set_pace(ctx: &Context, ns: &str, name: &str) -> Result<Option<
     let created = ctx
         .pick(ns, |m: &CapiMachine| set.replica_created(m))
         .await?;
+    if !set.creating_beyond(created.len()) {
+        return Ok(None);
+    }
     let newest = created.into_iter().max();
     Ok(Some(MachineSetPace { newest, wait }))
 }
