@@ -81,8 +81,8 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
     Ok(Observed::Live(Box::new(live)))
 }
 
-/// The MachineSet `name`, while it is still creating replicas (by its report and by the
-/// Machines of it the cache holds): when it last created one.
+/// The MachineSet `name`, while Cluster API is still making its replicas (by its report, and
+/// by its Machines in the cache): when it last created one.
 async fn machine_set_pace(ctx: &Context, ns: &str, name: &str) -> Result<Option<MachineSetPace>> {
     let wait = ctx.settings.machine_set_wait;
     if wait.is_zero() {
@@ -94,13 +94,15 @@ async fn machine_set_pace(ctx: &Context, ns: &str, name: &str) -> Result<Option<
     if !set.creating() {
         return Ok(None);
     }
-    let created = ctx
-        .pick(ns, |m: &CapiMachine| set.replica_created(m))
+    let replicas = ctx
+        .pick(ns, |m: &CapiMachine| {
+            Some((set.replica_created(m)?, m.initialized()))
+        })
         .await?;
-    if !set.creating_beyond(created.len()) {
+    if !set.creating_beyond(replicas.iter().filter(|r| r.1).count()) {
         return Ok(None);
     }
-    let newest = created.into_iter().max();
+    let newest = replicas.into_iter().map(|r| r.0).max();
     Ok(Some(MachineSetPace { newest, wait }))
 }
 

@@ -59,7 +59,7 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
             }),
         )
         .watches_shared_stream(
-            watches.machines.follow_changes(appeared),
+            watches.machines.follow_changes(made),
             counted(queues, move |m: Arc<Machine>| {
                 completed_by(&m, &sets, &set_machines, &of_new)
             }),
@@ -89,7 +89,8 @@ pub(crate) fn machine_set_progress(set: &MachineSet) -> u64 {
 }
 
 /// The MetalStackMachines (in `msms`) of the Machines `set` controls (in `machines`) that wait
-/// for it, once it has created them all (by its report, or by its Machines in `machines`).
+/// for it, once Cluster API has made them all (by the MachineSet's report, or by its Machines
+/// in `machines`, each through the Machine controller once).
 /// Those capms has taken up (with its finalizer) wait for nothing here: a MachineSet finishing a
 /// rollout step does not wake its provisioned replicas.
 pub(crate) fn waiting_replicas(
@@ -104,7 +105,8 @@ pub(crate) fn waiting_replicas(
         .filter(|m| m.namespace().as_deref() == Some(ns.as_str()))
         .filter(|m| set.owns(m))
         .collect();
-    if set.creating_beyond(replicas.len()) {
+    let initialized = replicas.iter().filter(|m| m.initialized()).count();
+    if set.creating_beyond(initialized) {
         return Vec::new();
     }
     replicas
@@ -117,8 +119,8 @@ pub(crate) fn waiting_replicas(
         .collect()
 }
 
-/// The replicas waiting for the MachineSet (in `sets`) that controls new Machine `machine`,
-/// once `machine` is the one that completes it.
+/// The replicas waiting for the MachineSet (in `sets`) that controls `machine`, once
+/// `machine`, through the Machine controller's first pass, is the one that completes it.
 pub(crate) fn completed_by(
     machine: &Machine,
     sets: &Store<MachineSet>,
@@ -137,9 +139,10 @@ pub(crate) fn completed_by(
     }
 }
 
-/// The fingerprint of a Machine's being there: it passes once, when it appears.
-pub(crate) fn appeared(machine: &Machine) -> u64 {
-    fingerprint(&machine.metadata.uid)
+/// The fingerprint of a Machine's making: it changes when it appears and when the Machine
+/// controller first writes its status, not after that.
+pub(crate) fn made(machine: &Machine) -> u64 {
+    fingerprint(&(&machine.metadata.uid, machine.initialized()))
 }
 
 /// The fingerprint of what a MetalStackMachine reads of its MetalStackCluster: the network it
@@ -297,7 +300,27 @@ mod tests {
         .unwrap_or_else(|e| panic!("machine set: {e}"))
     }
 
+    /// A Machine the Machine controller has been through (its status written).
     fn machine(name: &str, set: &str, uid: &str) -> Machine {
+        let mut m = new_machine(name, set, uid);
+        let condition = k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            reason: "Waiting".into(),
+            message: String::new(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::UNIX_EPOCH,
+            ),
+            observed_generation: None,
+        };
+        m.status = Some(crate::capi::MachineStatus {
+            conditions: vec![condition],
+        });
+        m
+    }
+
+    /// A Machine just created: no status yet.
+    fn new_machine(name: &str, set: &str, uid: &str) -> Machine {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
             "metadata": {"name": name, "namespace": "ns", "uid": format!("{name}-uid"),
@@ -360,7 +383,7 @@ mod tests {
     }
 
     #[test]
-    fn a_machine_set_whose_last_machine_appears_wakes_its_replicas_before_it_reports() {
+    fn a_machine_set_whose_machines_are_all_made_wakes_its_replicas_before_it_reports() {
         let machines = store(vec![
             machine("w1", "workers", "u"),
             machine("w2", "workers", "u"),
@@ -376,16 +399,16 @@ mod tests {
         };
         assert!(
             set(2, Some(1)).creating_beyond(1),
-            "one Machine of two known"
+            "one Machine of two made"
         );
         assert!(
             !set(2, Some(1)).creating_beyond(2),
-            "both known, not yet reported"
+            "both made, not yet reported"
         );
         assert_eq!(
             names(waiting_replicas(&set(2, Some(1)), &machines, &msms)),
             ["w1"],
-            "its two Machines are known though it reported one"
+            "its two Machines are made though it reported one"
         );
         assert!(
             waiting_replicas(&set(3, Some(1)), &machines, &msms).is_empty(),
@@ -412,13 +435,22 @@ mod tests {
                 "{why}"
             );
         }
+        let unmade = store(vec![
+            machine("w1", "workers", "u"),
+            new_machine("w2", "workers", "u"),
+        ]);
+        assert!(
+            waiting_replicas(&set(2, Some(1)), &unmade, &msms).is_empty(),
+            "one not yet through the Machine controller"
+        );
+        let unmade = store(vec![new_machine("w1", "workers", "u"), last.clone()]);
+        let sets = store(vec![set(2, Some(1))]);
+        assert!(completed_by(&last, &sets, &unmade, &msms).is_empty());
         let mut changed = last.clone();
         changed.spec.bootstrap.data_secret_name = Some("data".into());
-        assert_eq!(
-            appeared(&changed),
-            appeared(&last),
-            "a change is no appearance"
-        );
-        assert_ne!(appeared(&machine("w3", "workers", "u")), appeared(&last));
+        assert_eq!(made(&changed), made(&last), "a later change is no making");
+        let first = new_machine("w2", "workers", "u");
+        assert_ne!(made(&first), made(&last), "its first status");
+        assert_ne!(made(&machine("w3", "workers", "u")), made(&last));
     }
 }
