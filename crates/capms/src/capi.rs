@@ -151,17 +151,6 @@ impl MachineSet {
         self.metadata.deletion_timestamp.is_none() && had < self.spec.replicas.unwrap_or(0)
     }
 
-    /// Is Cluster API still making the MachineSet's replicas, now that `held` of its Machines
-    /// have been through Cluster API's Machine controller once ([`Machine::initialized`])? The
-    /// MachineSet's report comes a reconcile after its last creation, tens of seconds later on
-    /// a busy management cluster; by the time the Machine controller has written the status of
-    /// every replica, the creating is over and their first pass done, and capms's writes to
-    /// the replicas no longer race it.
-    pub fn creating_beyond(&self, held: usize) -> bool {
-        let wanted = usize::try_from(self.spec.replicas.unwrap_or(0)).unwrap_or(0);
-        self.creating() && held < wanted
-    }
-
     /// Is `machine` one of this MachineSet's replicas? By uid: a MachineSet deleted and made
     /// again under the same name does not inherit the replicas of the old one.
     pub fn owns(&self, machine: &Machine) -> bool {
@@ -227,14 +216,6 @@ pub struct KubeadmControlPlaneStatus {
 }
 
 impl Machine {
-    /// Has Cluster API's Machine controller been through the Machine once: written its
-    /// status (its conditions)?
-    pub fn initialized(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| !s.conditions.is_empty())
-    }
-
     /// The Machine's v1beta2 condition of `type_`, if set.
     pub fn condition(
         &self,

@@ -81,8 +81,7 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
     Ok(Observed::Live(Box::new(live)))
 }
 
-/// The MachineSet `name`, while Cluster API is still making its replicas (by its report, and
-/// by its Machines in the cache): when it last created one.
+/// The MachineSet `name`, while it is still creating replicas: when it last created one.
 async fn machine_set_pace(ctx: &Context, ns: &str, name: &str) -> Result<Option<MachineSetPace>> {
     let wait = ctx.settings.machine_set_wait;
     if wait.is_zero() {
@@ -94,15 +93,10 @@ async fn machine_set_pace(ctx: &Context, ns: &str, name: &str) -> Result<Option<
     if !set.creating() {
         return Ok(None);
     }
-    let replicas = ctx
-        .pick(ns, |m: &CapiMachine| {
-            Some((set.replica_created(m)?, m.initialized()))
-        })
+    let created = ctx
+        .pick(ns, |m: &CapiMachine| set.replica_created(m))
         .await?;
-    if !set.creating_beyond(replicas.iter().filter(|r| r.1).count()) {
-        return Ok(None);
-    }
-    let newest = replicas.into_iter().map(|r| r.0).max();
+    let newest = created.into_iter().max();
     Ok(Some(MachineSetPace { newest, wait }))
 }
 

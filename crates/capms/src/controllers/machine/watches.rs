@@ -28,11 +28,6 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
     let machines = watches.metal_stack_machines.store();
     let (clusters, of_cluster) = (watches.clusters.store(), machines.clone());
     let (capi_machines, of_set) = (watches.machines.store(), machines.clone());
-    let (sets, set_machines, of_new) = (
-        watches.machine_sets.store(),
-        watches.machines.store(),
-        machines.clone(),
-    );
     Controller::for_shared_stream(counted_own(queues, own), machines.clone())
         .reconcile_on(counted_refs(
             queues,
@@ -56,12 +51,6 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
             watches.machine_sets.follow_changes(machine_set_progress),
             counted(queues, move |set: Arc<MachineSet>| {
                 waiting_replicas(&set, &capi_machines, &of_set)
-            }),
-        )
-        .watches_shared_stream(
-            watches.machines.follow_changes(made),
-            counted(queues, move |m: Arc<Machine>| {
-                completed_by(&m, &sets, &set_machines, &of_new)
             }),
         )
         .watches_shared_stream(
@@ -89,60 +78,28 @@ pub(crate) fn machine_set_progress(set: &MachineSet) -> u64 {
 }
 
 /// The MetalStackMachines (in `msms`) of the Machines `set` controls (in `machines`) that wait
-/// for it, once Cluster API has made them all (by the MachineSet's report, or by its Machines
-/// in `machines`, each through the Machine controller once).
-/// Those capms has taken up (with its finalizer) wait for nothing here: a MachineSet finishing a
-/// rollout step does not wake its provisioned replicas.
+/// for it, once it has created them all. Those capms has taken up (with its finalizer) wait for
+/// nothing here: a MachineSet finishing a rollout step does not wake its provisioned replicas.
 pub(crate) fn waiting_replicas(
     set: &MachineSet,
     machines: &Store<Machine>,
     msms: &Store<MetalStackMachine>,
 ) -> Vec<ObjectRef<MetalStackMachine>> {
+    if set.creating() {
+        return Vec::new();
+    }
     let ns = set.namespace().unwrap_or_default();
-    let all = machines.state();
-    let replicas: Vec<_> = all
+    machines
+        .state()
         .iter()
         .filter(|m| m.namespace().as_deref() == Some(ns.as_str()))
         .filter(|m| set.owns(m))
-        .collect();
-    let initialized = replicas.iter().filter(|m| m.initialized()).count();
-    if set.creating_beyond(initialized) {
-        return Vec::new();
-    }
-    replicas
-        .iter()
         .filter_map(|m| Some(ObjectRef::new(m.metal_stack_machine()?).within(&ns)))
         .filter(|r| {
             msms.get(r)
                 .is_some_and(|msm| !has_finalizer(msm.as_ref(), FINALIZER))
         })
         .collect()
-}
-
-/// The replicas waiting for the MachineSet (in `sets`) that controls `machine`, once
-/// `machine`, through the Machine controller's first pass, is the one that completes it.
-pub(crate) fn completed_by(
-    machine: &Machine,
-    sets: &Store<MachineSet>,
-    machines: &Store<Machine>,
-    msms: &Store<MetalStackMachine>,
-) -> Vec<ObjectRef<MetalStackMachine>> {
-    let ns = machine.namespace().unwrap_or_default();
-    let owner = machine
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "MachineSet");
-    let set = owner.and_then(|o| sets.get(&ObjectRef::new(&o.name).within(&ns)));
-    match set {
-        Some(set) if set.owns(machine) && set.creating() => waiting_replicas(&set, machines, msms),
-        _ => Vec::new(),
-    }
-}
-
-/// The fingerprint of a Machine's making: it changes when it appears and when the Machine
-/// controller first writes its status, not after that.
-pub(crate) fn made(machine: &Machine) -> u64 {
-    fingerprint(&(&machine.metadata.uid, machine.initialized()))
 }
 
 /// The fingerprint of what a MetalStackMachine reads of its MetalStackCluster: the network it
@@ -290,62 +247,29 @@ mod tests {
         assert_eq!(names, ["m1"], "only the machines of the Cluster it serves");
     }
 
-    fn set(replicas: i32, had: Option<i32>) -> MachineSet {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
-            "metadata": {"name": "workers", "namespace": "ns", "uid": "u"},
-            "spec": {"replicas": replicas, "clusterName": "c"},
-            "status": {"replicas": had, "readyReplicas": had},
-        }))
-        .unwrap_or_else(|e| panic!("machine set: {e}"))
-    }
-
-    /// A Machine the Machine controller has been through (its status written).
-    fn machine(name: &str, set: &str, uid: &str) -> Machine {
-        let mut m = new_machine(name, set, uid);
-        let condition = k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-            type_: "Ready".into(),
-            status: "False".into(),
-            reason: "Waiting".into(),
-            message: String::new(),
-            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                jiff::Timestamp::UNIX_EPOCH,
-            ),
-            observed_generation: None,
-        };
-        m.status = Some(crate::capi::MachineStatus {
-            conditions: vec![condition],
-        });
-        m
-    }
-
-    /// A Machine just created: no status yet.
-    fn new_machine(name: &str, set: &str, uid: &str) -> Machine {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": name, "namespace": "ns", "uid": format!("{name}-uid"),
-                         "ownerReferences": [{
-                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
-                "name": set, "uid": uid, "controller": true}]},
-            "spec": {"clusterName": "c",
-                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
-                                           "kind": "MetalStackMachine", "name": name}},
-        }))
-        .unwrap_or_else(|e| panic!("machine: {e}"))
-    }
-
-    fn msm(name: &str, finalizers: &[&str]) -> MetalStackMachine {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4",
-            "kind": "MetalStackMachine",
-            "metadata": {"name": name, "namespace": "ns", "finalizers": finalizers},
-            "spec": {"image": "i", "machineType": "t"},
-        }))
-        .unwrap_or_else(|e| panic!("machine: {e}"))
-    }
-
     #[test]
     fn a_machine_set_wakes_its_replicas_once_it_has_created_them_all() {
+        let set = |replicas: i32, had: Option<i32>| -> MachineSet {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+                "metadata": {"name": "workers", "namespace": "ns", "uid": "u"},
+                "spec": {"replicas": replicas, "clusterName": "c"},
+                "status": {"replicas": had, "readyReplicas": had},
+            }))
+            .unwrap_or_else(|e| panic!("machine set: {e}"))
+        };
+        let machine = |name: &str, set: &str, uid: &str| -> Machine {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                "metadata": {"name": name, "namespace": "ns", "ownerReferences": [{
+                    "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+                    "name": set, "uid": uid, "controller": true}]},
+                "spec": {"clusterName": "c",
+                         "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                               "kind": "MetalStackMachine", "name": name}},
+            }))
+            .unwrap_or_else(|e| panic!("machine: {e}"))
+        };
         let creating = machine_set_progress(&set(3, Some(1)));
         assert_eq!(machine_set_progress(&set(3, None)), creating, "counting up");
         let created = machine_set_progress(&set(3, Some(3)));
@@ -363,6 +287,15 @@ mod tests {
             // Of a MachineSet of the same name, deleted before this one was made.
             machine("g1", "workers", "gone"),
         ]);
+        let msm = |name: &str, finalizers: &[&str]| -> MetalStackMachine {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4",
+                "kind": "MetalStackMachine",
+                "metadata": {"name": name, "namespace": "ns", "finalizers": finalizers},
+                "spec": {"image": "i", "machineType": "t"},
+            }))
+            .unwrap_or_else(|e| panic!("machine: {e}"))
+        };
         let msms = store(vec![
             msm("w1", &[]),
             msm("w2", &[FINALIZER]),
@@ -380,77 +313,5 @@ mod tests {
             ["w1"],
             "only the MachineSet's own replicas capms has not taken up"
         );
-    }
-
-    #[test]
-    fn a_machine_set_whose_machines_are_all_made_wakes_its_replicas_before_it_reports() {
-        let machines = store(vec![
-            machine("w1", "workers", "u"),
-            machine("w2", "workers", "u"),
-            machine("o1", "others", "o"),
-        ]);
-        let msms = store(vec![
-            msm("w1", &[]),
-            msm("w2", &[FINALIZER]),
-            msm("o1", &[]),
-        ]);
-        let names = |refs: Vec<ObjectRef<MetalStackMachine>>| -> Vec<String> {
-            refs.into_iter().map(|r| r.name).collect()
-        };
-        assert!(
-            set(2, Some(1)).creating_beyond(1),
-            "one Machine of two made"
-        );
-        assert!(
-            !set(2, Some(1)).creating_beyond(2),
-            "both made, not yet reported"
-        );
-        assert_eq!(
-            names(waiting_replicas(&set(2, Some(1)), &machines, &msms)),
-            ["w1"],
-            "its two Machines are made though it reported one"
-        );
-        assert!(
-            waiting_replicas(&set(3, Some(1)), &machines, &msms).is_empty(),
-            "a third still to come"
-        );
-        let last = machine("w2", "workers", "u");
-        for (why, sets, woken) in [
-            (
-                "the Machine completing it",
-                store(vec![set(2, Some(1))]),
-                vec!["w1"],
-            ),
-            ("one more to come", store(vec![set(3, Some(1))]), vec![]),
-            (
-                "reported already: its report woke them",
-                store(vec![set(2, Some(2))]),
-                vec![],
-            ),
-            ("its MachineSet not known", store(Vec::new()), vec![]),
-        ] {
-            assert_eq!(
-                names(completed_by(&last, &sets, &machines, &msms)),
-                woken,
-                "{why}"
-            );
-        }
-        let unmade = store(vec![
-            machine("w1", "workers", "u"),
-            new_machine("w2", "workers", "u"),
-        ]);
-        assert!(
-            waiting_replicas(&set(2, Some(1)), &unmade, &msms).is_empty(),
-            "one not yet through the Machine controller"
-        );
-        let unmade = store(vec![new_machine("w1", "workers", "u"), last.clone()]);
-        let sets = store(vec![set(2, Some(1))]);
-        assert!(completed_by(&last, &sets, &unmade, &msms).is_empty());
-        let mut changed = last.clone();
-        changed.spec.bootstrap.data_secret_name = Some("data".into());
-        assert_eq!(made(&changed), made(&last), "a later change is no making");
-        let first = new_machine("w2", "workers", "u");
-        assert_ne!(made(&first), made(&last), "its first status");
-        assert_ne!(made(&machine("w3", "workers", "u")), made(&last));
     }
 }
