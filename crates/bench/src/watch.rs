@@ -54,6 +54,15 @@ pub struct MachineSeen {
     pub bootstrap: Option<f64>,
 }
 
+/// What the benchmark saw of a MachineSet.
+#[derive(Clone, Debug, Default)]
+pub struct MachineSetSeen {
+    /// The replicas it wants (its latest spec).
+    pub wanted: usize,
+    /// When it first reported every replica it wanted (some).
+    pub reported: Option<f64>,
+}
+
 /// What the benchmark tracks of an object.
 trait Tracked: kube::Resource {
     fn owned(&self) -> bool {
@@ -105,8 +114,8 @@ pub struct Seen {
     pub firewalls: BTreeMap<String, Timeline>,
     /// Cluster API's Machines, by name.
     pub capi_machines: BTreeMap<String, MachineSeen>,
-    /// When each MachineSet first reported all the replicas it wanted, by name.
-    pub machine_sets_complete: BTreeMap<String, f64>,
+    /// Cluster API's MachineSets, by name.
+    pub machine_sets: BTreeMap<String, MachineSetSeen>,
 }
 
 impl Seen {
@@ -124,9 +133,9 @@ impl Seen {
                 continue;
             };
             t.bootstrap = machine.bootstrap;
-            let set = machine.machine_set.as_ref();
-            let complete = set.and_then(|s| self.machine_sets_complete.get(s));
-            t.released = complete.map(|c| t.owned.map_or(*c, |owned| c.max(owned)));
+            let set = machine.machine_set.as_deref();
+            let released = set.and_then(|s| self.machine_sets.get(s)?.reported);
+            t.released = released.map(|r| t.owned.map_or(r, |owned| r.max(owned)));
         }
         seen
     }
@@ -350,11 +359,16 @@ fn machine_milestones(seen: &mut Seen, machine: &Machine, gone: bool, now: f64) 
     }
 }
 
-/// Records when a MachineSet first reported every replica it wanted.
+/// Records how many replicas a MachineSet wants, and when it first reported them all. A
+/// MachineDeployment makes its MachineSet wanting none and scales it up after: that is no
+/// report.
 fn machine_set_milestones(seen: &mut Seen, set: &MachineSet, gone: bool, now: f64) {
-    if !gone && !set.creating() {
-        seen.machine_sets_complete
-            .entry(set.name_any())
-            .or_insert(now);
+    if gone {
+        return;
+    }
+    let entry = seen.machine_sets.entry(set.name_any()).or_default();
+    entry.wanted = usize::try_from(set.spec.replicas.unwrap_or(0)).unwrap_or(0);
+    if entry.wanted > 0 && !set.creating() {
+        entry.reported.get_or_insert(now);
     }
 }
