@@ -107,7 +107,8 @@ fn decide_live(
 /// MachineSet has created them all or `left` is over. Each write to the object would wake
 /// Cluster API's Machine controller, whose requests share one client rate limit with the
 /// MachineSet's creations. What capms allocated for an object deleted meanwhile, before capms
-/// wrote its finalizer, the orphan sweep frees.
+/// wrote its finalizer, is freed as soon as capms sees the deletion (`left_behind`), or else by
+/// the orphan sweep.
 fn while_held(
     msm: &MetalStackMachine,
     decision: MachineDecision,
