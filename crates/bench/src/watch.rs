@@ -1,5 +1,5 @@
 //! When each MetalStackMachine and MetalStackFirewall appeared, got its machine, became ready and
-//! went away, and when its Machine named bootstrap data and its MachineSet had created every
+//! went away, and when its Machine named bootstrap data and its MachineSet reported every
 //! replica: one watch per kind (no polling: the benchmark must not load the apiserver).
 
 use capms::api::{MetalStackFirewall, MetalStackMachine};
