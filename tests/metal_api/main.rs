@@ -14,3 +14,4 @@ mod metal_go;
 mod requests;
 mod spec;
 mod v2;
+mod v2_client;

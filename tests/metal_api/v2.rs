@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 use support::RunningSim;
 use support::protos::Protos;
 
-const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
-const MACHINE: &str = "00000000-0000-0000-0000-000000000003";
+pub(super) const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+pub(super) const MACHINE: &str = "00000000-0000-0000-0000-000000000003";
 /// The methods of visibility SELF the contract test calls: an API token lists them.
 const SELF: [&str; 5] = [
     "/metalstack.api.v2.TokenService/Refresh",
@@ -65,7 +65,7 @@ fn every_served_v2_method_is_in_the_protos_with_the_access_they_declare() {
 
 /// A machine of the project allocated, with events, a crash loop and tags, so that every field
 /// the simulator writes is there.
-fn allocated(sim: &RunningSim) {
+pub(super) fn allocated(sim: &RunningSim) {
     let mut state = sim.sim.state();
     let record = state.machines.get_mut(MACHINE).expect("a lab machine");
     record.allocation = Some(MachineAllocation {
@@ -88,7 +88,7 @@ fn allocated(sim: &RunningSim) {
 }
 
 /// A token minted through `/sim/v2/tokens` with `request`: `{token, secret}`.
-async fn mint(sim: &RunningSim, request: Value) -> Value {
+pub(super) async fn mint(sim: &RunningSim, request: Value) -> Value {
     let base = sim.url.trim_end_matches("/metal");
     reqwest::Client::new()
         .post(format!("{base}/sim/v2/tokens"))
