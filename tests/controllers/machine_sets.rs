@@ -88,6 +88,14 @@ async fn wait_allocated(env: &Env, name: &str) -> String {
     .await
 }
 
+/// Adds replica `name` of the MachineSet with `uid` and waits until Cluster API owns it.
+async fn add_owned_replica(env: &Env, machines: &Api<MetalStackMachine>, uid: &str, name: &str) {
+    add_replica(env, uid, name).await;
+    let owned = |m: &MetalStackMachine| !m.owner_references().is_empty();
+    let what = format!("Cluster API to own replica {name}");
+    wait_condition(machines, name, &what, owned).await;
+}
+
 /// Asserts that capms has not taken up replica `name`: no finalizer, no status.
 async fn assert_untouched(machines: &Api<MetalStackMachine>, name: &str) {
     let waiting = machines.get(name).await.expect("the replica");
@@ -127,16 +135,8 @@ async fn a_replica_waits_while_its_machine_set_creates_until_it_reports_them_all
     let (mut env, uid) = with_machine_set("machine-set", &["--machine-set-wait=1h"]).await;
     let sets: Api<MachineSet> = Api::namespaced(env.client(), &env.ns.name);
 
-    add_replica(&env, &uid, "replica").await;
     let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
-    let owned = |m: &MetalStackMachine| !m.owner_references().is_empty();
-    wait_condition(
-        &machines,
-        "replica",
-        "Cluster API to own the replica",
-        owned,
-    )
-    .await;
+    add_owned_replica(&env, &machines, &uid, "replica").await;
     wait_reported(&env, &sets, 1).await;
     // A machine of no MachineSet, added after the replica was owned: once it is ready, capms
     // has had the owned replica in hand as long.
@@ -156,14 +156,7 @@ async fn a_replica_waits_while_its_machine_set_creates_until_it_reports_them_all
     // started again with a short wait, lets the newest replica go on once the MachineSet has
     // created none for that long, while it still wants another.
     env.apply(machine_set(3)).await;
-    add_replica(&env, &uid, "replica-2").await;
-    wait_condition(
-        &machines,
-        "replica-2",
-        "Cluster API to own the second replica",
-        owned,
-    )
-    .await;
+    add_owned_replica(&env, &machines, &uid, "replica-2").await;
     wait_reported(&env, &sets, 2).await;
     // Held as the first was, under the hour-long wait.
     env.add_lab_machine(MSC, "standalone-2", "bootstrap").await;
@@ -187,16 +180,8 @@ async fn a_replica_waits_while_its_machine_set_creates_until_it_reports_them_all
 async fn a_held_replica_deleted_before_capms_took_it_up_has_its_machine_freed_at_once() {
     let args = ["--machine-set-wait=1h", "--orphan-grace=1h"];
     let (env, uid) = with_machine_set("held-deleted", &args).await;
-    add_replica(&env, &uid, "replica").await;
     let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
-    let owned = |m: &MetalStackMachine| !m.owner_references().is_empty();
-    wait_condition(
-        &machines,
-        "replica",
-        "Cluster API to own the replica",
-        owned,
-    )
-    .await;
+    add_owned_replica(&env, &machines, &uid, "replica").await;
     let id = wait_allocated(&env, "replica").await;
     assert_untouched(&machines, "replica").await;
 
