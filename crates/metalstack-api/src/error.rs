@@ -1,9 +1,9 @@
 //! A call's failure: the Connect code metal-apiserver answered with, or why no answer came.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The Connect protocol's error codes, as the `code` field of an error answer spells them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Code {
     Canceled,
@@ -39,6 +39,23 @@ impl Code {
         )
     }
 
+    /// The HTTP status a Connect server answers the code with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => 400,
+            Code::Unauthenticated => 401,
+            Code::PermissionDenied => 403,
+            Code::NotFound => 404,
+            Code::AlreadyExists | Code::Aborted => 409,
+            Code::ResourceExhausted => 429,
+            Code::Canceled => 499,
+            Code::Unknown | Code::Internal | Code::DataLoss => 500,
+            Code::Unimplemented => 501,
+            Code::Unavailable => 503,
+            Code::DeadlineExceeded => 504,
+        }
+    }
+
     /// The code a Connect server means by an HTTP status, for an error answer without a body
     /// (a proxy's, say), as the protocol maps them.
     pub fn of_status(status: u16) -> Code {
@@ -69,6 +86,13 @@ pub enum Error {
     },
     #[error("{procedure}: the answer does not fit its message: {message}")]
     Decode { procedure: String, message: String },
+    /// Not sent: the token's budget of calls per minute is spent, or the server refused one
+    /// for the token's rate a moment ago.
+    #[error("{procedure}: not sent, the token's rate budget allows the next call in {wait:?}")]
+    Budget {
+        procedure: String,
+        wait: std::time::Duration,
+    },
 }
 
 impl Error {
@@ -78,6 +102,15 @@ impl Error {
             Error::Connect { code, .. } => *code,
             Error::Transport { .. } => Code::Unavailable,
             Error::Decode { .. } => Code::Internal,
+            Error::Budget { .. } => Code::ResourceExhausted,
+        }
+    }
+
+    /// How long to wait before asking again, when the client knows.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Error::Budget { wait, .. } => Some(*wait),
+            _ => None,
         }
     }
 
@@ -115,6 +148,35 @@ mod tests {
             assert!(!code(terminal).transient(), "{terminal}");
         }
         assert_eq!(Code::of_status(429), Code::Unavailable);
+        assert_eq!(
+            serde_json::to_value(Code::FailedPrecondition).ok(),
+            Some(serde_json::json!("failed_precondition"))
+        );
+    }
+
+    #[test]
+    fn codes_are_answered_with_the_http_statuses_connect_gives_them() {
+        let cases = [
+            (Code::Canceled, 499),
+            (Code::Unknown, 500),
+            (Code::InvalidArgument, 400),
+            (Code::DeadlineExceeded, 504),
+            (Code::NotFound, 404),
+            (Code::AlreadyExists, 409),
+            (Code::PermissionDenied, 403),
+            (Code::ResourceExhausted, 429),
+            (Code::FailedPrecondition, 400),
+            (Code::Aborted, 409),
+            (Code::OutOfRange, 400),
+            (Code::Unimplemented, 501),
+            (Code::Internal, 500),
+            (Code::Unavailable, 503),
+            (Code::DataLoss, 500),
+            (Code::Unauthenticated, 401),
+        ];
+        for (code, status) in cases {
+            assert_eq!(code.http_status(), status, "{code:?}");
+        }
         assert_eq!(Code::of_status(401), Code::Unauthenticated);
     }
 }

@@ -20,13 +20,22 @@ impl RunningSim {
         base_path: &str,
         timings: metal_sim::Timings,
     ) -> RunningSim {
-        capms::tls::install_default_provider();
         let config = metal_sim::SimConfig {
             base_path: base_path.to_owned(),
             keys: metal_sim::HmacKeys::lab(),
             timings,
             rate_limit: metal_sim::DEFAULT_RATE_LIMIT,
         };
+        Self::start_configured(inventory, config).await
+    }
+
+    /// A simulator of `config` (a lower rate limit for API v2, say).
+    pub async fn start_configured(
+        inventory: metal_sim::inventory::Inventory,
+        config: metal_sim::SimConfig,
+    ) -> RunningSim {
+        capms::tls::install_default_provider();
+        let base_path = config.base_path.clone();
         let sim = metal_sim::Sim::new(&inventory, config).expect("inventory is valid");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

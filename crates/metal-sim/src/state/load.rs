@@ -163,6 +163,7 @@ impl State {
                 allocation: None,
                 state: MachineState::default(),
                 tags: Vec::new(),
+                allocation_labels: BTreeMap::new(),
                 waiting: false,
                 events: Vec::new(),
                 last_event_time: None,

@@ -4,7 +4,7 @@ use super::*;
 use metal_api::tags::MACHINE_ID;
 
 impl State {
-    pub(super) fn liveliness(&self, m: &MachineRecord) -> &'static str {
+    pub fn liveliness(&self, m: &MachineRecord) -> &'static str {
         if !self.silent(m) {
             liveliness::ALIVE
         } else if m.allocation.is_some() {
@@ -129,6 +129,7 @@ impl State {
         }
         let was_allocated = freed.is_some();
         m.tags.clear();
+        m.allocation_labels.clear();
         m.changed = Timestamp::now();
         let view = self.machine(id)?;
         Ok((view, was_allocated))

@@ -65,6 +65,9 @@ pub struct MachineRecord {
     pub allocation: Option<MachineAllocation>,
     pub state: MachineState,
     pub tags: Vec<String>,
+    /// The labels an API v2 `MachineService/Create` gave the allocation (kept apart from the
+    /// machine's tags, as metal-apiserver keeps them; v1 does not see them).
+    pub allocation_labels: BTreeMap<String, String>,
     /// metal-hammer sits in its wait loop; only waiting machines are candidates.
     pub waiting: bool,
     /// Newest first.

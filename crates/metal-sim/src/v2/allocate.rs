@@ -1,34 +1,32 @@
 //! `MachineService/Create`, `/Delete` and `/BMCCommand` over the same allocation, freeing and
 //! power actions as metal-api's:
-//! a v2 request is taken as the v1 allocation it means (labels as `key=value` tags, each network
-//! with its IPs, a firewall's rules), so that what v1 and v2 allocate are one kind of machine.
+//! a v2 request is taken as the v1 allocation it means (each network with its IPs, a firewall's
+//! rules), so that what v1 and v2 allocate are one kind of machine. Its labels are the
+//! allocation's, kept apart from the machine's tags as metal-apiserver keeps them.
 //! An allocation metal-api would refuse is refused with its message, under the Connect code of
 //! its HTTP status.
 
-use super::connect::{Code, ConnectError};
+use super::connect::{Code, ConnectError, refused};
 use super::machines::{message, of_request, tags};
 use super::tokens::Token;
 use crate::Sim;
-use crate::state::SimError;
 use metal_api::tags::MACHINE_ID;
 use metal_api::types::{
     AllocationNetwork, FirewallEgressRule, FirewallIngressRule, FirewallRules,
     MachineAllocateRequest, PowerAction, ROLE_FIREWALL, ROLE_MACHINE,
 };
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-/// metal-api's refusal as a Connect error.
-pub(super) fn refused(e: SimError) -> ConnectError {
-    let code = match e.status {
-        404 => Code::NotFound,
-        409 => Code::AlreadyExists,
-        400 | 422 => Code::FailedPrecondition,
-        _ => Code::Internal,
-    };
-    ConnectError::new(code, e.message)
+/// A `Labels` message as a map.
+fn labels(message: &Value) -> BTreeMap<String, String> {
+    let labels = message["labels"].as_object().into_iter().flatten();
+    labels
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+        .collect()
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -103,7 +101,7 @@ fn allocation(request: &Value) -> MachineAllocateRequest {
         ips,
         ssh_pub_keys: strings(&request["sshPublicKeys"]),
         user_data: text("userdata"),
-        tags: tags(&request["labels"]),
+        tags: Vec::new(),
         placement_tags: tags(&request["placementLabels"]),
     }
 }
@@ -125,7 +123,10 @@ pub fn create(sim: &Sim, token: Option<&Token>, request: &Value) -> Result<Value
             .machine_allocate(&allocation(request), rules.as_ref(), role, &creator)
             .map_err(refused)?;
         let lease = state.lease(&machine.id);
-        let record = state.machines.get(&machine.id).map(message);
+        if let Some(record) = state.machines.get_mut(&machine.id) {
+            record.allocation_labels = labels(&request["labels"]);
+        }
+        let record = state.machines.get(&machine.id).map(|m| message(&state, m));
         (record.unwrap_or_default(), lease)
     };
     if let (Some(lease), Some(id)) = (lease, machine["uuid"].as_str()) {
@@ -140,7 +141,7 @@ pub fn delete(sim: &Sim, _: Option<&Token>, request: &Value) -> Result<Value, Co
     let uuid = request["uuid"].as_str().unwrap_or_default();
     let freed = {
         let mut state = sim.state();
-        let before = message(of_request(&state, request)?);
+        let before = message(&state, of_request(&state, request)?);
         state.machine_free(uuid).map_err(refused)?;
         before
     };

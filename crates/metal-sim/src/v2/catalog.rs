@@ -1,6 +1,8 @@
 //! What every token may read of the master data (methods of visibility SELF): partitions, sizes
 //! and images as `metalstack.api.v2` messages, and `ImageService/Latest`, which resolves
-//! `<os>-<major>.<minor>` to its newest patch as metal-api's `/latest` does.
+//! `<os>-<major>.<minor>` to its newest patch as metal-api's `/latest` does, and
+//! `SizeImageConstraintService/Try`, which finds the size and the image; the simulator's
+//! catalog has no size-image constraints, so every size takes every image it finds.
 
 use super::connect::{Code, ConnectError};
 use crate::state::State;
@@ -78,4 +80,18 @@ pub fn latest(state: &State, request: &Value) -> Result<Value, ConnectError> {
             format!("no image for os:{os:?} found"),
         )),
     }
+}
+
+/// `SizeImageConstraintService/Try {size, image}`: the size and the image (in full or
+/// `<os>-<major>.<minor>`) must be known; no constraint of the simulator refuses them.
+pub fn try_size_image(state: &State, request: &Value) -> Result<Value, ConnectError> {
+    let size = request["size"].as_str().unwrap_or_default();
+    let image = request["image"].as_str().unwrap_or_default();
+    if state.size(size).is_err() {
+        return Err(super::connect::not_found("Size", size));
+    }
+    if state.image_latest(image).is_err() {
+        return Err(super::connect::not_found("Image", image));
+    }
+    Ok(json!({}))
 }

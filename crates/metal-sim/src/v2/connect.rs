@@ -2,53 +2,12 @@
 //! as JSON in a POST body, the answer as JSON with 200, an error as `{"code", "message"}` with
 //! the HTTP status Connect maps its code to.
 
+use crate::state::SimError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-/// The Connect codes the simulator answers with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Code {
-    InvalidArgument,
-    Unauthenticated,
-    PermissionDenied,
-    NotFound,
-    AlreadyExists,
-    FailedPrecondition,
-    ResourceExhausted,
-    Unimplemented,
-    Internal,
-}
-
-impl Code {
-    /// As the `code` field spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Code::InvalidArgument => "invalid_argument",
-            Code::Unauthenticated => "unauthenticated",
-            Code::PermissionDenied => "permission_denied",
-            Code::NotFound => "not_found",
-            Code::AlreadyExists => "already_exists",
-            Code::FailedPrecondition => "failed_precondition",
-            Code::ResourceExhausted => "resource_exhausted",
-            Code::Unimplemented => "unimplemented",
-            Code::Internal => "internal",
-        }
-    }
-
-    /// The HTTP status the Connect protocol gives the code.
-    pub fn status(self) -> StatusCode {
-        match self {
-            Code::InvalidArgument | Code::FailedPrecondition => StatusCode::BAD_REQUEST,
-            Code::AlreadyExists => StatusCode::CONFLICT,
-            Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-            Code::PermissionDenied => StatusCode::FORBIDDEN,
-            Code::NotFound | Code::Unimplemented => StatusCode::NOT_FOUND,
-            Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-            Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-}
+pub use metalstack_api::Code;
 
 /// A call's failure, as the client reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,8 +27,10 @@ impl ConnectError {
 
 impl IntoResponse for ConnectError {
     fn into_response(self) -> Response {
-        let body = json!({"code": self.code.name(), "message": self.message});
-        json_answer(self.code.status(), &body)
+        let body = json!({"code": self.code, "message": self.message});
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        json_answer(status, &body)
     }
 }
 
@@ -80,6 +41,17 @@ pub fn not_found(entity: &str, id: &str) -> ConnectError {
         Code::NotFound,
         format!("*metal.{entity} with id {id:?} not found"),
     )
+}
+
+/// metal-api's refusal as a Connect error.
+pub fn refused(e: SimError) -> ConnectError {
+    let code = match e.status {
+        404 => Code::NotFound,
+        409 => Code::AlreadyExists,
+        400 | 422 => Code::FailedPrecondition,
+        _ => Code::Internal,
+    };
+    ConnectError::new(code, e.message)
 }
 
 /// A message as the answer of a successful call.
@@ -117,24 +89,6 @@ pub fn request_message(body: &[u8]) -> Result<Value, ConnectError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn codes_map_to_the_http_statuses_connect_gives_them() {
-        let cases = [
-            (Code::InvalidArgument, 400),
-            (Code::Unauthenticated, 401),
-            (Code::PermissionDenied, 403),
-            (Code::NotFound, 404),
-            (Code::AlreadyExists, 409),
-            (Code::FailedPrecondition, 400),
-            (Code::ResourceExhausted, 429),
-            (Code::Unimplemented, 404),
-            (Code::Internal, 500),
-        ];
-        for (code, status) in cases {
-            assert_eq!(code.status().as_u16(), status, "{code:?}");
-        }
-    }
 
     #[test]
     fn an_empty_body_is_the_empty_message_and_a_non_object_is_refused() {

@@ -1,8 +1,7 @@
 //! `IPService` Create, Delete and List over metal-api's IPs: an IP is deleted by its address,
 //! and a project sees only its own.
 
-use super::allocate::refused;
-use super::connect::{ConnectError, not_found};
+use super::connect::{ConnectError, not_found, refused};
 use super::machines::{labelled, labels, tags};
 use crate::state::State;
 use metal_api::types::{Ip, IpAllocateRequest};

@@ -1,10 +1,12 @@
 //! `MachineService` Get and List over the simulator's state: a project sees only the machines
 //! allocated to it. A machine is written as the `metalstack.api.v2.Machine` message, its tags as
-//! labels (`key=value`; a tag without `=` keeps an empty value).
+//! labels (`key=value`; a tag without `=` keeps an empty value), the labels a v2 `Create` gave
+//! its allocation as the allocation's, apart from the tags, as metal-apiserver keeps them.
 
 use super::connect::{ConnectError, not_found};
+use super::networks::{nat_type, network_type};
 use crate::state::{MachineRecord, State};
-use metal_api::types::MachineEvent;
+use metal_api::types::{FirewallRules, MachineAllocation, MachineEvent, MachineNetwork};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
@@ -42,8 +44,58 @@ pub fn labels(tags: &[String]) -> BTreeMap<String, String> {
     pairs.collect()
 }
 
+/// `metalstack.api.v2.MachineNetwork` of a v1 machine network.
+fn machine_network(n: &MachineNetwork) -> Value {
+    let mut network = json!({
+        "network": n.networkid, "prefixes": n.prefixes, "destinationPrefixes": n.destinationprefixes,
+        "ips": n.ips, "networkType": network_type(&n.networktypev2),
+        "natType": nat_type(&n.nattypev2), "vrf": n.vrf.to_string(), "asn": n.asn,
+    });
+    if !n.projectid.is_empty() {
+        network["project"] = n.projectid.clone().into();
+    }
+    network
+}
+
+/// `metalstack.api.v2.FirewallRules` of v1's (`tcp` as `IP_PROTOCOL_TCP`).
+fn firewall_rules(rules: &FirewallRules) -> Value {
+    let protocol = |p: &str| format!("IP_PROTOCOL_{}", p.to_uppercase());
+    let egress: Vec<Value> = rules
+        .egress
+        .iter()
+        .map(|r| json!({"protocol": protocol(&r.protocol), "ports": r.ports, "to": r.to, "comment": r.comment}))
+        .collect();
+    let ingress: Vec<Value> = rules
+        .ingress
+        .iter()
+        .map(|r| json!({"protocol": protocol(&r.protocol), "ports": r.ports, "to": r.to, "from": r.from, "comment": r.comment}))
+        .collect();
+    json!({"egress": egress, "ingress": ingress})
+}
+
+/// `metalstack.api.v2.MachineAllocation` of `a`, with the labels a v2 `Create` gave it.
+fn allocation(a: &MachineAllocation, labels: &BTreeMap<String, String>) -> Value {
+    let mut allocation = json!({
+        "uuid": a.allocationuuid, "name": a.name, "description": a.description,
+        "createdBy": a.creator, "project": a.project, "hostname": a.hostname,
+        "meta": {"createdAt": a.created.to_string()},
+        "networks": a.networks.iter().map(machine_network).collect::<Vec<_>>(),
+        "allocationType": format!("MACHINE_ALLOCATION_TYPE_{}", a.role.to_uppercase()),
+    });
+    if !labels.is_empty() {
+        allocation["meta"]["labels"] = json!({"labels": labels});
+    }
+    if let Some(image) = &a.image {
+        allocation["image"] = json!({"id": image.id});
+    }
+    if let Some(rules) = &a.firewall_rules {
+        allocation["firewallRules"] = firewall_rules(rules);
+    }
+    allocation
+}
+
 /// The `metalstack.api.v2.Machine` message of `m`.
-pub fn message(m: &MachineRecord) -> Value {
+pub fn message(state: &State, m: &MachineRecord) -> Value {
     let mut machine = json!({
         "uuid": m.id,
         "meta": {"labels": {"labels": labels(&m.tags)}, "createdAt": m.created.to_string(),
@@ -53,15 +105,10 @@ pub fn message(m: &MachineRecord) -> Value {
         "size": {"id": m.size},
     });
     if let Some(a) = &m.allocation {
-        let mut allocation = json!({
-            "uuid": a.allocationuuid, "name": a.name, "description": a.description,
-            "createdBy": a.creator, "project": a.project, "hostname": a.hostname,
-        });
-        if let Some(image) = &a.image {
-            allocation["image"] = json!({"id": image.id});
-        }
-        machine["allocation"] = allocation;
+        machine["allocation"] = allocation(a, &m.allocation_labels);
     }
+    let liveliness = state.liveliness(m).to_uppercase();
+    machine["status"] = json!({"liveliness": format!("MACHINE_LIVELINESS_{liveliness}")});
     let mut events = Map::new();
     events.insert(
         "events".into(),
@@ -94,7 +141,7 @@ fn of_project<'a>(m: &'a MachineRecord, project: &str) -> Option<&'a MachineReco
 /// another project.
 pub fn get(state: &State, request: &Value) -> Result<Value, ConnectError> {
     let m = of_request(state, request)?;
-    Ok(json!({"machine": message(m)}))
+    Ok(json!({"machine": message(state, m)}))
 }
 
 /// The machine a request names by `uuid`, when it is allocated to the request's `project`;
@@ -114,11 +161,14 @@ pub fn of_request<'a>(
 
 /// Whether tags `tags` carry every label of `query.labels`.
 pub fn labelled(tags: &[String], query: &Value) -> bool {
-    let own = labels(tags);
-    let wanted = query["labels"]["labels"].as_object();
+    carries(&labels(tags), &query["labels"])
+}
+
+/// Whether `own` has every label of the `Labels` message `wanted`.
+fn carries(own: &BTreeMap<String, String>, wanted: &Value) -> bool {
+    let wanted = wanted["labels"].as_object().into_iter().flatten();
     wanted
         .into_iter()
-        .flatten()
         .all(|(k, v)| own.get(k).map(String::as_str) == Some(v.as_str().unwrap_or_default()))
 }
 
@@ -130,7 +180,8 @@ pub fn tags(labels: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Whether `m` matches `query` (uuid, name, partition, size, rack, labels).
+/// Whether `m` matches `query` (uuid, name, partition, size, rack, labels, the allocation's
+/// labels).
 fn matches(m: &MachineRecord, query: &Value) -> bool {
     let is = |field: &str, value: &str| query[field].as_str().is_none_or(|q| q == value);
     let name = m
@@ -144,6 +195,7 @@ fn matches(m: &MachineRecord, query: &Value) -> bool {
         && is("size", &m.size)
         && is("rack", &m.rack)
         && labelled(&m.tags, query)
+        && carries(&m.allocation_labels, &query["allocation"]["labels"])
 }
 
 /// `MachineService/List {project, query}`: the project's machines that match.
@@ -155,7 +207,7 @@ pub fn list(state: &State, request: &Value) -> Result<Value, ConnectError> {
         .values()
         .filter_map(|m| of_project(m, project))
         .filter(|m| matches(m, query))
-        .map(message)
+        .map(|m| message(state, m))
         .collect();
     Ok(json!({"machines": machines}))
 }

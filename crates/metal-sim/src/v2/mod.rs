@@ -147,6 +147,12 @@ pub const SERVED: &[Served] = &[
         settle: None,
     },
     Served {
+        procedure: "/metalstack.api.v2.SizeImageConstraintService/Try",
+        access: Access::SelfOnly,
+        serve: |sim, _, request| catalog::try_size_image(&sim.state(), request),
+        settle: None,
+    },
+    Served {
         procedure: "/metalstack.api.v2.TokenService/Refresh",
         access: Access::SelfOnly,
         serve: refresh,

@@ -2,19 +2,18 @@
 //! project's child networks are made from its partition's super network, and the base networks
 //! (super, external, underlay: those of no project) are listed for any project.
 
-use super::allocate::refused;
-use super::connect::{ConnectError, not_found};
+use super::connect::{ConnectError, not_found, refused};
 use crate::state::State;
 use metal_api::types::{Network, NetworkAllocateRequest};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
 /// A v1 type (`child-shared`) as its v2 enum value.
-fn network_type(v1: &str) -> String {
+pub(super) fn network_type(v1: &str) -> String {
     format!("NETWORK_TYPE_{}", v1.to_uppercase().replace('-', "_"))
 }
 
-fn nat_type(v1: &str) -> &'static str {
+pub(super) fn nat_type(v1: &str) -> &'static str {
     match v1 {
         "ipv4-masq" => "NAT_TYPE_IPV4_MASQUERADE",
         "none" => "NAT_TYPE_NONE",

@@ -42,6 +42,7 @@ fn uuid_fields(procedure: &str) -> &'static [&'static str] {
         _ if procedure.contains("TokenService")
             || procedure.contains("Partition")
             || procedure.contains("SizeService")
+            || procedure.contains("SizeImageConstraintService")
             || procedure.contains("ImageService") =>
         {
             &[]
