@@ -2,7 +2,8 @@
 //! against metal-api's swagger spec (`spec`), request bodies as Go clients send them
 //! (`requests`), metal-stack's Go client driving it (`metal_go`), and capms's client through the
 //! whole life of every entity, every error path and every fault (`client`); the simulator's API
-//! v2 against metal-apiserver's protos (`v2`).
+//! v2 against metal-apiserver's protos (`v2`), and capms's v2 client against them (`v2_contract`) and
+//! against the simulator (`v2_client`).
 
 // A test (and its helpers) fails loudly on what it does not expect.
 #![allow(clippy::expect_used)]
@@ -15,3 +16,4 @@ mod requests;
 mod spec;
 mod v2;
 mod v2_client;
+mod v2_contract;

@@ -1,23 +1,26 @@
 //! Unary Connect calls with JSON bodies, under the client's current project token.
 
+use crate::budget::Budget;
 use crate::error::{Code, Error};
 use crate::token::Token;
-use crate::types::{
-    MachineServiceGetRequest, MachineServiceGetResponse, MachineServiceListRequest,
-    MachineServiceListResponse, TokenServiceRefreshRequest, TokenServiceRefreshResponse,
-};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use std::sync::RwLock;
+use crate::types::{Rpc, TokenServiceRefreshRequest};
+use std::sync::{Mutex, RwLock};
+use std::time::Instant;
 
 /// The protocol version header every Connect call carries.
 const PROTOCOL_VERSION: (&str, &str) = ("connect-protocol-version", "1");
 
-/// A client of one metal-apiserver, calling with one project token at a time.
+/// The calls per minute a client sends with one token unless told otherwise: metal-apiserver's
+/// default limit (100) less a tenth for others using the same token (metal-token-refresher).
+pub const DEFAULT_CALLS_PER_MINUTE: u32 = 90;
+
+/// A client of one metal-apiserver, calling with one project token at a time, within a budget
+/// of calls per minute.
 pub struct Client {
     base: String,
     http: reqwest::Client,
     token: RwLock<Token>,
+    budget: Mutex<Budget>,
 }
 
 /// An error answer's body.
@@ -36,7 +39,20 @@ impl Client {
             base: base.trim_end_matches('/').to_owned(),
             http,
             token: RwLock::new(token),
+            budget: Mutex::new(Budget::new(DEFAULT_CALLS_PER_MINUTE)),
         }
+    }
+
+    /// The same client sending at most `calls` a minute.
+    pub fn with_calls_per_minute(self, calls: u32) -> Client {
+        Client {
+            budget: Mutex::new(Budget::new(calls)),
+            ..self
+        }
+    }
+
+    fn budget(&self) -> std::sync::MutexGuard<'_, Budget> {
+        self.budget.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The token calls are made with now.
@@ -49,12 +65,15 @@ impl Client {
         *self.token.write().unwrap_or_else(|p| p.into_inner()) = token;
     }
 
-    /// Calls `procedure` (`/metalstack.api.v2.MachineService/Get`) with `request`.
-    pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
-        &self,
-        procedure: &str,
-        request: &Req,
-    ) -> Result<Resp, Error> {
+    /// Sends `request` to its procedure, within the token's budget.
+    pub(crate) async fn call<R: Rpc>(&self, request: &R) -> Result<R::Response, Error> {
+        let procedure = R::PROCEDURE;
+        if let Err(wait) = self.budget().take(Instant::now()) {
+            return Err(Error::Budget {
+                procedure: procedure.to_owned(),
+                wait,
+            });
+        }
         let bearer = self.token().bearer().to_owned();
         let transport = |source| Error::Transport {
             procedure: procedure.to_owned(),
@@ -76,12 +95,16 @@ impl Client {
                 code: Code::of_status(status.as_u16()),
                 message: String::from_utf8_lossy(&body).into_owned(),
             });
+            if failure.code == Code::ResourceExhausted {
+                self.budget().refused(Instant::now());
+            }
             return Err(Error::Connect {
                 procedure: procedure.to_owned(),
                 code: failure.code,
                 message: failure.message,
             });
         }
+        self.budget().answered();
         serde_json::from_slice(&body).map_err(|e| Error::Decode {
             procedure: procedure.to_owned(),
             message: e.to_string(),
@@ -90,37 +113,22 @@ impl Client {
 
     /// `TokenService/Refresh`: a new token for the current one, used from now on.
     pub async fn refresh(&self) -> Result<Token, Error> {
-        const PROCEDURE: &str = "/metalstack.api.v2.TokenService/Refresh";
-        let answer: TokenServiceRefreshResponse =
-            self.call(PROCEDURE, &TokenServiceRefreshRequest {}).await?;
+        let answer = self.call(&TokenServiceRefreshRequest {}).await?;
         let token = Token::parse(&answer.secret).map_err(|e| Error::Decode {
-            procedure: PROCEDURE.to_owned(),
+            procedure: TokenServiceRefreshRequest::PROCEDURE.to_owned(),
             message: e.to_string(),
         })?;
         self.use_token(token.clone());
         Ok(token)
     }
 
-    /// `MachineService/Get`.
-    pub async fn machine(
-        &self,
-        project: &str,
-        uuid: &str,
-    ) -> Result<MachineServiceGetResponse, Error> {
-        let request = MachineServiceGetRequest {
-            uuid: uuid.to_owned(),
-            project: project.to_owned(),
-        };
-        self.call("/metalstack.api.v2.MachineService/Get", &request)
-            .await
-    }
-
-    /// `MachineService/List`.
-    pub async fn machines(
-        &self,
-        request: &MachineServiceListRequest,
-    ) -> Result<MachineServiceListResponse, Error> {
-        self.call("/metalstack.api.v2.MachineService/List", request)
-            .await
+    /// Refreshes the token when less than a quarter of its lifetime is left at `now`: the new
+    /// one, to be kept where the old one came from, or `None` when it was not yet due.
+    pub async fn refresh_if_due(&self, now: jiff::Timestamp) -> Result<Option<Token>, Error> {
+        if self.token().refresh_due(now) {
+            self.refresh().await.map(Some)
+        } else {
+            Ok(None)
+        }
     }
 }

@@ -4,11 +4,13 @@
 //! (`metalstack/api/v2/*.proto`) that capms sends and reads; fields it does not read are
 //! skipped when an answer is decoded.
 
+mod budget;
+mod calls;
 mod client;
 mod error;
 mod token;
 pub mod types;
 
-pub use client::Client;
+pub use client::{Client, DEFAULT_CALLS_PER_MINUTE};
 pub use error::{Code, Error};
 pub use token::{Token, TokenError};
