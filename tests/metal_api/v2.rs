@@ -15,8 +15,9 @@ use support::protos::Protos;
 pub(super) const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
 pub(super) const MACHINE: &str = "00000000-0000-0000-0000-000000000003";
 /// The methods of visibility SELF the contract test calls: an API token lists them.
-const SELF: [&str; 5] = [
+const SELF: [&str; 6] = [
     "/metalstack.api.v2.TokenService/Refresh",
+    "/metalstack.api.v2.SizeImageConstraintService/Try",
     "/metalstack.api.v2.PartitionService/List",
     "/metalstack.api.v2.SizeService/List",
     "/metalstack.api.v2.ImageService/List",
@@ -89,16 +90,7 @@ pub(super) fn allocated(sim: &RunningSim) {
 
 /// A token minted through `/sim/v2/tokens` with `request`: `{token, secret}`.
 pub(super) async fn mint(sim: &RunningSim, request: Value) -> Value {
-    let base = sim.url.trim_end_matches("/metal");
-    reqwest::Client::new()
-        .post(format!("{base}/sim/v2/tokens"))
-        .json(&request)
-        .send()
-        .await
-        .expect("mint")
-        .json()
-        .await
-        .expect("json")
+    sim.mint_v2(request).await
 }
 
 async fn call(sim: &RunningSim, procedure: &str, token: &str, request: Value) -> (u16, Value) {
@@ -141,6 +133,16 @@ async fn the_simulator_s_v2_answers_fit_the_protos() {
         ("SizeService/List", json!({})),
         ("ImageService/List", json!({})),
         ("ImageService/Latest", json!({"os": "ubuntu-26.4"})),
+        (
+            "SizeImageConstraintService/Try",
+            json!({"size": "v1-small-x86", "image": "ubuntu-26.4"}),
+        ),
+        ("ProjectService/Get", json!({"project": PROJECT})),
+        ("HealthService/Get", json!({})),
+        (
+            "NetworkService/Get",
+            json!({"id": "internet-mini-lab", "project": PROJECT}),
+        ),
     ];
     for (method, request) in calls {
         let procedure = format!("/metalstack.api.v2.{method}");

@@ -8,7 +8,9 @@ use crate::support;
 use metalstack_api::types::Rpc;
 use metalstack_api::types::TokenServiceRefreshRequest;
 use metalstack_api::types::catalog::{
-    ImageClassification, ImageServiceLatestRequest, SizeImageConstraintServiceTryRequest,
+    HealthServiceGetRequest, ImageClassification, ImageFeature, ImageServiceLatestRequest,
+    ImageServiceListRequest, PartitionServiceListRequest, ProjectServiceGetRequest,
+    SizeConstraintType, SizeImageConstraintServiceTryRequest, SizeServiceListRequest,
 };
 use metalstack_api::types::machine::{
     IPProtocol, MachineAllocationType, MachineBMCCommand, MachineLiveliness,
@@ -17,9 +19,10 @@ use metalstack_api::types::machine::{
     MachineServiceListRequest,
 };
 use metalstack_api::types::network::{
-    IPServiceCreateRequest, IPServiceDeleteRequest, IPServiceListRequest, IPType,
-    NetworkAddressFamily, NetworkServiceCreateRequest, NetworkServiceDeleteRequest,
-    NetworkServiceListBaseNetworksRequest, NetworkServiceListRequest, NetworkType,
+    IPServiceCreateRequest, IPServiceDeleteRequest, IPServiceGetRequest, IPServiceListRequest,
+    IPType, NATType, NetworkAddressFamily, NetworkServiceCreateRequest,
+    NetworkServiceDeleteRequest, NetworkServiceGetRequest, NetworkServiceListBaseNetworksRequest,
+    NetworkServiceListRequest, NetworkType,
 };
 use serde::de::DeserializeOwned;
 use serde_reflection::{ContainerFormat, Format, Registry, Tracer, TracerConfig};
@@ -166,6 +169,9 @@ fn traced_calls(tracer: &mut Tracer) -> Vec<Traced> {
     trace_enum::<IPProtocol>(tracer);
     trace_enum::<IPType>(tracer);
     trace_enum::<ImageClassification>(tracer);
+    trace_enum::<ImageFeature>(tracer);
+    trace_enum::<NATType>(tracer);
+    trace_enum::<SizeConstraintType>(tracer);
     trace_enum::<MachineAllocationType>(tracer);
     trace_enum::<MachineBMCCommand>(tracer);
     trace_enum::<MachineLiveliness>(tracer);
@@ -188,6 +194,13 @@ fn traced_calls(tracer: &mut Tracer) -> Vec<Traced> {
         trace::<IPServiceListRequest>(tracer),
         trace::<ImageServiceLatestRequest>(tracer),
         trace::<SizeImageConstraintServiceTryRequest>(tracer),
+        trace::<ImageServiceListRequest>(tracer),
+        trace::<PartitionServiceListRequest>(tracer),
+        trace::<SizeServiceListRequest>(tracer),
+        trace::<ProjectServiceGetRequest>(tracer),
+        trace::<HealthServiceGetRequest>(tracer),
+        trace::<NetworkServiceGetRequest>(tracer),
+        trace::<IPServiceGetRequest>(tracer),
         trace::<TokenServiceRefreshRequest>(tracer),
     ]
 }

@@ -3,15 +3,17 @@
 use crate::client::Client;
 use crate::error::Error;
 use crate::types::catalog::{
-    Image, ImageServiceLatestRequest, SizeImageConstraintServiceTryRequest,
+    HealthServiceGetRequest, Image, ImageServiceLatestRequest, ImageServiceListRequest, Partition,
+    PartitionServiceListRequest, Project, ProjectServiceGetRequest, Size,
+    SizeImageConstraintServiceTryRequest, SizeServiceListRequest,
 };
 use crate::types::machine::{
     Machine, MachineBMCCommand, MachineServiceBMCCommandRequest, MachineServiceCreateRequest,
     MachineServiceDeleteRequest, MachineServiceGetRequest, MachineServiceListRequest,
 };
 use crate::types::network::{
-    IP, IPServiceCreateRequest, IPServiceDeleteRequest, IPServiceListRequest, Network,
-    NetworkServiceCreateRequest, NetworkServiceDeleteRequest,
+    IP, IPServiceCreateRequest, IPServiceDeleteRequest, IPServiceGetRequest, IPServiceListRequest,
+    Network, NetworkServiceCreateRequest, NetworkServiceDeleteRequest, NetworkServiceGetRequest,
     NetworkServiceListBaseNetworksRequest, NetworkServiceListRequest,
 };
 
@@ -74,6 +76,15 @@ impl Client {
         Ok(self.call(request).await?.network)
     }
 
+    /// `NetworkService/Get`: a network of the project, or a base network.
+    pub async fn network(&self, project: &str, id: &str) -> Result<Network, Error> {
+        let request = NetworkServiceGetRequest {
+            id: id.to_owned(),
+            project: project.to_owned(),
+        };
+        Ok(self.call(&request).await?.network)
+    }
+
     /// `NetworkService/Delete`.
     pub async fn delete_network(&self, project: &str, id: &str) -> Result<Network, Error> {
         let request = NetworkServiceDeleteRequest {
@@ -104,6 +115,15 @@ impl Client {
         Ok(self.call(request).await?.ip)
     }
 
+    /// `IPService/Get`: by the address.
+    pub async fn ip(&self, project: &str, ip: &str) -> Result<IP, Error> {
+        let request = IPServiceGetRequest {
+            ip: ip.to_owned(),
+            project: project.to_owned(),
+        };
+        Ok(self.call(&request).await?.ip)
+    }
+
     /// `IPService/Delete`: by the address.
     pub async fn delete_ip(&self, project: &str, ip: &str) -> Result<IP, Error> {
         let request = IPServiceDeleteRequest {
@@ -122,6 +142,34 @@ impl Client {
     pub async fn latest_image(&self, os: &str) -> Result<Image, Error> {
         let request = ImageServiceLatestRequest { os: os.to_owned() };
         Ok(self.call(&request).await?.image)
+    }
+
+    /// `ImageService/List`.
+    pub async fn images(&self) -> Result<Vec<Image>, Error> {
+        Ok(self.call(&ImageServiceListRequest {}).await?.images)
+    }
+
+    /// `PartitionService/List`.
+    pub async fn partitions(&self) -> Result<Vec<Partition>, Error> {
+        Ok(self.call(&PartitionServiceListRequest {}).await?.partitions)
+    }
+
+    /// `SizeService/List`.
+    pub async fn sizes(&self) -> Result<Vec<Size>, Error> {
+        Ok(self.call(&SizeServiceListRequest {}).await?.sizes)
+    }
+
+    /// `ProjectService/Get`.
+    pub async fn project(&self, project: &str) -> Result<Project, Error> {
+        let request = ProjectServiceGetRequest {
+            project: project.to_owned(),
+        };
+        Ok(self.call(&request).await?.project)
+    }
+
+    /// `HealthService/Get`: does the server answer?
+    pub async fn health(&self) -> Result<(), Error> {
+        self.call(&HealthServiceGetRequest {}).await.map(drop)
     }
 
     /// `SizeImageConstraintService/Try`: does `size` take `image`? A refusal is an error.

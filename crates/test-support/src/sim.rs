@@ -72,6 +72,24 @@ impl RunningSim {
         metal_api::Client::new(config).expect("client")
     }
 
+    /// A token minted through the simulator's `/sim/v2/tokens` with `request`
+    /// (`{projectRoles, permissions, expires}`): its `{token, secret}`.
+    pub async fn mint_v2(&self, request: serde_json::Value) -> serde_json::Value {
+        let base = self.url.trim_end_matches("/metal");
+        let answer = reqwest::Client::new()
+            .post(format!("{base}/sim/v2/tokens"))
+            .json(&request)
+            .send()
+            .await
+            .expect("mint a v2 token");
+        answer.json().await.expect("a minted token")
+    }
+
+    /// The root metal-apiserver's API v2 is served at.
+    pub fn v2_url(&self) -> String {
+        self.url.trim_end_matches("/metal").to_owned()
+    }
+
     pub fn editor(&self) -> metal_api::Client {
         self.client(metal_api::hmac::AuthType::Edit)
     }

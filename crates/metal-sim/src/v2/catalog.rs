@@ -52,6 +52,24 @@ fn image(i: &Image) -> Value {
     image
 }
 
+/// `ProjectService/Get {project}`.
+pub fn project(state: &State, request: &Value) -> Result<Value, ConnectError> {
+    let id = request["project"].as_str().unwrap_or_default();
+    let found = state.projects.get(id);
+    let p = found.ok_or_else(|| super::connect::not_found("Project", id))?;
+    Ok(
+        json!({"project": {"uuid": p.meta.id, "name": p.name, "description": p.description,
+                          "tenant": p.tenant_id}}),
+    )
+}
+
+/// `HealthService/Get`: every service the simulator stands in for is healthy.
+pub fn health(_: &State, _: &Value) -> Result<Value, ConnectError> {
+    let healthy = |name: &str| json!({"name": name, "status": "SERVICE_STATUS_HEALTHY"});
+    let services = ["SERVICE_IPAM", "SERVICE_RETHINK", "SERVICE_MACHINES"].map(healthy);
+    Ok(json!({"health": {"services": services}}))
+}
+
 /// `PartitionService/List`.
 pub fn partitions(state: &State, _: &Value) -> Result<Value, ConnectError> {
     let partitions: Vec<Value> = state.partitions.values().map(partition).collect();

@@ -1,4 +1,4 @@
-//! `IPService` Create, Delete and List over metal-api's IPs: an IP is deleted by its address,
+//! `IPService` Create, Get, Delete and List over metal-api's IPs: an IP is deleted by its address,
 //! and a project sees only its own.
 
 use super::connect::{ConnectError, not_found, refused};
@@ -40,6 +40,15 @@ pub fn create(state: &mut State, request: &Value) -> Result<Value, ConnectError>
     let specific = request["ip"].as_str();
     let ip = state.ip_allocate(&allocate, specific).map_err(refused)?;
     Ok(json!({"ip": message(&ip)}))
+}
+
+/// `IPService/Get {ip, project}`: an IP of the project, by its address.
+pub fn get(state: &State, request: &Value) -> Result<Value, ConnectError> {
+    let address = text(request, "ip");
+    let project = text(request, "project");
+    let found = state.ips.get(&address).filter(|ip| ip.projectid == project);
+    let ip = found.ok_or_else(|| not_found("IP", &address))?;
+    Ok(json!({"ip": message(ip)}))
 }
 
 /// `IPService/Delete {ip, project}`: an IP of the project, by its address.

@@ -87,6 +87,12 @@ pub const SERVED: &[Served] = &[
         settle: None,
     },
     Served {
+        procedure: "/metalstack.api.v2.IPService/Get",
+        access: Access::Project(VIEWER),
+        serve: |sim, _, request| ips::get(&sim.state(), request),
+        settle: None,
+    },
+    Served {
         procedure: "/metalstack.api.v2.IPService/Delete",
         access: Access::Project(EDITOR),
         serve: |sim, _, request| ips::delete(&mut sim.state(), request),
@@ -105,6 +111,12 @@ pub const SERVED: &[Served] = &[
         settle: None,
     },
     Served {
+        procedure: "/metalstack.api.v2.NetworkService/Get",
+        access: Access::Project(VIEWER),
+        serve: |sim, _, request| networks::get(&sim.state(), request),
+        settle: None,
+    },
+    Served {
         procedure: "/metalstack.api.v2.NetworkService/Delete",
         access: Access::Project(EDITOR),
         serve: |sim, _, request| networks::delete(&mut sim.state(), request),
@@ -120,6 +132,18 @@ pub const SERVED: &[Served] = &[
         procedure: "/metalstack.api.v2.NetworkService/ListBaseNetworks",
         access: Access::Project(VIEWER),
         serve: |sim, _, request| networks::list_base(&sim.state(), request),
+        settle: None,
+    },
+    Served {
+        procedure: "/metalstack.api.v2.ProjectService/Get",
+        access: Access::Project(VIEWER),
+        serve: |sim, _, request| catalog::project(&sim.state(), request),
+        settle: None,
+    },
+    Served {
+        procedure: "/metalstack.api.v2.HealthService/Get",
+        access: Access::Public,
+        serve: |sim, _, request| catalog::health(&sim.state(), request),
         settle: None,
     },
     Served {

@@ -101,15 +101,31 @@ pub fn delete(state: &mut State, request: &Value) -> Result<Value, ConnectError>
     Ok(json!({"network": message(&network)}))
 }
 
-/// Whether `n` matches `query` (id, name, partition, type, parent).
+/// Whether `n` matches `query` (id, name, partition, type, parent, labels).
 fn matches(n: &Network, query: &Value) -> bool {
     let is = |field: &str, value: &str| query[field].as_str().is_none_or(|q| q == value);
     let parent = n.parentnetworkid.as_deref().unwrap_or_default();
+    let wanted = query["labels"]["labels"].as_object().into_iter().flatten();
+    let labelled = wanted
+        .into_iter()
+        .all(|(k, v)| n.labels.get(k).map(String::as_str) == v.as_str());
     is("id", &n.id)
         && is("name", &n.name)
         && is("partition", &n.partitionid)
         && is("type", &network_type(&n.networktype))
         && is("parentNetwork", parent)
+        && labelled
+}
+
+/// `NetworkService/Get {id, project}`: a network of the project, or one of no project (a base
+/// network any project may use).
+pub fn get(state: &State, request: &Value) -> Result<Value, ConnectError> {
+    let id = text(request, "id");
+    let project = text(request, "project");
+    let found = state.networks.get(&id);
+    let visible = found.filter(|n| n.projectid.is_empty() || n.projectid == project);
+    let network = visible.ok_or_else(|| not_found("Network", &id))?;
+    Ok(json!({"network": message(network)}))
 }
 
 fn listed(state: &State, request: &Value, of: impl Fn(&Network) -> bool) -> Value {

@@ -43,6 +43,7 @@ fn uuid_fields(procedure: &str) -> &'static [&'static str] {
             || procedure.contains("Partition")
             || procedure.contains("SizeService")
             || procedure.contains("SizeImageConstraintService")
+            || procedure.contains("HealthService")
             || procedure.contains("ImageService") =>
         {
             &[]

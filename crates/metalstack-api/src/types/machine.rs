@@ -1,5 +1,6 @@
 //! `MachineService`'s messages: machines and firewalls allocated, found, freed and power-cycled.
 
+use super::catalog::{Image, Partition, Size};
 use super::{Labels, Meta};
 use serde::{Deserialize, Serialize};
 
@@ -17,7 +18,11 @@ pub struct Machine {
     #[serde(default)]
     pub meta: Option<Meta>,
     #[serde(default)]
+    pub partition: Option<Partition>,
+    #[serde(default)]
     pub rack: String,
+    #[serde(default)]
+    pub size: Option<Size>,
     #[serde(default)]
     pub allocation: Option<MachineAllocation>,
     #[serde(default)]
@@ -41,6 +46,8 @@ pub struct MachineAllocation {
     #[serde(default)]
     pub hostname: String,
     #[serde(default)]
+    pub image: Option<Image>,
+    #[serde(default)]
     pub networks: Vec<MachineNetwork>,
     #[serde(default)]
     pub allocation_type: MachineAllocationType,
@@ -55,9 +62,17 @@ pub struct MachineNetwork {
     #[serde(default)]
     pub network: String,
     #[serde(default)]
+    pub prefixes: Vec<String>,
+    #[serde(default)]
+    pub destination_prefixes: Vec<String>,
+    #[serde(default)]
     pub ips: Vec<String>,
     #[serde(default)]
     pub network_type: super::network::NetworkType,
+    #[serde(default)]
+    pub nat_type: super::network::NATType,
+    #[serde(default)]
+    pub asn: u32,
     #[serde(default)]
     pub project: Option<String>,
 }
@@ -117,18 +132,32 @@ pub struct MachineProvisioningEvent {
     pub message: String,
 }
 
-/// `metalstack.api.v2.MachineProvisioningEventType`: the steps capms tells apart.
+/// `metalstack.api.v2.MachineProvisioningEventType`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MachineProvisioningEventType {
+    #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_ALIVE")]
+    Alive,
     #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_CRASHED")]
     Crashed,
+    #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_PXE_BOOTING")]
+    PxeBooting,
+    #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_PLANNED_REBOOT")]
+    PlannedReboot,
+    #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_PREPARING")]
+    Preparing,
+    #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_REGISTERING")]
+    Registering,
+    #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_WAITING")]
+    Waiting,
     #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_INSTALLING")]
     Installing,
+    #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_BOOTING_NEW_KERNEL")]
+    BootingNewKernel,
     #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_PHONED_HOME")]
     PhonedHome,
     #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_MACHINE_RECLAIM")]
     MachineReclaim,
-    /// Any step capms does not tell apart from the others.
+    /// A step this client does not know.
     #[default]
     #[serde(rename = "MACHINE_PROVISIONING_EVENT_TYPE_UNSPECIFIED", other)]
     Unspecified,

@@ -56,6 +56,18 @@ impl Labels {
 pub struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Labels>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<jiff::Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<jiff::Timestamp>,
+}
+
+impl Meta {
+    /// The labels, none when absent.
+    pub fn labels(meta: Option<&Meta>) -> std::collections::BTreeMap<String, String> {
+        let labels = meta.and_then(|m| m.labels.as_ref());
+        labels.map(|l| l.labels.clone()).unwrap_or_default()
+    }
 }
 
 /// `metalstack.api.v2.TokenServiceRefreshRequest`: empty.

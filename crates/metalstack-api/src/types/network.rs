@@ -7,6 +7,8 @@ rpc!("NetworkService", "Create", NetworkServiceCreateRequest => NetworkServiceCr
 rpc!("NetworkService", "Delete", NetworkServiceDeleteRequest => NetworkServiceDeleteResponse);
 rpc!("NetworkService", "List", NetworkServiceListRequest => NetworkServiceListResponse);
 rpc!("NetworkService", "ListBaseNetworks", NetworkServiceListBaseNetworksRequest => NetworkServiceListBaseNetworksResponse);
+rpc!("NetworkService", "Get", NetworkServiceGetRequest => NetworkServiceGetResponse);
+rpc!("IPService", "Get", IPServiceGetRequest => IPServiceGetResponse);
 rpc!("IPService", "Create", IPServiceCreateRequest => IPServiceCreateResponse);
 rpc!("IPService", "Delete", IPServiceDeleteRequest => IPServiceDeleteResponse);
 rpc!("IPService", "List", IPServiceListRequest => IPServiceListResponse);
@@ -28,10 +30,28 @@ pub struct Network {
     pub prefixes: Vec<String>,
     #[serde(default)]
     pub destination_prefixes: Vec<String>,
+    #[serde(default)]
+    pub default_child_prefix_length: Option<ChildPrefixLength>,
     #[serde(default, rename = "type")]
     pub type_: NetworkType,
     #[serde(default)]
+    pub nat_type: NATType,
+    #[serde(default)]
+    pub vrf: Option<u32>,
+    #[serde(default)]
     pub parent_network: Option<String>,
+}
+
+/// `metalstack.api.v2.NATType`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NATType {
+    #[serde(rename = "NAT_TYPE_NONE")]
+    None,
+    #[serde(rename = "NAT_TYPE_IPV4_MASQUERADE")]
+    Ipv4Masquerade,
+    #[default]
+    #[serde(rename = "NAT_TYPE_UNSPECIFIED", other)]
+    Unspecified,
 }
 
 /// `metalstack.api.v2.NetworkType`.
@@ -118,6 +138,19 @@ pub struct NetworkServiceCreateResponse {
     pub network: Network,
 }
 
+/// `metalstack.api.v2.NetworkServiceGetRequest`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkServiceGetRequest {
+    pub id: String,
+    pub project: String,
+}
+
+/// `metalstack.api.v2.NetworkServiceGetResponse`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkServiceGetResponse {
+    pub network: Network,
+}
+
 /// `metalstack.api.v2.NetworkServiceDeleteRequest`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetworkServiceDeleteRequest {
@@ -201,6 +234,9 @@ pub struct IPServiceCreateRequest {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// This address, rather than any of the network's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Labels>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "type")]
@@ -210,6 +246,19 @@ pub struct IPServiceCreateRequest {
 /// `metalstack.api.v2.IPServiceCreateResponse`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IPServiceCreateResponse {
+    pub ip: IP,
+}
+
+/// `metalstack.api.v2.IPServiceGetRequest`: by address.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IPServiceGetRequest {
+    pub ip: String,
+    pub project: String,
+}
+
+/// `metalstack.api.v2.IPServiceGetResponse`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IPServiceGetResponse {
     pub ip: IP,
 }
 
