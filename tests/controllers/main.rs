@@ -382,6 +382,7 @@ async fn bind_user(env: &Env, user: &str, role: Value) {
         .expect("binding");
 }
 
+mod api_v2;
 mod autoscaling;
 mod clusterctl_upgrade;
 mod concurrent_writers;

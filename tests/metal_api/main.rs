@@ -15,5 +15,6 @@ mod metal_go;
 mod requests;
 mod spec;
 mod v2;
+mod v2_backend;
 mod v2_client;
 mod v2_contract;

@@ -39,6 +39,9 @@ pub struct Config {
     pub ca_pem: Option<Vec<u8>>,
     /// Where the credentials come from (`Secret ns/name`), named when metal-api refuses them.
     pub origin: Option<String>,
+    /// Set: `url` is a metal-apiserver's, `auth` a project token (Bearer), and every call goes
+    /// through metal-stack's API v2 in this project.
+    pub v2_project: Option<String>,
 }
 
 impl Config {
@@ -50,6 +53,7 @@ impl Config {
             read_attempts: 3,
             ca_pem: None,
             origin: None,
+            v2_project: None,
         }
     }
 

@@ -136,7 +136,8 @@ impl Error {
     /// Worth trying again: metal-api unreachable, slow, or failing on its side.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Api { status, .. } => *status >= 500,
+            // 429: over a rate limit (API v2's per token), which passes.
+            Error::Api { status, .. } => *status >= 500 || *status == 429,
             Error::Transport { .. } | Error::Timeout { .. } => true,
             Error::Decode { .. } | Error::Config(_) => false,
         }

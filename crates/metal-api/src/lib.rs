@@ -1,5 +1,6 @@
 //! metal-api v1 as its Go clients speak it: wire types, HMAC signing, image resolution, the
-//! providerID and tag keys metal-stack's components share, and a typed async client.
+//! providerID and tag keys metal-stack's components share, and a typed async client, which can
+//! also make its calls through metal-stack's API v2 (metal-apiserver) with a project token.
 //!
 //! Nothing here knows Kubernetes: the provider and the simulator both build on it.
 
@@ -15,6 +16,7 @@ pub mod table;
 pub mod tags;
 mod tls;
 pub mod types;
+mod v2;
 
 pub use catalog::{Catalog, MachineSummary};
 pub use client::{Auth, CallObserver, Client, Config};

@@ -19,7 +19,8 @@ pub const REREAD: Duration = Duration::from_secs(30);
 /// What a credentials Secret holds, for error messages.
 const SHAPE: &str = "a credentials Secret holds `url`, and `hmac` (with `hmacAuthType`: \
                      Metal-View, Metal-Edit or Metal-Admin; default Metal-Edit) or `token`, \
-                     and optionally `caBundle` (PEM)";
+                     and optionally `caBundle` (PEM); for metal-apiserver (`apiVersion`: v2; \
+                     default v1) its `url`, a project `token` and that `project`";
 
 /// Why a cluster's credentials cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -159,6 +160,15 @@ pub(crate) fn config_of(
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
         .ok_or_else(|| format!("`url` is not an http or https URL; {SHAPE}"))?;
+    match text("apiVersion")?.as_deref() {
+        None | Some("v1") => {}
+        Some("v2") => return v2_config_of(url, text("token")?, text("project")?, data, origin),
+        Some(other) => {
+            return Err(format!(
+                "`apiVersion` {other:?} is not one of v1, v2; {SHAPE}"
+            ));
+        }
+    }
     let auth = match (text("hmac")?, text("token")?) {
         (Some(key), _) => {
             let auth_type = match text("hmacAuthType")? {
@@ -173,6 +183,28 @@ pub(crate) fn config_of(
         (None, None) => return Err(format!("it holds neither `hmac` nor `token`; {SHAPE}")),
     };
     let mut config = Config::new(url, auth);
+    config.ca_pem = data.get("caBundle").map(|b| b.0.clone());
+    config.origin = Some(origin.to_owned());
+    Ok(config)
+}
+
+/// The configuration of a Secret for metal-apiserver (API v2): a project token and its project.
+fn v2_config_of(
+    url: Url,
+    token: Option<String>,
+    project: Option<String>,
+    data: &BTreeMap<String, ByteString>,
+    origin: &str,
+) -> Result<Config, String> {
+    if data.contains_key("hmac") {
+        return Err(format!("`hmac` is v1's; API v2 takes a `token`; {SHAPE}"));
+    }
+    let token = token.ok_or_else(|| format!("it holds no `token`; {SHAPE}"))?;
+    let project = project
+        .filter(|p| p.len() == 36 && p.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
+        .ok_or_else(|| format!("`project` is not a project's UUID; {SHAPE}"))?;
+    let mut config = Config::new(url, Auth::Bearer(token));
+    config.v2_project = Some(project);
     config.ca_pem = data.get("caBundle").map(|b| b.0.clone());
     config.origin = Some(origin.to_owned());
     Ok(config)
@@ -256,6 +288,58 @@ mod tests {
         binary.insert("hmac".into(), ByteString(vec![0xff, 0xfe]));
         let e = config_of(&binary, "s").expect_err("refused");
         assert!(e.contains("`hmac` is not UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn a_v2_secret_calls_metal_apiserver_with_its_token_in_its_project() {
+        let project = "00000000-0000-0000-0000-000000000001";
+        let v2 = [
+            ("url", "https://api.example/"),
+            ("token", "a.b.c"),
+            ("project", project),
+            ("apiVersion", "v2"),
+        ];
+        let c = config_of(&data(&v2), "s").expect("accepted");
+        assert_eq!(c.v2_project.as_deref(), Some(project));
+        assert!(matches!(c.auth, Auth::Bearer(ref t) if t == "a.b.c"));
+        let v1 = config_of(&data(&[("url", "https://a/"), ("token", "t")]), "s");
+        assert_eq!(v1.expect("accepted").v2_project, None);
+        let cases: [(&[(&str, &str)], &str); 4] = [
+            (
+                &[
+                    ("url", "http://a"),
+                    ("project", project),
+                    ("apiVersion", "v2"),
+                ],
+                "holds no `token`",
+            ),
+            (
+                &[("url", "http://a"), ("token", "t"), ("apiVersion", "v2")],
+                "`project` is not",
+            ),
+            (
+                &[
+                    ("url", "http://a"),
+                    ("token", "t"),
+                    ("project", project),
+                    ("hmac", "k"),
+                    ("apiVersion", "v2"),
+                ],
+                "`hmac` is v1's",
+            ),
+            (
+                &[("url", "http://a"), ("token", "t"), ("apiVersion", "2")],
+                "not one of v1, v2",
+            ),
+        ];
+        for (pairs, expected) in cases {
+            let e = error(pairs);
+            assert!(e.contains(expected), "{pairs:?}: {e}");
+            assert!(
+                e.contains("`apiVersion`: v2"),
+                "{pairs:?} names no choices: {e}"
+            );
+        }
     }
 
     #[test]

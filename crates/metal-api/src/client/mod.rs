@@ -3,7 +3,9 @@
 pub use super::config::{Auth, Config};
 use super::error::{Error, decode_error_body};
 use super::hmac;
-use super::types::*;
+use super::v2;
+
+mod endpoints;
 use rand::Rng;
 use reqwest::Method;
 use serde::{Serialize, de::DeserializeOwned};
@@ -29,6 +31,8 @@ pub struct Client {
     read_attempts: u32,
     observer: Option<std::sync::Arc<dyn CallObserver>>,
     origin: Option<String>,
+    /// Set: every call goes through metal-stack's API v2.
+    v2: Option<std::sync::Arc<v2::Backend>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -54,6 +58,15 @@ impl Client {
             .user_agent(concat!("capms/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))?;
+        let v2 = match config.v2_project {
+            Some(project) => Some(std::sync::Arc::new(v2_backend(
+                &config.url,
+                &config.auth,
+                http.clone(),
+                project,
+            )?)),
+            None => None,
+        };
         let mut base = config.url;
         if !base.path().ends_with('/') {
             let path = format!("{}/", base.path());
@@ -67,7 +80,35 @@ impl Client {
             read_attempts: config.read_attempts.max(1),
             observer: None,
             origin: config.origin,
+            v2,
         })
+    }
+
+    /// Does it call through metal-stack's API v2?
+    pub fn is_v2(&self) -> bool {
+        self.v2.is_some()
+    }
+
+    /// `call`, made through API v2, told to the observer and read as `endpoint`'s v1 error.
+    async fn via_v2<T>(
+        &self,
+        endpoint: &'static str,
+        call: impl std::future::Future<Output = v2::Result<T>>,
+    ) -> Result<T, Error> {
+        if let Some(o) = &self.observer {
+            o.before(endpoint);
+        }
+        let via = match &self.origin {
+            Some(origin) => format!(" (as {origin} gives it)"),
+            None => String::new(),
+        };
+        let result = call.await.map_err(|f| f.into_error(endpoint, &via));
+        let status = match &result {
+            Ok(_) => 200,
+            Err(e) => e.status().unwrap_or(0),
+        };
+        self.record(endpoint, status);
+        result
     }
 
     /// A client for other credentials (`config`) that tells this one's observer of its calls.
@@ -248,201 +289,24 @@ impl Client {
             .await?
             .unwrap_or_default())
     }
+}
 
-    pub async fn health(&self) -> Result<HealthResponse, Error> {
-        self.get("health", "v1/health").await
-    }
-
-    pub async fn partitions(&self) -> Result<Vec<Partition>, Error> {
-        self.list("partition_list", "v1/partition").await
-    }
-
-    pub async fn partition(&self, id: &str) -> Result<Partition, Error> {
-        self.get("partition_get", &format!("v1/partition/{}", seg(id)))
-            .await
-    }
-
-    pub async fn sizes(&self) -> Result<Vec<Size>, Error> {
-        self.list("size_list", "v1/size").await
-    }
-
-    pub async fn size(&self, id: &str) -> Result<Size, Error> {
-        self.get("size_get", &format!("v1/size/{}", seg(id))).await
-    }
-
-    pub async fn images(&self) -> Result<Vec<Image>, Error> {
-        self.list("image_list", "v1/image").await
-    }
-
-    pub async fn image(&self, id: &str) -> Result<Image, Error> {
-        self.get("image_get", &format!("v1/image/{}", seg(id)))
-            .await
-    }
-
-    /// The image a name resolves to under metal-api's version rules.
-    pub async fn image_latest(&self, id: &str) -> Result<Image, Error> {
-        self.get("image_latest", &format!("v1/image/{}/latest", seg(id)))
-            .await
-    }
-
-    pub async fn projects(&self) -> Result<Vec<Project>, Error> {
-        self.list("project_list", "v1/project").await
-    }
-
-    pub async fn project(&self, id: &str) -> Result<Project, Error> {
-        self.get("project_get", &format!("v1/project/{}", seg(id)))
-            .await
-    }
-
-    pub async fn networks(&self) -> Result<Vec<Network>, Error> {
-        self.list("network_list", "v1/network").await
-    }
-
-    pub async fn network(&self, id: &str) -> Result<Network, Error> {
-        self.get("network_get", &format!("v1/network/{}", seg(id)))
-            .await
-    }
-
-    pub async fn network_find(&self, req: &NetworkFindRequest) -> Result<Vec<Network>, Error> {
-        self.find("network_find", "v1/network/find", req).await
-    }
-
-    pub async fn network_allocate(&self, req: &NetworkAllocateRequest) -> Result<Network, Error> {
-        self.write(
-            "network_allocate",
-            Method::POST,
-            "v1/network/allocate",
-            Some(req),
-        )
-        .await
-    }
-
-    pub async fn network_free(&self, id: &str) -> Result<Network, Error> {
-        self.write::<(), _>(
-            "network_free",
-            Method::DELETE,
-            &format!("v1/network/free/{}", seg(id)),
-            None,
-        )
-        .await
-    }
-
-    pub async fn ip(&self, address: &str) -> Result<Ip, Error> {
-        self.get("ip_get", &format!("v1/ip/{}", seg(address))).await
-    }
-
-    pub async fn ip_find(&self, req: &IpFindRequest) -> Result<Vec<Ip>, Error> {
-        self.find("ip_find", "v1/ip/find", req).await
-    }
-
-    pub async fn ip_allocate(&self, req: &IpAllocateRequest) -> Result<Ip, Error> {
-        self.write("ip_allocate", Method::POST, "v1/ip/allocate", Some(req))
-            .await
-    }
-
-    /// Allocates exactly `address`; 409 when it is taken.
-    pub async fn ip_allocate_specific(
-        &self,
-        address: &str,
-        req: &IpAllocateRequest,
-    ) -> Result<Ip, Error> {
-        self.write(
-            "ip_allocate_specific",
-            Method::POST,
-            &format!("v1/ip/allocate/{}", seg(address)),
-            Some(req),
-        )
-        .await
-    }
-
-    pub async fn ip_free(&self, address: &str) -> Result<Ip, Error> {
-        self.write::<(), _>(
-            "ip_free",
-            Method::DELETE,
-            &format!("v1/ip/free/{}", seg(address)),
-            None,
-        )
-        .await
-    }
-
-    pub async fn machine(&self, id: &str) -> Result<Machine, Error> {
-        self.get("machine_get", &format!("v1/machine/{}", seg(id)))
-            .await
-    }
-
-    pub async fn machine_find(&self, req: &MachineFindRequest) -> Result<Vec<Machine>, Error> {
-        self.machine_find_as(req).await
-    }
-
-    /// The machines `req` finds, each decoded as `R` instead of a whole [`Machine`]: a type
-    /// holding part of the machine response (such as [`crate::MachineSummary`]), or one that
-    /// decodes it leaving out what its reader does not need.
-    pub async fn machine_find_as<R: DeserializeOwned>(
-        &self,
-        req: &MachineFindRequest,
-    ) -> Result<Vec<R>, Error> {
-        self.find("machine_find", "v1/machine/find", req).await
-    }
-
-    pub async fn machine_allocate(&self, req: &MachineAllocateRequest) -> Result<Machine, Error> {
-        self.write(
-            "machine_allocate",
-            Method::POST,
-            "v1/machine/allocate",
-            Some(req),
-        )
-        .await
-    }
-
-    pub async fn machine_free(&self, id: &str) -> Result<Machine, Error> {
-        self.write::<(), _>(
-            "machine_free",
-            Method::DELETE,
-            &format!("v1/machine/{}/free", seg(id)),
-            None,
-        )
-        .await
-    }
-
-    /// Sends a power action to the machine's BMC. Never retried: a second power cycle would
-    /// reboot a machine that is already coming back.
-    pub async fn machine_power(&self, id: &str, action: PowerAction) -> Result<Machine, Error> {
-        let endpoint = action.endpoint();
-        let path = format!("v1/machine/{}/power/{}", seg(id), action.segment());
-        let body = serde_json::json!({});
-        self.write(endpoint, Method::POST, &path, Some(&body)).await
-    }
-
-    /// Installs `imageid` on the machine again, keeping its allocation.
-    pub async fn machine_reinstall(&self, id: &str, imageid: &str) -> Result<Machine, Error> {
-        let body = MachineReinstallRequest {
-            id: id.to_owned(),
-            imageid: imageid.to_owned(),
-            ..Default::default()
-        };
-        let path = format!("v1/machine/{}/reinstall", seg(id));
-        self.write("machine_reinstall", Method::POST, &path, Some(&body))
-            .await
-    }
-
-    pub async fn firewall(&self, id: &str) -> Result<Machine, Error> {
-        self.get("firewall_get", &format!("v1/firewall/{}", seg(id)))
-            .await
-    }
-
-    pub async fn firewall_find(&self, req: &MachineFindRequest) -> Result<Vec<Machine>, Error> {
-        self.find("firewall_find", "v1/firewall/find", req).await
-    }
-
-    pub async fn firewall_allocate(&self, req: &FirewallCreateRequest) -> Result<Machine, Error> {
-        self.write(
-            "firewall_allocate",
-            Method::POST,
-            "v1/firewall/allocate",
-            Some(req),
-        )
-        .await
-    }
+/// The API v2 backend of a client whose `url` is a metal-apiserver's and `auth` a project token.
+fn v2_backend(
+    url: &Url,
+    auth: &Auth,
+    http: reqwest::Client,
+    project: String,
+) -> Result<v2::Backend, Error> {
+    let Auth::Bearer(token) = auth else {
+        return Err(Error::Config(
+            "API v2 takes a project token, not an HMAC key".into(),
+        ));
+    };
+    let token = metalstack_api::Token::parse(token)
+        .map_err(|e| Error::Config(format!("the API v2 token: {e}")))?;
+    let api = metalstack_api::Client::new(url.as_str(), http, token);
+    Ok(v2::Backend { api, project })
 }
 
 /// Percent-encodes one path segment, so ids cannot change the path.

@@ -1,0 +1,149 @@
+//! metal-api's calls answered through metal-stack's API v2 (metal-apiserver) with a project
+//! token: each v1 call capms makes becomes the v2 call that does the same, and each answer is
+//! read into metal-api's model, so that what builds on the [`crate::Client`] works unchanged over
+//! either API. Tags are v2's labels (`key=value`); a machine's are its own labels and those its
+//! allocation was given. A v2 failure reads as the v1 status of its Connect code.
+//!
+//! What a project token cannot do through v2 is refused, not faked: pinning a machine by its
+//! uuid (an admin's), reinstalling (gone from v2), listing other projects' machines and networks
+//! (a project sees its own and the base networks).
+
+mod catalog;
+mod machines;
+mod networks;
+
+use crate::error::Error;
+use crate::types::Labels;
+use metalstack_api::Code;
+
+/// The v2 client and the project its token works in.
+pub(crate) struct Backend {
+    pub(crate) api: metalstack_api::Client,
+    pub(crate) project: String,
+}
+
+/// Why a call through v2 failed.
+pub(crate) enum Failure {
+    Call(metalstack_api::Error),
+    /// Something v2 does not offer a project token; the message says what and why.
+    Unsupported(String),
+}
+
+impl From<metalstack_api::Error> for Failure {
+    fn from(e: metalstack_api::Error) -> Failure {
+        Failure::Call(e)
+    }
+}
+
+pub(crate) type Result<T> = std::result::Result<T, Failure>;
+
+impl Failure {
+    /// The v1 error of `endpoint` this failure means.
+    pub(crate) fn into_error(self, endpoint: &'static str, via: &str) -> Error {
+        let (status, message) = match self {
+            // A refusal of the request as given: v1's 422, never asked again.
+            Failure::Unsupported(message) => (422, message),
+            Failure::Call(metalstack_api::Error::Transport { source, .. }) => {
+                return Error::Transport {
+                    endpoint,
+                    via: via.to_owned(),
+                    source,
+                };
+            }
+            Failure::Call(e) => (v1_status(e.code()), e.to_string()),
+        };
+        Error::Api {
+            endpoint,
+            status,
+            message,
+        }
+    }
+}
+
+/// The status metal-api v1 answers what a Connect code means with: a refusal of a request that
+/// cannot be met as given (no machine available) is v1's 422.
+fn v1_status(code: Code) -> u16 {
+    match code {
+        Code::FailedPrecondition => 422,
+        other => other.http_status(),
+    }
+}
+
+impl Backend {
+    /// Machines read as `R`, a part of the machine response (a summary), as v1's find decodes.
+    pub(crate) fn read_as<R: serde::de::DeserializeOwned>(
+        machines: Vec<crate::types::Machine>,
+    ) -> Result<Vec<R>> {
+        let read = machines.into_iter().map(|m| {
+            let value = serde_json::to_value(m).map_err(|e| e.to_string())?;
+            serde_json::from_value(value).map_err(|e| e.to_string())
+        });
+        read.collect::<std::result::Result<_, String>>()
+            .map_err(|e| Failure::Unsupported(format!("a machine read through API v2: {e}")))
+    }
+}
+
+/// v1 tags (`key=value`; a bare key) as v2 labels.
+pub(crate) fn labels_of(tags: &[String]) -> Labels {
+    let pairs = tags.iter().map(|t| match t.split_once('=') {
+        Some((k, v)) => (k.to_owned(), v.to_owned()),
+        None => (t.clone(), String::new()),
+    });
+    pairs.collect()
+}
+
+/// v2 labels as v1 tags: `key=value`, a bare key for an empty value.
+pub(crate) fn tags_of(labels: &Labels) -> Vec<String> {
+    let tags = labels.iter().map(|(k, v)| {
+        if v.is_empty() {
+            k.clone()
+        } else {
+            format!("{k}={v}")
+        }
+    });
+    tags.collect()
+}
+
+/// Do `have` carry every one of `wanted`?
+pub(crate) fn carries(have: &[String], wanted: &[String]) -> bool {
+    wanted.iter().all(|w| have.contains(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_and_labels_read_as_each_other() {
+        let tags = vec![
+            "cluster.x-k8s.io/cluster-name=c".to_owned(),
+            "bare".to_owned(),
+        ];
+        let labels = labels_of(&tags);
+        assert_eq!(labels["bare"], "");
+        let mut back = tags_of(&labels);
+        back.sort();
+        assert_eq!(back, ["bare", "cluster.x-k8s.io/cluster-name=c"]);
+    }
+
+    #[test]
+    fn a_v2_failure_reads_as_the_v1_status_its_category_expects() {
+        let failed = |code| {
+            Failure::Call(metalstack_api::Error::Connect {
+                procedure: "/p".into(),
+                code,
+                message: "no machine available".into(),
+            })
+            .into_error("machine_allocate", "")
+        };
+        assert!(matches!(
+            failed(Code::FailedPrecondition).category(),
+            crate::error::Category::NoMachineAvailable
+        ));
+        assert!(failed(Code::NotFound).is_not_found());
+        assert!(failed(Code::ResourceExhausted).is_transient());
+        assert!(!failed(Code::PermissionDenied).is_transient());
+        let refused = Failure::Unsupported("pinning".into()).into_error("machine_allocate", "");
+        assert!(!refused.is_transient());
+    }
+}

@@ -1,0 +1,95 @@
+//! A cluster on metal-apiserver: its MetalStackCluster names a credentials Secret of API v2 (the
+//! metal-apiserver's URL, a project token, its project), and its network, control-plane IP,
+//! firewall and worker are made through v2 (the allocations carry v2's labels, which v1's do
+//! not), reach ready, and are freed when the cluster is deleted. The token lists the methods of
+//! visibility SELF capms calls, as an operator's token must.
+
+use super::*;
+
+/// What a capms project token lists beside its project role: token refresh and the catalog.
+const SELF_METHODS: [&str; 6] = [
+    "/metalstack.api.v2.TokenService/Refresh",
+    "/metalstack.api.v2.ImageService/Latest",
+    "/metalstack.api.v2.ImageService/List",
+    "/metalstack.api.v2.SizeService/List",
+    "/metalstack.api.v2.PartitionService/List",
+    "/metalstack.api.v2.SizeImageConstraintService/Try",
+];
+
+const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+
+/// Allocated machines (by id), networks of a project and IPs in `sim`.
+fn allocated(sim: &RunningSim) -> (usize, usize, Vec<String>) {
+    let (networks, ips, machines) = metal_state_of(sim);
+    let allocated = machines.into_iter().filter(|m| m.allocation.is_some());
+    (networks.len(), ips.len(), allocated.map(|m| m.id).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_apiserver() {
+    let mut env = Env::with_inventory("api-v2", Inventory::default_lab()).await;
+    env.start_capms(&[]);
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let before = allocated(&env.sim);
+    let permissions = json!([{"subject": "", "methods": SELF_METHODS}]);
+    let minted = env
+        .sim
+        .mint_v2(
+            json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"}, "permissions": permissions}),
+        )
+        .await;
+    let token = minted["secret"].as_str().expect("a token");
+    env.apply(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "metal-v2"},
+        "stringData": {"url": env.sim.v2_url(), "token": token, "project": PROJECT,
+                       "apiVersion": "v2"}}),
+    )
+    .await;
+    let mut cluster = lab_cluster();
+    cluster["spec"]["credentialsRef"] = json!({"name": "metal-v2"});
+    env.apply_seed_cluster(MSC, cluster).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    env.add_lab_machine(MSC, "worker", "bootstrap").await;
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    wait_ready(&env, &machines, "worker", |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+
+    let now = allocated(&env.sim);
+    assert_eq!(
+        (now.0, now.2.len()),
+        (before.0 + 1, before.2.len() + 2),
+        "its network, firewall and worker: {now:?}"
+    );
+    assert!(now.1 > before.1, "no control-plane IP: {now:?}");
+    let worker = env.machine_of("worker").await;
+    {
+        let state = env.sim.sim.state();
+        let made = now.2.iter().filter(|id| !before.2.contains(id));
+        for id in made {
+            let labels = &state.machines[id].allocation_labels;
+            assert!(
+                labels.contains_key(metal_api::tags::CLUSTER_ID),
+                "machine {id} not made through v2: {labels:?}"
+            );
+        }
+        assert!(now.2.contains(&worker));
+    }
+    assert!(!env.capms_log().contains(token), "the token in capms's log");
+
+    let capi = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    capi.delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete the Cluster");
+    eventually(
+        "everything freed through v2",
+        support::LOADED_MACHINE_WAIT,
+        || async { (allocated(&env.sim) == before).then_some(()) },
+    )
+    .await;
+}
