@@ -2,9 +2,12 @@
 //! metal-apiserver's URL, a project token, its project), and its network, control-plane IP,
 //! firewall and worker are made through v2 (the allocations carry v2's labels, which v1's do
 //! not), reach ready, and are freed when the cluster is deleted. The token lists the methods of
-//! visibility SELF capms calls, as an operator's token must.
+//! visibility SELF capms calls, as an operator's token must. It lives two minutes: capms
+//! refreshes it before it expires and writes the new one back to the Secret, and a second worker
+//! provisions after the first token has expired.
 
 use super::*;
+use k8s_openapi::api::core::v1::Secret;
 
 /// What a capms project token lists beside its project role: token refresh and the catalog.
 const SELF_METHODS: [&str; 6] = [
@@ -28,17 +31,20 @@ fn allocated(sim: &RunningSim) -> (usize, usize, Vec<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_apiserver() {
     let mut env = Env::with_inventory("api-v2", Inventory::default_lab()).await;
-    env.start_capms(&[]);
+    // Every object reconciled at least every few seconds: the two-minute token is refreshed in
+    // the last quarter of its lifetime by whichever reconcile comes then.
+    env.start_capms(&["--sync-period=5s"]);
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
     let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
     let before = allocated(&env.sim);
     let permissions = json!([{"subject": "", "methods": SELF_METHODS}]);
-    let minted = env
-        .sim
-        .mint_v2(
-            json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"}, "permissions": permissions}),
-        )
-        .await;
+    let roles = json!({PROJECT: "PROJECT_ROLE_EDITOR"});
+    let request = json!({"projectRoles": roles, "permissions": permissions, "expires": "120s"});
+    let minted = env.sim.mint_v2(request).await;
+    let expires: jiff::Timestamp = minted["token"]["expires"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .expect("the token's expiry");
     let token = minted["secret"].as_str().expect("a token");
     env.apply(
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "metal-v2"},
@@ -81,6 +87,34 @@ async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_ap
         assert!(now.2.contains(&worker));
     }
     assert!(!env.capms_log().contains(token), "the token in capms's log");
+
+    // Refreshed before it expires, and written back to the Secret.
+    let secrets: Api<Secret> = Api::namespaced(env.client(), &env.ns.name);
+    let refreshed = eventually(
+        "the refreshed token in the Secret",
+        support::LOADED_MACHINE_WAIT,
+        || async {
+            let data = secrets.get("metal-v2").await.ok()?.data?;
+            let now = String::from_utf8(data.get("token")?.0.clone()).ok()?;
+            (now != token).then_some(now)
+        },
+    )
+    .await;
+    let left = expires.duration_since(jiff::Timestamp::now());
+    if left.is_positive() {
+        // sleep-ok: until the first token's expiry (a time on the clock, at most two minutes),
+        // so that what follows can only be done with the refreshed one.
+        tokio::time::sleep(left.unsigned_abs() + Duration::from_secs(1)).await;
+    }
+    env.add_lab_machine(MSC, "worker-2", "bootstrap").await;
+    wait_ready(&env, &machines, "worker-2", |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    assert!(
+        !env.capms_log().contains(&refreshed),
+        "the refreshed token in capms's log"
+    );
 
     let capi = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
     capi.delete(MSC, &DeleteParams::foreground())

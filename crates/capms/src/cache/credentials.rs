@@ -1,14 +1,15 @@
 //! Each cluster's metal-api client: capms's own, or one made from the Secret its
 //! MetalStackCluster names in spec.credentialsRef. A Secret is read again once its client is
 //! older than [`REREAD`], so a rotated Secret is taken up without a restart; a client whose
-//! Secret did not change is kept, with its connections.
+//! Secret did not change is kept, with its connections. An API v2 project token is refreshed
+//! once less than a quarter of its lifetime is left, and written back to its Secret.
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use metal_api::hmac::AuthType;
 use metal_api::{Auth, Client, Config};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use url::Url;
@@ -50,13 +51,20 @@ struct Made {
     read_at: Instant,
     resource_version: Option<String>,
     client: Client,
+    /// A refreshed API v2 token the client calls with, not yet written to the Secret.
+    unwritten: Option<String>,
 }
+
+/// A Secret, by namespace and name.
+type Key = (String, String);
 
 /// capms's own metal-api client and those made from credentials Secrets, by namespace and name.
 pub struct MetalClients {
     own: Client,
     kube: kube::Client,
-    made: Mutex<HashMap<(String, String), Made>>,
+    made: Mutex<HashMap<Key, Made>>,
+    /// The Secrets whose token one caller is refreshing now; the others go on with the old one.
+    refreshing: Mutex<HashSet<Key>>,
 }
 
 impl MetalClients {
@@ -65,6 +73,7 @@ impl MetalClients {
             own,
             kube,
             made: Mutex::default(),
+            refreshing: Mutex::default(),
         }
     }
 
@@ -84,6 +93,16 @@ impl MetalClients {
             return Ok(self.own.clone());
         };
         let key = (namespace.to_owned(), name.to_owned());
+        let client = self.read(&key).await?;
+        self.keep_fresh(&key, &client).await;
+        Ok(client)
+    }
+
+    /// The client of Secret `key`: the one made before, while it is younger than [`REREAD`] or
+    /// the Secret did not change, else one made from the Secret now.
+    async fn read(&self, key: &Key) -> Result<Client, CredentialsError> {
+        let (namespace, name) = (key.0.as_str(), key.1.as_str());
+        let key = key.clone();
         if let Some(made) = self.lock().get(&key)
             && made.read_at.elapsed() < REREAD
         {
@@ -125,12 +144,72 @@ impl MetalClients {
                 read_at: Instant::now(),
                 resource_version,
                 client: client.clone(),
+                unwritten: None,
             },
         );
         Ok(client)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Made>> {
+    /// An API v2 token with less than a quarter of its lifetime left is refreshed and written
+    /// back to its Secret by one caller; a token refreshed but not yet written is written again.
+    /// A failure leaves the old token in use while it lasts, and is tried again by a later call.
+    async fn keep_fresh(&self, key: &Key, client: &Client) {
+        let unwritten = self.lock().get(key).and_then(|m| m.unwritten.clone());
+        if unwritten.is_none() && !client.token_refresh_due(jiff::Timestamp::now()) {
+            return;
+        }
+        if !self.refreshing().insert(key.clone()) {
+            return;
+        }
+        let result = self.refresh(key, client, unwritten).await;
+        self.refreshing().remove(key);
+        if let Err(e) = result {
+            let secret = format!("{}/{}", key.0, key.1);
+            tracing::warn!(%secret, error = %e, "keeping the API v2 token of the Secret fresh");
+        }
+    }
+
+    async fn refresh(
+        &self,
+        key: &Key,
+        client: &Client,
+        unwritten: Option<String>,
+    ) -> Result<(), String> {
+        let token = match unwritten {
+            Some(token) => token,
+            None => client.refresh_token().await.map_err(|e| e.to_string())?,
+        };
+        let data = serde_json::json!({"data": {"token": ByteString(token.clone().into_bytes())}});
+        let secrets = Api::<Secret>::namespaced(self.kube.clone(), &key.0);
+        let written = secrets
+            .patch(&key.1, &PatchParams::default(), &Patch::Merge(&data))
+            .await;
+        let mut made = self.lock();
+        let kept = made.get_mut(key);
+        match written {
+            Ok(secret) => {
+                if let Some(kept) = kept {
+                    kept.resource_version = secret.metadata.resource_version;
+                    kept.unwritten = None;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(kept) = kept {
+                    kept.unwritten = Some(token);
+                }
+                Err(format!("writing the refreshed token back: {e}"))
+            }
+        }
+    }
+
+    fn refreshing(&self) -> std::sync::MutexGuard<'_, HashSet<Key>> {
+        self.refreshing
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Made>> {
         // A panic elsewhere while the map was held leaves it whole: each entry is written at once.
         self.made
             .lock()

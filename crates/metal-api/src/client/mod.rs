@@ -89,6 +89,26 @@ impl Client {
         self.v2.is_some()
     }
 
+    /// Through API v2: is less than a quarter of the project token's lifetime left at `now`?
+    pub fn token_refresh_due(&self, now: jiff::Timestamp) -> bool {
+        self.v2
+            .as_ref()
+            .is_some_and(|v2| v2.api.token().refresh_due(now))
+    }
+
+    /// Through API v2: a new project token (`TokenService/Refresh`), called with from now on;
+    /// its text, to be kept where the old one came from.
+    pub async fn refresh_token(&self) -> Result<String, Error> {
+        let Some(v2) = &self.v2 else {
+            return Err(Error::Config("only an API v2 token is refreshed".into()));
+        };
+        let refresh = async {
+            let token = v2.api.refresh().await?;
+            Ok(token.secret().to_owned())
+        };
+        self.via_v2("token_refresh", refresh).await
+    }
+
     /// `call`, made through API v2, told to the observer and read as `endpoint`'s v1 error.
     async fn via_v2<T>(
         &self,

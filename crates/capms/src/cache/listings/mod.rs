@@ -36,6 +36,11 @@ const FREED_KNOWN_FOR: Duration = Duration::from_secs(120);
 /// per this interval and a machine that phoned home is seen within about as long.
 pub(crate) const BOOTING_MAX_AGE: Duration = Duration::from_secs(1);
 
+/// The youngest listing a cluster on metal-apiserver (API v2) asks for: its token's calls are
+/// counted per minute (100 by default), so a cluster whose machines boot lists about 12 times a
+/// minute rather than 60.
+pub(crate) const V2_MIN_AGE: Duration = Duration::from_secs(5);
+
 /// How old a listing a deleted object accepts to find what it must free. A listing holds
 /// capms's own frees, so a cluster's objects going together share one.
 pub(crate) const TEARDOWN_MAX_AGE: Duration = Duration::from_secs(2);
@@ -127,7 +132,10 @@ impl Listings {
         metal: &metal_api::Client,
         query: &Query,
     ) -> Result<ListedMachines, metal_api::Error> {
-        let (cluster_tag, max_age) = (query.cluster_tag.as_str(), query.max_age);
+        let (cluster_tag, mut max_age) = (query.cluster_tag.as_str(), query.max_age);
+        if metal.is_v2() {
+            max_age = max_age.max(V2_MIN_AGE);
+        }
         let slot = self.slot(cluster_tag);
         let mut listing = slot.listing.lock().await;
         if let Some(l) = listing.as_ref()
