@@ -127,3 +127,108 @@ async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_ap
     )
     .await;
 }
+
+/// A running cluster's credentials Secret moved from metal-api (v1, an HMAC key) to
+/// metal-apiserver (v2, a project token): capms adopts what v1 allocated (its machines are found
+/// by the tags v1 gave them, now their labels), allocates nothing again and frees nothing; a
+/// worker added then is made through v2, and deleting the cluster frees, through v2, what both
+/// allocated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_cluster_moved_from_v1_to_v2_credentials_keeps_everything_it_has() {
+    let mut env = Env::with_inventory("v1-to-v2", Inventory::default_lab()).await;
+    env.start_capms(&["--sync-period=5s"]);
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let before = allocated(&env.sim);
+    env.apply(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "metal"},
+        "stringData": {"url": env.sim.url, "hmac": "metal-edit"}}),
+    )
+    .await;
+    let mut cluster = lab_cluster();
+    cluster["spec"]["credentialsRef"] = json!({"name": "metal"});
+    env.apply_seed_cluster(MSC, cluster).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    env.add_lab_machine(MSC, "worker", "bootstrap").await;
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    wait_ready(&env, &machines, "worker", |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    let on_v1 = allocated(&env.sim);
+
+    let permissions = json!([{"subject": "", "methods": SELF_METHODS}]);
+    let roles = json!({PROJECT: "PROJECT_ROLE_EDITOR"});
+    let minted = env
+        .sim
+        .mint_v2(json!({"projectRoles": roles, "permissions": permissions}))
+        .await;
+    let token = minted["secret"].as_str().expect("a token");
+    env.apply(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "metal"},
+        "stringData": {"url": env.sim.v2_url(), "token": token, "project": PROJECT,
+                       "apiVersion": "v2"}}),
+    )
+    .await;
+    // The Secret is read again within 30 s; from then on capms calls through v2.
+    eventually(
+        "capms calling through v2",
+        support::LOADED_MACHINE_WAIT,
+        || async {
+            let report = env.sim.sim.stats().report();
+            let v2 = report.requests.iter().any(|r| {
+                r.route.starts_with("/metalstack.api.v2.MachineService/") && r.status == 200
+            });
+            v2.then_some(())
+        },
+    )
+    .await;
+    env.add_lab_machine(MSC, "worker-2", "bootstrap").await;
+    wait_ready(&env, &machines, "worker-2", |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    let second = env.machine_of("worker-2").await;
+    {
+        let state = env.sim.sim.state();
+        let labels = &state.machines[&second].allocation_labels;
+        assert!(
+            labels.contains_key(metal_api::tags::CLUSTER_ID),
+            "worker-2 not made through v2: {labels:?}"
+        );
+    }
+    let on_v2 = allocated(&env.sim);
+    let mut expected = on_v1.2.clone();
+    expected.push(second);
+    let (mut have, mut want) = (on_v2.2.clone(), expected);
+    have.sort();
+    want.sort();
+    assert_eq!(
+        have, want,
+        "v1's machines kept, worker-2's added, nothing else"
+    );
+    assert_eq!(
+        (on_v2.0, on_v2.1),
+        (on_v1.0, on_v1.1 + 1),
+        "networks and IPs kept, worker-2's address added"
+    );
+    let c = clusters.get(MSC).await.expect("the cluster");
+    assert!(
+        c.status.is_some_and(|s| s.ready),
+        "the cluster no longer ready"
+    );
+
+    let capi = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    capi.delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete the Cluster");
+    eventually(
+        "everything freed through v2",
+        support::LOADED_MACHINE_WAIT,
+        || async { (allocated(&env.sim) == before).then_some(()) },
+    )
+    .await;
+}

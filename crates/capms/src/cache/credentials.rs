@@ -268,6 +268,8 @@ pub(crate) fn config_of(
 }
 
 /// The configuration of a Secret for metal-apiserver (API v2): a project token and its project.
+/// v1's `hmac` and `hmacAuthType` are left unread: a Secret moved from v1 by `kubectl apply`
+/// keeps the keys its new manifest leaves out.
 fn v2_config_of(
     url: Url,
     token: Option<String>,
@@ -275,9 +277,6 @@ fn v2_config_of(
     data: &BTreeMap<String, ByteString>,
     origin: &str,
 ) -> Result<Config, String> {
-    if data.contains_key("hmac") {
-        return Err(format!("`hmac` is v1's; API v2 takes a `token`; {SHAPE}"));
-    }
     let token = token.ok_or_else(|| format!("it holds no `token`; {SHAPE}"))?;
     let project = project
         .filter(|p| p.len() == 36 && p.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
@@ -383,7 +382,16 @@ mod tests {
         assert!(matches!(c.auth, Auth::Bearer(ref t) if t == "a.b.c"));
         let v1 = config_of(&data(&[("url", "https://a/"), ("token", "t")]), "s");
         assert_eq!(v1.expect("accepted").v2_project, None);
-        let cases: [(&[(&str, &str)], &str); 4] = [
+        let leftover = [
+            ("url", "https://api.example/"),
+            ("token", "a.b.c"),
+            ("project", project),
+            ("apiVersion", "v2"),
+            ("hmac", "k"),
+        ];
+        let moved = config_of(&data(&leftover), "s").expect("v1's key left unread");
+        assert!(matches!(moved.auth, Auth::Bearer(_)));
+        let cases: [(&[(&str, &str)], &str); 3] = [
             (
                 &[
                     ("url", "http://a"),
@@ -395,16 +403,6 @@ mod tests {
             (
                 &[("url", "http://a"), ("token", "t"), ("apiVersion", "v2")],
                 "`project` is not",
-            ),
-            (
-                &[
-                    ("url", "http://a"),
-                    ("token", "t"),
-                    ("project", project),
-                    ("hmac", "k"),
-                    ("apiVersion", "v2"),
-                ],
-                "`hmac` is v1's",
             ),
             (
                 &[("url", "http://a"), ("token", "t"), ("apiVersion", "2")],

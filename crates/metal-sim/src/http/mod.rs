@@ -434,10 +434,12 @@ async fn count_requests(State(sim): State<Sim>, request: Request, next: Next) ->
         .extensions()
         .get::<MatchedPath>()
         .map(|p| {
-            p.as_str()
+            // `/metal/v1/…` without its base path; `/metalstack.api.v2.…` kept whole.
+            let within = p
+                .as_str()
                 .strip_prefix(&base)
-                .unwrap_or(p.as_str())
-                .to_owned()
+                .filter(|r| r.starts_with('/'));
+            within.unwrap_or(p.as_str()).to_owned()
         })
         .unwrap_or_else(|| UNMATCHED.to_owned());
     let method = request.method().clone();
@@ -460,7 +462,9 @@ pub fn router(sim: Sim) -> Router {
     } else {
         Router::new().nest(&base, api)
     };
-    let v2 = crate::v2::router().layer(middleware::from_fn_with_state(sim.clone(), count_requests));
+    // A route layer: it runs once the route matched, so it counts the call by its procedure.
+    let v2 = crate::v2::router()
+        .route_layer(middleware::from_fn_with_state(sim.clone(), count_requests));
     app.merge(v2)
         .route(
             "/sim/faults",
