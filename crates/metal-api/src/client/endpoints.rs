@@ -4,7 +4,6 @@
 use super::{Client, seg};
 use crate::error::Error;
 use crate::types::*;
-use crate::v2;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 
@@ -25,12 +24,7 @@ impl Client {
 
     pub async fn partition(&self, id: &str) -> Result<Partition, Error> {
         if let Some(v2) = &self.v2 {
-            return self
-                .via_v2("partition_get", async {
-                    let all = v2.partitions().await?;
-                    v2::Backend::one(all.into_iter().find(|p| p.id == id), "partition", id)
-                })
-                .await;
+            return self.via_v2("partition_get", v2.partition(id)).await;
         }
         self.get("partition_get", &format!("v1/partition/{}", seg(id)))
             .await
@@ -45,12 +39,7 @@ impl Client {
 
     pub async fn size(&self, id: &str) -> Result<Size, Error> {
         if let Some(v2) = &self.v2 {
-            return self
-                .via_v2("size_get", async {
-                    let all = v2.sizes().await?;
-                    v2::Backend::one(all.into_iter().find(|s| s.id == id), "size", id)
-                })
-                .await;
+            return self.via_v2("size_get", v2.size(id)).await;
         }
         self.get("size_get", &format!("v1/size/{}", seg(id))).await
     }
@@ -64,12 +53,7 @@ impl Client {
 
     pub async fn image(&self, id: &str) -> Result<Image, Error> {
         if let Some(v2) = &self.v2 {
-            return self
-                .via_v2("image_get", async {
-                    let all = v2.images().await?;
-                    v2::Backend::one(all.into_iter().find(|i| i.id == id), "image", id)
-                })
-                .await;
+            return self.via_v2("image_get", v2.image(id)).await;
         }
         self.get("image_get", &format!("v1/image/{}", seg(id)))
             .await
@@ -224,12 +208,7 @@ impl Client {
         req: &MachineFindRequest,
     ) -> Result<Vec<R>, Error> {
         if let Some(v2) = &self.v2 {
-            return self
-                .via_v2("machine_find", async {
-                    let found = v2.machine_find(req).await?;
-                    v2::Backend::read_as(found)
-                })
-                .await;
+            return self.via_v2("machine_find", v2.machine_find_as(req)).await;
         }
         self.find("machine_find", "v1/machine/find", req).await
     }
@@ -278,8 +257,10 @@ impl Client {
 
     /// Installs `imageid` on the machine again, keeping its allocation.
     pub async fn machine_reinstall(&self, id: &str, imageid: &str) -> Result<Machine, Error> {
-        if self.v2.is_some() {
-            return self.via_v2("machine_reinstall", async { Err::<Machine, _>(v2::Failure::Unsupported(format!("API v2 has no reinstall: machine {id} keeps its image ({imageid} not installed)"))) }).await;
+        if let Some(v2) = &self.v2 {
+            return self
+                .via_v2("machine_reinstall", v2.machine_reinstall(id, imageid))
+                .await;
         }
         let body = MachineReinstallRequest {
             id: id.to_owned(),
@@ -301,13 +282,7 @@ impl Client {
 
     pub async fn firewall_find(&self, req: &MachineFindRequest) -> Result<Vec<Machine>, Error> {
         if let Some(v2) = &self.v2 {
-            return self
-                .via_v2("firewall_find", async {
-                    let mut find = req.clone();
-                    find.allocation_role = Some(ROLE_FIREWALL.into());
-                    v2.machine_find(&find).await
-                })
-                .await;
+            return self.via_v2("firewall_find", v2.firewall_find(req)).await;
         }
         self.find("firewall_find", "v1/firewall/find", req).await
     }

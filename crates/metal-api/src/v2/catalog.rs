@@ -115,8 +115,26 @@ impl Backend {
         })
     }
 
-    /// One of the lists, by id: v2's Get of these needs what a list answers anyway.
-    pub(crate) fn one<T>(found: Option<T>, what: &str, id: &str) -> Result<T> {
+    /// A partition, from the list: v2's Get answers no more than the list does.
+    pub(crate) async fn partition(&self, id: &str) -> Result<Partition> {
+        let all = self.partitions().await?;
+        Self::one(all.into_iter().find(|p| p.id == id), "partition", id)
+    }
+
+    /// A size, from the list.
+    pub(crate) async fn size(&self, id: &str) -> Result<Size> {
+        let all = self.sizes().await?;
+        Self::one(all.into_iter().find(|s| s.id == id), "size", id)
+    }
+
+    /// An image, from the list.
+    pub(crate) async fn image(&self, id: &str) -> Result<Image> {
+        let all = self.images().await?;
+        Self::one(all.into_iter().find(|i| i.id == id), "image", id)
+    }
+
+    /// One of a list, by id; `not_found` when it is not there.
+    fn one<T>(found: Option<T>, what: &str, id: &str) -> Result<T> {
         found.ok_or_else(|| {
             Failure::Call(metalstack_api::Error::Connect {
                 procedure: format!("{what} {id}"),

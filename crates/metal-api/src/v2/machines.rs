@@ -379,6 +379,22 @@ impl Backend {
         }
     }
 
+    /// The project's firewalls `find` finds.
+    pub(crate) async fn firewall_find(&self, find: &MachineFindRequest) -> Result<Vec<Machine>> {
+        let firewalls = MachineFindRequest {
+            allocation_role: Some(ROLE_FIREWALL.into()),
+            ..find.clone()
+        };
+        self.machine_find(&firewalls).await
+    }
+
+    /// Refused: API v2 has no reinstall.
+    pub(crate) async fn machine_reinstall(&self, id: &str, image: &str) -> Result<Machine> {
+        Err(Failure::Unsupported(format!(
+            "API v2 has no reinstall: machine {id} keeps its image ({image} not installed)"
+        )))
+    }
+
     pub(crate) async fn machine_power(&self, id: &str, action: PowerAction) -> Result<Machine> {
         let command = bmc_command(action)?;
         self.api.bmc_command(&self.project, id, command).await?;

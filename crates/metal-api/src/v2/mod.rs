@@ -70,10 +70,12 @@ fn v1_status(code: Code) -> u16 {
 }
 
 impl Backend {
-    /// Machines read as `R`, a part of the machine response (a summary), as v1's find decodes.
-    pub(crate) fn read_as<R: serde::de::DeserializeOwned>(
-        machines: Vec<crate::types::Machine>,
+    /// The machines `find` finds, each read as `R` (a summary), as v1's find decodes them.
+    pub(crate) async fn machine_find_as<R: serde::de::DeserializeOwned>(
+        &self,
+        find: &crate::types::MachineFindRequest,
     ) -> Result<Vec<R>> {
+        let machines = self.machine_find(find).await?;
         let read = machines.into_iter().map(|m| {
             let value = serde_json::to_value(m).map_err(|e| e.to_string())?;
             serde_json::from_value(value).map_err(|e| e.to_string())
