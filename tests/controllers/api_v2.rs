@@ -102,8 +102,8 @@ async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_ap
     .await;
     let left = expires.duration_since(jiff::Timestamp::now());
     if left.is_positive() {
-        // sleep-ok: until the first token's expiry (a time on the clock, at most two minutes),
-        // so that what follows can only be done with the refreshed one.
+        // Until the first token's expiry (a time on the clock, at most two minutes), so that
+        // sleep-ok: what follows can only be done with the refreshed token.
         tokio::time::sleep(left.unsigned_abs() + Duration::from_secs(1)).await;
     }
     env.add_lab_machine(MSC, "worker-2", "bootstrap").await;

@@ -87,6 +87,9 @@ pub(crate) enum Reason {
     Remediated,
     /// Every attempt failed: the Machine is handed back for replacement.
     RetriesExhausted,
+    /// The strategy reinstalls, which the cluster's metal-api cannot (API v2 has no reinstall):
+    /// the Machine is handed back for replacement.
+    ReinstallUnavailable,
     /// The machine was remediated successfully too recently to be remediated again.
     RemediatedRecently,
     CapacityKnown,

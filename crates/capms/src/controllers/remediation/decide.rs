@@ -102,6 +102,10 @@ fn live_decision(
             );
             return give_up(msr, live, status, Reason::RemediatedRecently, note);
         }
+        if strategy.kind() == RemediationType::Reinstall && !machine.reinstallable {
+            let note = "the strategy reinstalls, and metal-stack's API v2 (metal-apiserver), which this cluster's credentials reach, has no reinstall: handed back for replacement, which installs a new machine".to_owned();
+            return give_up(msr, live, status, Reason::ReinstallUnavailable, note);
+        }
         if let Some(why) = control_plane_busy(live) {
             waiting(&mut status, generation, Reason::WaitingForControlPlane, why);
             return Decision::new(

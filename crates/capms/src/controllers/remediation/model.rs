@@ -36,6 +36,8 @@ pub struct MetalFacts {
     /// When the machine last phoned home after its newest reboot or installation, if its newest
     /// event is `Phoned Home`.
     pub phoned_home: Option<jiff::Timestamp>,
+    /// Can its metal-api install it again? metal-stack's API v2 has no reinstall.
+    pub reinstallable: bool,
 }
 
 /// A MetalStackCluster as a remediation sees it: its name and the machines it records retired.

@@ -106,6 +106,7 @@ async fn metal_facts(metal: &metal_api::Client, id: &str) -> Result<Option<Metal
         image: image.unwrap_or_default(),
         last_planned_reboot: planned.map(|e| e.time),
         phoned_home: newest.map(|e| e.time),
+        reinstallable: !metal.is_v2(),
     }))
 }
 

@@ -1,5 +1,7 @@
 //! The remediation decision, case by case.
 
+mod api_v2;
+
 use super::decide::{FINALIZER, GIVEN_UP_REASON, REMEDIATED_ANNOTATION, after_failure, decide};
 use super::model::{ClusterRecord, ControlPlaneFacts, Live, MetalFacts, Observed, RemediationStep};
 use crate::api::remediation::{
@@ -65,6 +67,7 @@ fn hung() -> MetalFacts {
         image: "ubuntu-24.04".into(),
         last_planned_reboot: None,
         phoned_home: Some(at(-3600)),
+        reinstallable: true,
     }
 }
 
