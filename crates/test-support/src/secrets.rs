@@ -102,9 +102,12 @@ pub fn watch_namespace(client: kube::Client, namespace: &str) {
             kube::runtime::watcher::Event::Apply(s) | kube::runtime::watcher::Event::InitApply(s),
         ) = event
         {
-            // A bootstrap Secret's `format` (cloud-config, ignition) says what its value is.
+            // A bootstrap Secret's `format` (cloud-config, ignition) says what its value is; a
+            // credentials Secret's `project`, `apiVersion` and `hmacAuthType` say whose and
+            // which: a project's UUID is in machine ids' shape and in many a log line.
             let data = s.data.unwrap_or_default().into_iter();
-            for (_, value) in data.filter(|(key, _)| key != "format") {
+            let open = ["format", "project", "apiVersion", "hmacAuthType"];
+            for (_, value) in data.filter(|(key, _)| !open.contains(&key.as_str())) {
                 remember(&String::from_utf8_lossy(&value.0));
             }
         }
