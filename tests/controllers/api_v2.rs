@@ -6,27 +6,11 @@
 //! refreshes it before it expires and writes the new one back to the Secret, and a second worker
 //! provisions after the first token has expired.
 
+use super::credentials::allocated;
 use super::*;
 use k8s_openapi::api::core::v1::Secret;
 
-/// What a capms project token lists beside its project role: token refresh and the catalog.
-const SELF_METHODS: [&str; 6] = [
-    "/metalstack.api.v2.TokenService/Refresh",
-    "/metalstack.api.v2.ImageService/Latest",
-    "/metalstack.api.v2.ImageService/List",
-    "/metalstack.api.v2.SizeService/List",
-    "/metalstack.api.v2.PartitionService/List",
-    "/metalstack.api.v2.SizeImageConstraintService/Try",
-];
-
 const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
-
-/// Allocated machines (by id), networks of a project and IPs in `sim`.
-fn allocated(sim: &RunningSim) -> (usize, usize, Vec<String>) {
-    let (networks, ips, machines) = metal_state_of(sim);
-    let allocated = machines.into_iter().filter(|m| m.allocation.is_some());
-    (networks.len(), ips.len(), allocated.map(|m| m.id).collect())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_apiserver() {
@@ -37,10 +21,7 @@ async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_ap
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
     let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
     let before = allocated(&env.sim);
-    let permissions = json!([{"subject": "", "methods": SELF_METHODS}]);
-    let roles = json!({PROJECT: "PROJECT_ROLE_EDITOR"});
-    let request = json!({"projectRoles": roles, "permissions": permissions, "expires": "120s"});
-    let minted = env.sim.mint_v2(request).await;
+    let minted = env.sim.mint_capms_token(PROJECT, Some("120s")).await;
     let expires: jiff::Timestamp = minted["token"]["expires"]
         .as_str()
         .and_then(|t| t.parse().ok())
@@ -160,12 +141,7 @@ async fn a_running_cluster_moved_from_v1_to_v2_credentials_keeps_everything_it_h
     .await;
     let on_v1 = allocated(&env.sim);
 
-    let permissions = json!([{"subject": "", "methods": SELF_METHODS}]);
-    let roles = json!({PROJECT: "PROJECT_ROLE_EDITOR"});
-    let minted = env
-        .sim
-        .mint_v2(json!({"projectRoles": roles, "permissions": permissions}))
-        .await;
+    let minted = env.sim.mint_capms_token(PROJECT, None).await;
     let token = minted["secret"].as_str().expect("a token");
     env.apply(
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "metal"},

@@ -62,7 +62,7 @@ async fn not_ready(clusters: &Api<MetalStackCluster>, reason: &str, naming: &str
 }
 
 /// Everything allocated in `sim`: private networks, IPs, machines (by id).
-fn allocated(sim: &RunningSim) -> (usize, usize, Vec<String>) {
+pub(super) fn allocated(sim: &RunningSim) -> (usize, usize, Vec<String>) {
     let (networks, ips, machines) = metal_state_of(sim);
     let allocated = machines.into_iter().filter(|m| m.allocation.is_some());
     (networks.len(), ips.len(), allocated.map(|m| m.id).collect())

@@ -5,33 +5,16 @@
 //! its tags through v2 (a cluster whose credentials move keeps its machines); what a project
 //! token cannot do through v2 is refused as a request, never asked again.
 
-use super::v2::{PROJECT, mint};
+use super::v2::PROJECT;
 use crate::support;
 use metal_api::types::*;
 use metal_api::{Auth, Catalog, Client, Config, MachineSummary};
 use metal_sim::inventory::Inventory;
-use serde_json::json;
 use support::RunningSim;
-
-/// The SELF methods a capms token lists: refresh and the catalog.
-const SELF_METHODS: [&str; 6] = [
-    "/metalstack.api.v2.TokenService/Refresh",
-    "/metalstack.api.v2.ImageService/Latest",
-    "/metalstack.api.v2.ImageService/List",
-    "/metalstack.api.v2.SizeService/List",
-    "/metalstack.api.v2.PartitionService/List",
-    "/metalstack.api.v2.SizeImageConstraintService/Try",
-];
 
 /// A metal-api client of `sim` through API v2, with an editor token of the project.
 async fn v2_client(sim: &RunningSim) -> Client {
-    let permissions = json!([{"subject": "", "methods": SELF_METHODS}]);
-    let roles = json!({PROJECT: "PROJECT_ROLE_EDITOR"});
-    let minted = mint(
-        sim,
-        json!({"projectRoles": roles, "permissions": permissions}),
-    )
-    .await;
+    let minted = sim.mint_capms_token(PROJECT, None).await;
     let token = minted["secret"].as_str().expect("a token").to_owned();
     let root = url::Url::parse(sim.url.trim_end_matches("/metal")).expect("a URL");
     let mut config = Config::new(root, Auth::Bearer(token));

@@ -18,16 +18,9 @@ use metalstack_api::{Client, Code, Token};
 use serde_json::json;
 use support::RunningSim;
 
-/// The methods of visibility SELF capms calls: an API token must list them in its permissions.
-const SELF_METHODS: [&str; 3] = [
-    "/metalstack.api.v2.TokenService/Refresh",
-    "/metalstack.api.v2.ImageService/Latest",
-    "/metalstack.api.v2.SizeImageConstraintService/Try",
-];
-
 /// A client of `sim`'s v2 with a token minted for `roles` and the methods capms calls.
 async fn client_of(sim: &RunningSim, roles: serde_json::Value) -> (Client, serde_json::Value) {
-    let permissions = json!([{"subject": "", "methods": SELF_METHODS}]);
+    let permissions = json!([{"subject": "", "methods": support::CAPMS_SELF_METHODS}]);
     let minted = mint(
         sim,
         json!({"projectRoles": roles, "permissions": permissions}),

@@ -3,6 +3,17 @@
 use std::time::Duration;
 
 /// A metal-api simulator running inside the test's runtime on a free loopback port.
+/// The methods of visibility SELF capms calls (token refresh and the catalog): an API token
+/// lists them in its permissions.
+pub const CAPMS_SELF_METHODS: [&str; 6] = [
+    "/metalstack.api.v2.TokenService/Refresh",
+    "/metalstack.api.v2.ImageService/Latest",
+    "/metalstack.api.v2.ImageService/List",
+    "/metalstack.api.v2.SizeService/List",
+    "/metalstack.api.v2.PartitionService/List",
+    "/metalstack.api.v2.SizeImageConstraintService/Try",
+];
+
 pub struct RunningSim {
     pub sim: metal_sim::Sim,
     pub url: String,
@@ -70,6 +81,24 @@ impl RunningSim {
         let mut config = metal_api::Config::new(url::Url::parse(&self.url).expect("url"), auth);
         config.timeout = Duration::from_secs(5);
         metal_api::Client::new(config).expect("client")
+    }
+
+    /// A project token as an operator gives capms: editor of `project`, listing the methods of
+    /// visibility SELF capms calls, living `expires` (`"120s"`; 8 h when None): its
+    /// `{token, secret}`.
+    pub async fn mint_capms_token(
+        &self,
+        project: &str,
+        expires: Option<&str>,
+    ) -> serde_json::Value {
+        let mut request = serde_json::json!({
+            "projectRoles": {project: "PROJECT_ROLE_EDITOR"},
+            "permissions": [{"subject": "", "methods": CAPMS_SELF_METHODS}],
+        });
+        if let Some(expires) = expires {
+            request["expires"] = expires.into();
+        }
+        self.mint_v2(request).await
     }
 
     /// A token minted through the simulator's `/sim/v2/tokens` with `request`

@@ -239,53 +239,59 @@ pub(crate) fn config_of(
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
         .ok_or_else(|| format!("`url` is not an http or https URL; {SHAPE}"))?;
-    match text("apiVersion")?.as_deref() {
-        None | Some("v1") => {}
-        Some("v2") => return v2_config_of(url, text("token")?, text("project")?, data, origin),
+    let (auth, v2_project) = match text("apiVersion")?.as_deref() {
+        None | Some("v1") => {
+            let auth = v1_auth(text("hmac")?, text("token")?, text("hmacAuthType")?)?;
+            (auth, None)
+        }
+        Some("v2") => {
+            let (token, project) = v2_auth(text("token")?, text("project")?)?;
+            (token, Some(project))
+        }
         Some(other) => {
             return Err(format!(
                 "`apiVersion` {other:?} is not one of v1, v2; {SHAPE}"
             ));
         }
-    }
-    let auth = match (text("hmac")?, text("token")?) {
-        (Some(key), _) => {
-            let auth_type = match text("hmacAuthType")? {
-                Some(t) => t
-                    .parse::<AuthType>()
-                    .map_err(|e| format!("`hmacAuthType`: {e}"))?,
-                None => AuthType::Edit,
-            };
-            Auth::Hmac { key, auth_type }
-        }
-        (None, Some(token)) => Auth::Bearer(token),
-        (None, None) => return Err(format!("it holds neither `hmac` nor `token`; {SHAPE}")),
     };
     let mut config = Config::new(url, auth);
+    config.v2_project = v2_project;
     config.ca_pem = data.get("caBundle").map(|b| b.0.clone());
     config.origin = Some(origin.to_owned());
     Ok(config)
 }
 
-/// The configuration of a Secret for metal-apiserver (API v2): a project token and its project.
-/// v1's `hmac` and `hmacAuthType` are left unread: a Secret moved from v1 by `kubectl apply`
-/// keeps the keys its new manifest leaves out.
-fn v2_config_of(
-    url: Url,
+/// metal-api's credentials: an HMAC key (Metal-Edit unless `hmacAuthType` says otherwise) or,
+/// without one, a bearer token.
+fn v1_auth(
+    hmac: Option<String>,
     token: Option<String>,
-    project: Option<String>,
-    data: &BTreeMap<String, ByteString>,
-    origin: &str,
-) -> Result<Config, String> {
+    auth_type: Option<String>,
+) -> Result<Auth, String> {
+    match (hmac, token) {
+        (Some(key), _) => {
+            let auth_type = match auth_type {
+                Some(t) => t
+                    .parse::<AuthType>()
+                    .map_err(|e| format!("`hmacAuthType`: {e}"))?,
+                None => AuthType::Edit,
+            };
+            Ok(Auth::Hmac { key, auth_type })
+        }
+        (None, Some(token)) => Ok(Auth::Bearer(token)),
+        (None, None) => Err(format!("it holds neither `hmac` nor `token`; {SHAPE}")),
+    }
+}
+
+/// metal-apiserver's credentials (API v2): a project token and its project. v1's `hmac` and
+/// `hmacAuthType` are left unread: a Secret moved from v1 by `kubectl apply` keeps the keys its
+/// new manifest leaves out.
+fn v2_auth(token: Option<String>, project: Option<String>) -> Result<(Auth, String), String> {
     let token = token.ok_or_else(|| format!("it holds no `token`; {SHAPE}"))?;
     let project = project
         .filter(|p| p.len() == 36 && p.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
         .ok_or_else(|| format!("`project` is not a project's UUID; {SHAPE}"))?;
-    let mut config = Config::new(url, Auth::Bearer(token));
-    config.v2_project = Some(project);
-    config.ca_pem = data.get("caBundle").map(|b| b.0.clone());
-    config.origin = Some(origin.to_owned());
-    Ok(config)
+    Ok((Auth::Bearer(token), project))
 }
 
 #[cfg(test)]

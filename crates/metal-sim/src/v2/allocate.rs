@@ -7,6 +7,7 @@
 //! its HTTP status.
 
 use super::connect::{Code, ConnectError, refused};
+use super::labels::label_map;
 use super::machines::{message, of_request, tags};
 use super::tokens::Token;
 use crate::Sim;
@@ -16,18 +17,9 @@ use metal_api::types::{
     MachineAllocateRequest, PowerAction, ROLE_FIREWALL, ROLE_MACHINE,
 };
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
-
-/// A `Labels` message as a map.
-fn labels(message: &Value) -> BTreeMap<String, String> {
-    let labels = message["labels"].as_object().into_iter().flatten();
-    labels
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
-        .collect()
-}
 
 fn strings(v: &Value) -> Vec<String> {
     let items = v.as_array().into_iter().flatten();
@@ -124,7 +116,7 @@ pub fn create(sim: &Sim, token: Option<&Token>, request: &Value) -> Result<Value
             .map_err(refused)?;
         let lease = state.lease(&machine.id);
         if let Some(record) = state.machines.get_mut(&machine.id) {
-            record.allocation_labels = labels(&request["labels"]);
+            record.allocation_labels = label_map(&request["labels"]);
         }
         let record = state.machines.get(&machine.id).map(|m| message(&state, m));
         (record.unwrap_or_default(), lease)

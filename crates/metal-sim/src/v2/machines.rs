@@ -4,6 +4,7 @@
 //! its allocation as the allocation's, apart from the tags, as metal-apiserver keeps them.
 
 use super::connect::{ConnectError, not_found};
+use super::labels::carries;
 use super::networks::{nat_type, network_type};
 use crate::state::{MachineRecord, State};
 use metal_api::types::{FirewallRules, MachineAllocation, MachineEvent, MachineNetwork};
@@ -162,14 +163,6 @@ pub fn of_request<'a>(
 /// Whether tags `tags` carry every label of `query.labels`.
 pub fn labelled(tags: &[String], query: &Value) -> bool {
     carries(&labels(tags), &query["labels"])
-}
-
-/// Whether `own` has every label of the `Labels` message `wanted`.
-fn carries(own: &BTreeMap<String, String>, wanted: &Value) -> bool {
-    let wanted = wanted["labels"].as_object().into_iter().flatten();
-    wanted
-        .into_iter()
-        .all(|(k, v)| own.get(k).map(String::as_str) == Some(v.as_str().unwrap_or_default()))
 }
 
 /// A `Labels` message as v1 tags (`key=value`).

@@ -10,6 +10,7 @@ pub mod authorize;
 mod catalog;
 pub mod connect;
 mod ips;
+mod labels;
 mod machines;
 mod networks;
 pub mod rate;

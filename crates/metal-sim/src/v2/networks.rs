@@ -3,6 +3,7 @@
 //! (super, external, underlay: those of no project) are listed for any project.
 
 use super::connect::{ConnectError, not_found, refused};
+use super::labels::{carries, label_map};
 use crate::state::State;
 use metal_api::types::{Network, NetworkAllocateRequest};
 use serde_json::{Map, Value, json};
@@ -61,19 +62,13 @@ fn text(request: &Value, field: &str) -> String {
 
 /// `NetworkService/Create`: a child network of the project in the partition.
 pub fn create(state: &mut State, request: &Value) -> Result<Value, ConnectError> {
-    let labels = request["labels"]["labels"]
-        .as_object()
-        .into_iter()
-        .flatten();
     let length = request["length"].as_object().into_iter().flatten();
     let allocate = NetworkAllocateRequest {
         projectid: text(request, "project"),
         partitionid: text(request, "partition"),
         name: text(request, "name"),
         description: text(request, "description"),
-        labels: labels
-            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
-            .collect(),
+        labels: label_map(&request["labels"]),
         length: length
             .filter_map(|(family, l)| {
                 let l = u8::try_from(l.as_u64()?).ok()?;
@@ -105,16 +100,12 @@ pub fn delete(state: &mut State, request: &Value) -> Result<Value, ConnectError>
 fn matches(n: &Network, query: &Value) -> bool {
     let is = |field: &str, value: &str| query[field].as_str().is_none_or(|q| q == value);
     let parent = n.parentnetworkid.as_deref().unwrap_or_default();
-    let wanted = query["labels"]["labels"].as_object().into_iter().flatten();
-    let labelled = wanted
-        .into_iter()
-        .all(|(k, v)| n.labels.get(k).map(String::as_str) == v.as_str());
     is("id", &n.id)
         && is("name", &n.name)
         && is("partition", &n.partitionid)
         && is("type", &network_type(&n.networktype))
         && is("parentNetwork", parent)
-        && labelled
+        && carries(&n.labels, &query["labels"])
 }
 
 /// `NetworkService/Get {id, project}`: a network of the project, or one of no project (a base
