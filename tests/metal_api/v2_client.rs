@@ -295,8 +295,9 @@ async fn a_fresh_minute() {
     }
 }
 
-/// The client sends no call past its budget of calls per minute; when the server refuses one
-/// for the token's rate anyway, the next calls are not sent until a pause is over.
+/// The client sends no call past its budget of calls per minute, but for a token refresh; when
+/// the server refuses one for the token's rate anyway, the next calls are not sent until a pause
+/// is over.
 #[tokio::test]
 async fn the_client_keeps_within_its_budget_and_pauses_after_a_refusal() {
     let list = MachineServiceListRequest {
@@ -319,6 +320,16 @@ async fn the_client_keeps_within_its_budget_and_pauses_after_a_refusal() {
     assert!(held.transient());
     let wait = held.retry_after().expect("a wait");
     assert!(wait.as_secs() > 30 && wait.as_secs() <= 60, "{wait:?}");
+    // The same words each time (the wait is retry_after's): they end in conditions.
+    let again = client.machines(&list).await.expect_err("over the budget");
+    assert_eq!(again.to_string(), held.to_string());
+    // A refresh is sent all the same: a token whose calls wait must not expire meanwhile.
+    let before = client.token();
+    let refreshed = client
+        .refresh()
+        .await
+        .expect("a refresh outside the budget");
+    assert_ne!(refreshed.secret(), before.secret());
 
     // A server whose limit is lower than the client's budget (3 a minute: 4 pass).
     let config = metal_sim::SimConfig {

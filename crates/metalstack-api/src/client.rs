@@ -67,8 +67,18 @@ impl Client {
 
     /// Sends `request` to its procedure, within the token's budget.
     pub(crate) async fn call<R: Rpc>(&self, request: &R) -> Result<R::Response, Error> {
+        self.send(request, true).await
+    }
+
+    /// Sends `request` to its procedure; `budgeted`, only within the token's budget and not
+    /// while paused after a refusal.
+    async fn send<R: Rpc>(&self, request: &R, budgeted: bool) -> Result<R::Response, Error> {
         let procedure = R::PROCEDURE;
-        if let Err(wait) = self.budget().take(Instant::now()) {
+        let taken = match budgeted {
+            true => self.budget().take(Instant::now()),
+            false => Ok(()),
+        };
+        if let Err(wait) = taken {
             return Err(Error::Budget {
                 procedure: procedure.to_owned(),
                 wait,
@@ -111,9 +121,12 @@ impl Client {
         })
     }
 
-    /// `TokenService/Refresh`: a new token for the current one, used from now on.
+    /// `TokenService/Refresh`: a new token for the current one, used from now on. Sent outside
+    /// the budget, even while other calls pause: it is one call in half a token's lifetime, the
+    /// budget's margin under metal-apiserver's limit has room for it, and a token that expires
+    /// while its calls pause cannot be refreshed at all.
     pub async fn refresh(&self) -> Result<Token, Error> {
-        let answer = self.call(&TokenServiceRefreshRequest {}).await?;
+        let answer = self.send(&TokenServiceRefreshRequest {}, false).await?;
         let token = Token::parse(&answer.secret).map_err(|e| Error::Decode {
             procedure: TokenServiceRefreshRequest::PROCEDURE.to_owned(),
             message: e.to_string(),
@@ -122,7 +135,7 @@ impl Client {
         Ok(token)
     }
 
-    /// Refreshes the token when less than a quarter of its lifetime is left at `now`: the new
+    /// Refreshes the token once half its lifetime or less is left at `now`: the new
     /// one, to be kept where the old one came from, or `None` when it was not yet due.
     pub async fn refresh_if_due(&self, now: jiff::Timestamp) -> Result<Option<Token>, Error> {
         if self.token().refresh_due(now) {

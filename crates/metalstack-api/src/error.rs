@@ -87,8 +87,12 @@ pub enum Error {
     #[error("{procedure}: the answer does not fit its message: {message}")]
     Decode { procedure: String, message: String },
     /// Not sent: the token's budget of calls per minute is spent, or the server refused one
-    /// for the token's rate a moment ago.
-    #[error("{procedure}: not sent, the token's rate budget allows the next call in {wait:?}")]
+    /// for the token's rate a moment ago. The message leaves out the wait (`retry_after`): it
+    /// ends in conditions, and one changing with every refusal would make each a new status
+    /// write, waking the objects that watch it to be refused again.
+    #[error(
+        "{procedure}: not sent, the token's calls per minute are spent (metal-apiserver's rate limit)"
+    )]
     Budget {
         procedure: String,
         wait: std::time::Duration,

@@ -61,11 +61,14 @@ impl Token {
         now >= self.expires
     }
 
-    /// Is it time to refresh it: less than a quarter of its lifetime left at `now`?
+    /// Is it time to refresh it: half its lifetime or less left at `now`? Half, not the last
+    /// quarter: a refresh refused while the token is over its rate limit (a minute at most) or
+    /// while metal-apiserver is away has the second half to succeed in; an expired token can
+    /// only be replaced by hand.
     pub fn refresh_due(&self, now: Timestamp) -> bool {
         let lifetime = self.expires.duration_since(self.issued_at);
         let left = self.expires.duration_since(now);
-        left < lifetime / 4 || lifetime <= SignedDuration::ZERO
+        left <= lifetime / 2 || lifetime <= SignedDuration::ZERO
     }
 
     pub(crate) fn bearer(&self) -> &str {
@@ -101,11 +104,12 @@ mod tests {
     }
 
     #[test]
-    fn a_token_is_due_for_refresh_in_the_last_quarter_of_its_lifetime() {
+    fn a_token_is_due_for_refresh_once_half_its_lifetime_is_gone() {
         let token = Token::parse(&jwt(1_000, 1_400)).unwrap_or_else(|e| panic!("{e}"));
         let at = |s: i64| Timestamp::from_second(s).unwrap_or_else(|e| panic!("{e}"));
         assert!(!token.refresh_due(at(1_000)));
-        assert!(!token.refresh_due(at(1_300)), "a quarter left");
+        assert!(!token.refresh_due(at(1_199)), "more than half left");
+        assert!(token.refresh_due(at(1_200)), "half left");
         assert!(token.refresh_due(at(1_301)), "less than a quarter left");
         assert!(!token.expired(at(1_399)));
         assert!(token.expired(at(1_400)));

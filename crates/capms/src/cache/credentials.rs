@@ -2,7 +2,7 @@
 //! MetalStackCluster names in spec.credentialsRef. A Secret is read again once its client is
 //! older than [`REREAD`], so a rotated Secret is taken up without a restart; a client whose
 //! Secret did not change is kept, with its connections. An API v2 project token is refreshed
-//! once less than a quarter of its lifetime is left, and written back to its Secret.
+//! once half its lifetime or less is left, and written back to its Secret.
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -150,7 +150,7 @@ impl MetalClients {
         Ok(client)
     }
 
-    /// An API v2 token with less than a quarter of its lifetime left is refreshed and written
+    /// An API v2 token with half its lifetime or less left is refreshed and written
     /// back to its Secret by one caller; a token refreshed but not yet written is written again.
     /// A failure leaves the old token in use while it lasts, and is tried again by a later call.
     async fn keep_fresh(&self, key: &Key, client: &Client) {

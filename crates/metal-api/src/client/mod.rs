@@ -33,6 +33,17 @@ pub struct Client {
     origin: Option<String>,
     /// Set: every call goes through metal-stack's API v2.
     v2: Option<std::sync::Arc<v2::Backend>>,
+    /// The last call its credentials were refused at, until a later call is answered; shared
+    /// by its clones.
+    refusal: std::sync::Arc<std::sync::Mutex<Option<Refusal>>>,
+}
+
+/// A call metal-api refused the credentials at (401, 403), and what it said.
+#[derive(Clone, Debug)]
+struct Refusal {
+    endpoint: &'static str,
+    status: u16,
+    message: String,
 }
 
 impl std::fmt::Debug for Client {
@@ -81,7 +92,52 @@ impl Client {
             observer: None,
             origin: config.origin,
             v2,
+            refusal: Default::default(),
         })
+    }
+
+    /// The error of the last call its credentials were refused at (an expired, revoked or
+    /// foreign token, a wrong key), unless a later call was answered: what a cluster whose own
+    /// calls all come from caches shows of credentials that stopped working.
+    pub fn refused(&self) -> Option<Error> {
+        let refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
+        refusal.clone().map(|r| Error::Api {
+            endpoint: r.endpoint,
+            status: r.status,
+            message: r.message,
+        })
+    }
+
+    /// Remembers a refusal of the credentials, and forgets it once a call is answered; names
+    /// the credentials' origin in a refusal's message.
+    fn noted<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        let mut refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(answer) => {
+                *refusal = None;
+                Ok(answer)
+            }
+            Err(Error::Api {
+                endpoint,
+                status: status @ (401 | 403),
+                mut message,
+            }) => {
+                if let Some(origin) = &self.origin {
+                    message = format!("{message} (the credentials of {origin})");
+                }
+                *refusal = Some(Refusal {
+                    endpoint,
+                    status,
+                    message: message.clone(),
+                });
+                Err(Error::Api {
+                    endpoint,
+                    status,
+                    message,
+                })
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Does it call through metal-stack's API v2?
@@ -89,7 +145,7 @@ impl Client {
         self.v2.is_some()
     }
 
-    /// Through API v2: is less than a quarter of the project token's lifetime left at `now`?
+    /// Through API v2: is half the project token's lifetime or less left at `now`?
     pub fn token_refresh_due(&self, now: jiff::Timestamp) -> bool {
         self.v2
             .as_ref()
@@ -128,7 +184,7 @@ impl Client {
             Err(e) => e.status().unwrap_or(0),
         };
         self.record(endpoint, status);
-        result
+        self.noted(result)
     }
 
     /// A client for other credentials (`config`) that tells this one's observer of its calls.
@@ -231,20 +287,17 @@ impl Client {
         );
         self.record(endpoint, status.as_u16());
         if !status.is_success() {
-            let mut message = decode_error_body(&bytes);
-            if let (401 | 403, Some(origin)) = (status.as_u16(), &self.origin) {
-                message = format!("{message} (the credentials of {origin})");
-            }
-            return Err(Error::Api {
+            return self.noted(Err(Error::Api {
                 endpoint,
                 status: status.as_u16(),
-                message,
-            });
+                message: decode_error_body(&bytes),
+            }));
         }
-        super::json::decode(&bytes).map_err(|e| Error::Decode {
+        let answer = super::json::decode(&bytes).map_err(|e| Error::Decode {
             endpoint,
             detail: e.to_string(),
-        })
+        });
+        self.noted(answer)
     }
 
     fn transport_error(&self, endpoint: &'static str, e: reqwest::Error) -> Error {
