@@ -8,9 +8,6 @@
 
 use super::credentials::allocated;
 use super::*;
-use k8s_openapi::api::core::v1::Secret;
-
-const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_apiserver() {
@@ -21,21 +18,9 @@ async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_ap
     let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
     let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
     let before = allocated(&env.sim);
-    let minted = env.sim.mint_capms_token(PROJECT, Some("120s")).await;
-    let expires: jiff::Timestamp = minted["token"]["expires"]
-        .as_str()
-        .and_then(|t| t.parse().ok())
-        .expect("the token's expiry");
-    let token = minted["secret"].as_str().expect("a token");
-    env.apply(
-        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "metal-v2"},
-        "stringData": {"url": env.sim.v2_url(), "token": token, "project": PROJECT,
-                       "apiVersion": "v2"}}),
-    )
-    .await;
-    let mut cluster = lab_cluster();
-    cluster["spec"]["credentialsRef"] = json!({"name": "metal-v2"});
-    env.apply_seed_cluster(MSC, cluster).await;
+    let first = env.use_api_v2(Some("120s")).await;
+    let token = first.secret.as_str();
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
     env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
     env.add_lab_machine(MSC, "worker", "bootstrap").await;
     wait_ready(&env, &clusters, MSC, |c| {
@@ -70,18 +55,13 @@ async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_ap
     assert!(!env.capms_log().contains(token), "the token in capms's log");
 
     // Refreshed before it expires, and written back to the Secret.
-    let secrets: Api<Secret> = Api::namespaced(env.client(), &env.ns.name);
     let refreshed = eventually(
         "the refreshed token in the Secret",
         support::LOADED_MACHINE_WAIT,
-        || async {
-            let data = secrets.get("metal-v2").await.ok()?.data?;
-            let now = String::from_utf8(data.get("token")?.0.clone()).ok()?;
-            (now != token).then_some(now)
-        },
+        || async { env.v2_token().await.filter(|now| now != token) },
     )
     .await;
-    let left = expires.duration_since(jiff::Timestamp::now());
+    let left = first.expires.duration_since(jiff::Timestamp::now());
     if left.is_positive() {
         // Until the first token's expiry (a time on the clock, at most two minutes), so that
         // sleep-ok: what follows can only be done with the refreshed token.
@@ -141,11 +121,11 @@ async fn a_running_cluster_moved_from_v1_to_v2_credentials_keeps_everything_it_h
     .await;
     let on_v1 = allocated(&env.sim);
 
-    let minted = env.sim.mint_capms_token(PROJECT, None).await;
+    let minted = env.sim.mint_capms_token(LAB_PROJECT, None).await;
     let token = minted["secret"].as_str().expect("a token");
     env.apply(
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "metal"},
-        "stringData": {"url": env.sim.v2_url(), "token": token, "project": PROJECT,
+        "stringData": {"url": env.sim.v2_url(), "token": token, "project": LAB_PROJECT,
                        "apiVersion": "v2"}}),
     )
     .await;
@@ -207,4 +187,112 @@ async fn a_running_cluster_moved_from_v1_to_v2_credentials_keeps_everything_it_h
         || async { (allocated(&env.sim) == before).then_some(()) },
     )
     .await;
+}
+
+/// v2 calls the simulator answered so far.
+fn v2_calls(env: &Env) -> u64 {
+    let report = env.sim.sim.stats().report();
+    let v2 = report.requests.iter();
+    let v2 = v2.filter(|r| r.route.starts_with("/metalstack.api.v2."));
+    v2.map(|r| r.count).sum()
+}
+
+/// A running cluster's token revoked, then replaced by one of another project: each is a Ready
+/// False condition on the MetalStackCluster naming the Secret, the call and what metal-apiserver
+/// said; nothing is freed or allocated, and capms does not call again and again. A valid token
+/// in the Secret is taken up without a restart, and the cluster is freed with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_or_foreign_token_is_a_condition_naming_the_secret_and_frees_nothing() {
+    let mut env = Env::with_inventory("v2-refused", Inventory::default_lab()).await;
+    env.start_capms(&["--sync-period=5s"]);
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let machines: Api<MetalStackMachine> = Api::namespaced(env.client(), &env.ns.name);
+    let initial = allocated(&env.sim);
+    let first = env.use_api_v2(None).await;
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    env.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap"}, "stringData": {"value": "#!/bin/sh\n"}})).await;
+    env.add_lab_machine(MSC, "worker", "bootstrap").await;
+    wait_ready(&env, &machines, "worker", |m| {
+        m.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    let running = allocated(&env.sim);
+    let origin = format!("Secret {}/{V2_SECRET}", env.ns.name);
+
+    let refused = |what: &'static str| {
+        let origin = origin.clone();
+        move |msc: &MetalStackCluster| {
+            let ready = msc
+                .status
+                .as_ref()
+                .and_then(|s| condition(&s.conditions, "Ready"));
+            ready.is_some_and(|r| {
+                r.status == "False"
+                    && r.reason == "MetalUnauthorized"
+                    && r.message.contains(&origin)
+                    && r.message.contains("/metalstack.api.v2.")
+                    && r.message.contains(what)
+            })
+        }
+    };
+    env.sim.revoke_v2(&first.uuid).await;
+    let revoked = "a condition naming the Secret, the call and the revoked token";
+    wait_condition(&clusters, MSC, revoked, refused("token was revoked")).await;
+    quiet_and_unchanged(&env, &running).await;
+
+    let foreign = env
+        .sim
+        .mint_capms_token("00000000-0000-0000-0000-000000000002", None);
+    let foreign = foreign.await["secret"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    set_token(&env, &foreign).await;
+    let other = "a condition naming the Secret, the call and the project refused";
+    wait_condition(&clusters, MSC, other, refused("not allowed")).await;
+    quiet_and_unchanged(&env, &running).await;
+
+    let fresh = env.sim.mint_capms_token(LAB_PROJECT, None).await;
+    set_token(&env, fresh["secret"].as_str().expect("a token")).await;
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    assert_eq!(allocated(&env.sim), running, "allocated or freed");
+    let log = env.capms_log();
+    for token in [&first.secret, &foreign] {
+        assert!(!log.contains(token.as_str()), "a token in capms's log");
+    }
+
+    let capi = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    capi.delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete the Cluster");
+    eventually(
+        "everything freed with the valid token",
+        support::LOADED_MACHINE_WAIT,
+        || async { (allocated(&env.sim) == initial).then_some(()) },
+    )
+    .await;
+}
+
+/// The token of the credentials Secret replaced by `token`.
+async fn set_token(env: &Env, token: &str) {
+    let secrets: Api<Secret> = Api::namespaced(env.client(), &env.ns.name);
+    let patch = json!({"stringData": {"token": token}});
+    secrets
+        .patch(V2_SECRET, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the new token in the Secret");
+}
+
+/// Over 30 s of refusals capms calls metal-apiserver a few times, not again and again, and
+/// metal-api holds what it held when the cluster ran.
+async fn quiet_and_unchanged(env: &Env, running: &(usize, usize, Vec<String>)) {
+    let calls = v2_calls(env);
+    // sleep-ok: a window to count the calls capms makes while it is refused.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let made = v2_calls(env) - calls;
+    assert!(made <= 30, "{made} calls in 30 s of refusals");
+    assert_eq!(&allocated(&env.sim), running, "allocated or freed");
 }

@@ -7,6 +7,7 @@
 use capms_test_support as support;
 
 use capms::api::{MetalStackCluster, MetalStackFirewall, MetalStackMachine};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use metal_api::types::*;
 use metal_sim::inventory::Inventory;
@@ -34,7 +35,23 @@ struct Env {
     metrics_port: Option<u16>,
     /// capms watches every namespace, not only the test's.
     every_namespace: bool,
+    /// The credentials Secret each cluster applied with [`Env::apply_seed_cluster`] names when
+    /// it names none (see [`Env::use_api_v2`]).
+    credentials: Option<&'static str>,
     work: tempfile::TempDir,
+}
+
+/// The project of the lab's clusters.
+const LAB_PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+
+/// The credentials Secret of API v2 made by [`Env::use_api_v2`].
+const V2_SECRET: &str = "metal-v2";
+
+/// A project token minted for capms.
+struct V2Token {
+    uuid: String,
+    secret: String,
+    expires: jiff::Timestamp,
 }
 
 impl Env {
@@ -72,6 +89,7 @@ impl Env {
             capms: None,
             metrics_port: None,
             every_namespace: false,
+            credentials: None,
             work,
         }
     }
@@ -180,7 +198,46 @@ impl Env {
             .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
     }
 
-    async fn apply_seed_cluster(&self, cluster_name: &str, msc: Value) {
+    /// From now on each cluster applied with [`Env::apply_seed_cluster`] that names no
+    /// credentials names Secret [`V2_SECRET`]: metal-apiserver (API v2) with a project token of
+    /// the lab's project, as an operator gives capms, living `expires` (`"120s"`; 8 h when None).
+    async fn use_api_v2(&mut self, expires: Option<&str>) -> V2Token {
+        let minted = self.sim.mint_capms_token(LAB_PROJECT, expires).await;
+        let secret = minted["secret"].as_str().expect("a token").to_owned();
+        let expires = minted["token"]["expires"]
+            .as_str()
+            .and_then(|t| t.parse().ok());
+        let uuid = minted["token"]["uuid"]
+            .as_str()
+            .expect("the token's uuid")
+            .to_owned();
+        self.apply(
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": V2_SECRET},
+            "stringData": {"url": self.sim.v2_url(), "token": secret, "project": LAB_PROJECT,
+                           "apiVersion": "v2"}}),
+        )
+        .await;
+        self.credentials = Some(V2_SECRET);
+        V2Token {
+            uuid,
+            secret,
+            expires: expires.expect("the token's expiry"),
+        }
+    }
+
+    /// The token in Secret [`V2_SECRET`] now.
+    async fn v2_token(&self) -> Option<String> {
+        let secrets: Api<Secret> = Api::namespaced(self.client(), &self.ns.name);
+        let data = secrets.get(V2_SECRET).await.ok()?.data?;
+        String::from_utf8(data.get("token")?.0.clone()).ok()
+    }
+
+    async fn apply_seed_cluster(&self, cluster_name: &str, mut msc: Value) {
+        if let Some(name) = self.credentials
+            && msc["spec"]["credentialsRef"].is_null()
+        {
+            msc["spec"]["credentialsRef"] = json!({"name": name});
+        }
         self.apply(msc.clone()).await;
         self.apply(json!({
             "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
@@ -214,13 +271,19 @@ impl Env {
     }
 }
 
-/// Private networks, IPs and machines as simulator `sim` holds them.
+/// Private networks, IPs and machines as simulator `sim` holds them; a machine's tags with its
+/// allocation's labels (API v2 keeps them apart), as capms reads them.
 fn metal_state_of(sim: &RunningSim) -> (Vec<Network>, Vec<Ip>, Vec<Machine>) {
     let state = sim.sim.state();
     let networks = state.networks.values();
     let networks = networks.filter(|n| n.parentnetworkid.is_some()).cloned();
     let ips = state.ip_find(&IpFindRequest::default());
-    let machines = state.machine_find(&MachineFindRequest::default());
+    let mut machines = state.machine_find(&MachineFindRequest::default());
+    for m in &mut machines {
+        let labels = state.machines.get(&m.id).map(|r| &r.allocation_labels);
+        let labels = labels.into_iter().flatten();
+        m.tags.extend(labels.map(|(k, v)| format!("{k}={v}")));
+    }
     (networks.collect(), ips, machines)
 }
 

@@ -114,6 +114,21 @@ impl RunningSim {
         answer.json().await.expect("a minted token")
     }
 
+    /// Revokes the token of `uuid` through the simulator's `/sim/v2/tokens`, as an admin would.
+    pub async fn revoke_v2(&self, uuid: &str) {
+        let base = self.url.trim_end_matches("/metal");
+        let answer = reqwest::Client::new()
+            .delete(format!("{base}/sim/v2/tokens/{uuid}"))
+            .send()
+            .await
+            .expect("revoke a v2 token");
+        assert!(
+            answer.status().is_success(),
+            "revoking: {}",
+            answer.status()
+        );
+    }
+
     /// The root metal-apiserver's API v2 is served at.
     pub fn v2_url(&self) -> String {
         self.url.trim_end_matches("/metal").to_owned()

@@ -65,6 +65,11 @@ async fn gate(msc: &MetalStackCluster, ctx: &Context) -> Result<ClusterGate> {
 
 /// The provisioning stages, each read once the one before it is done.
 async fn stages(msc: &MetalStackCluster, ctx: &Context, owner: String) -> Result<Stages> {
+    // A running cluster reads from caches and records: credentials that stopped working (a
+    // revoked or expired token, a key rotated away) show on it as the call refused with them.
+    if let Some(refused) = ctx.metal_of(msc).await?.refused() {
+        return Err(refused.into());
+    }
     let mut stages = Stages {
         failure_domains: super::failure_domains::observe(msc, ctx, &owner).await?,
         owner,
