@@ -61,7 +61,8 @@ chaos: binaries
 	$(CARGO) test --locked -p capms-tests --test controllers kube_faults -- --nocapture
 	{ echo "# make chaos, $$(date -u +%FT%TZ)"; echo; echo "## Kubernetes faults"; cat target/chaos/kube-faults.txt; \
 	  echo; echo "## metal-api faults"; cat target/chaos/metal-faults.txt; \
-	  echo; echo "## Crash points (totals; every write site of the product, killed at before and after its write or NEVER; each kill)"; cat target/chaos/crash-points.txt; } \
+	  echo; echo "## Crash points (totals; every write site of the product, killed at before and after its write or NEVER; each kill)"; cat target/chaos/crash-points.txt; \
+	  echo; echo "## Crash points of a cluster on API v2"; cat target/chaos/crash-points-over-API-v2.txt; } \
 	  > target/chaos/report.txt
 	head -20 target/chaos/report.txt
 
@@ -98,9 +99,11 @@ release-manifests:
 
 ## The whole flow locally: control plane, simulator, capms, Cluster API, a cluster with two
 ## workers; it keeps running until `make demo-down`. `make demo TEMPLATE=go-provider` applies
-## metal-stack's Go provider's own cluster template instead of capms's.
+## metal-stack's Go provider's own cluster template instead of capms's. `make demo API=v2` gives
+## the cluster credentials of metal-apiserver (API v2): a project token in its Secret.
 demo:
-	CAPMS_DEMO_TEMPLATE="$${CAPMS_DEMO_TEMPLATE:-$(TEMPLATE)}" bash tests/scripts/demo.sh up
+	CAPMS_DEMO_TEMPLATE="$${CAPMS_DEMO_TEMPLATE:-$(TEMPLATE)}" CAPMS_DEMO_API="$${CAPMS_DEMO_API:-$(API)}" \
+	  bash tests/scripts/demo.sh up
 
 demo-down:
 	bash tests/scripts/demo.sh down

@@ -19,6 +19,7 @@ use capms::reconciler::crash_points::{CRASH_OBSERVE, CRASH_POINTS};
 use std::future::Future;
 use std::time::Instant;
 
+mod api_v2;
 mod go_cluster;
 mod orphans;
 mod remediation;
@@ -40,6 +41,8 @@ struct Lives {
     reads: bool,
     /// Log lines scanned for secrets (`capms_test_support::secrets`).
     lines: usize,
+    /// capms's flags in every life.
+    args: Vec<&'static str>,
 }
 
 /// The bootstrap data of the run's machines, one line of it unmistakable.
@@ -71,8 +74,8 @@ impl Lives {
                 ("RUST_LOG", "debug"),
             ];
             // Armed, capms reconciles one object at a time (see its crash_points).
-            let args = orphans::SWEEPING;
-            let mut capms = env.spawn_capms_with_env("capms-life", &args, free_port(), &crash);
+            let args = &self.args;
+            let mut capms = env.spawn_capms_with_env("capms-life", args, free_port(), &crash);
             while capms.is_running() {
                 // A life in the middle of a call ends the phase only once past it: a goal met by
                 // the call's write would otherwise never see the kill just after it.
@@ -293,6 +296,7 @@ async fn capms_killed_around_each_of_its_calls_never_allocates_twice_nor_leaks()
     let mut lives = Lives {
         file: env.work.path().join("crash-points.txt"),
         reads,
+        args: orphans::SWEEPING.to_vec(),
         ..Default::default()
     };
     let names: Vec<String> = (0..size).map(|i| format!("worker-{i}")).collect();

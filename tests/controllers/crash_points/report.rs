@@ -3,11 +3,48 @@
 
 use super::*;
 
+/// The phases of the whole run.
+pub(super) const PHASES: [&str; 12] = [
+    "provisioning",
+    "firewall rollout",
+    "scale-down",
+    "after a move",
+    "a power cycle",
+    "a remediation wound up",
+    "a remediation within its cooldown",
+    "a reinstall",
+    "a Go provider's cluster",
+    "its firewall template changed",
+    "orphans",
+    "deletion",
+];
+
 impl Lives {
     /// Every phase had kills, around every kind of write, and a kill before and after the write
     /// of every write site there is; at least [`MIN_POINTS`] distinct points. The report goes to
     /// stderr, and to `CAPMS_CRASH_REPORT` when set.
     pub(super) fn report(&self, workers: usize) {
+        let (missed, distinct) = self.judged(workers, &PHASES, "");
+        assert!(
+            missed.is_empty(),
+            "write sites never killed at: {missed:#?}"
+        );
+        assert!(
+            distinct >= MIN_POINTS,
+            "{distinct} distinct kill points, fewer than {MIN_POINTS}"
+        );
+    }
+
+    /// Every one of `phases` had kills, and there were kills before and after every kind of
+    /// write; the report (its title with `run` added) goes to stderr, and to
+    /// `CAPMS_CRASH_REPORT` (with `run` before its extension) when set. The write sites never
+    /// killed at, and the number of distinct points.
+    pub(super) fn judged(
+        &self,
+        workers: usize,
+        phases: &[&str],
+        run: &str,
+    ) -> (Vec<String>, usize) {
         let points: Vec<String> = self
             .kills
             .iter()
@@ -36,7 +73,7 @@ impl Lives {
             .collect();
         let complete = table.iter().filter(|t| !t.contains("NEVER")).count();
         let report = format!(
-            "crash points with {workers} workers: {} kills at {} distinct points (by phase and code location), each followed by recovery; write sites killed at before and after their write: {complete} of {}; duplicates 0, leaks 0; {} log lines at debug level without a secret\n\nwrite sites:\n{}\n\nkills:\n{}\n",
+            "crash points{run} with {workers} workers: {} kills at {} distinct points (by phase and code location), each followed by recovery; write sites killed at before and after their write: {complete} of {}; duplicates 0, leaks 0; {} log lines at debug level without a secret\n\nwrite sites:\n{}\n\nkills:\n{}\n",
             self.kills.len(),
             distinct.len(),
             sites.len(),
@@ -46,22 +83,12 @@ impl Lives {
         );
         eprintln!("{report}");
         if let Ok(path) = std::env::var("CAPMS_CRASH_REPORT") {
-            std::fs::write(&path, &report).expect("write the report");
+            let path = std::path::PathBuf::from(path);
+            let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+            let name = format!("{}{}.txt", stem.unwrap_or_default(), run.replace(' ', "-"));
+            std::fs::write(path.with_file_name(name), &report).expect("write the report");
         }
-        for phase in [
-            "provisioning",
-            "firewall rollout",
-            "scale-down",
-            "after a move",
-            "a power cycle",
-            "a remediation wound up",
-            "a remediation within its cooldown",
-            "a reinstall",
-            "a Go provider's cluster",
-            "its firewall template changed",
-            "orphans",
-            "deletion",
-        ] {
+        for phase in phases {
             assert!(
                 self.kills.iter().any(|(p, _)| p == phase),
                 "no kill in {phase}"
@@ -77,15 +104,7 @@ impl Lives {
                 );
             }
         }
-        assert!(
-            missed.is_empty(),
-            "write sites never killed at: {missed:#?}"
-        );
-        assert!(
-            distinct.len() >= MIN_POINTS,
-            "{} distinct kill points, fewer than {MIN_POINTS}",
-            distinct.len()
-        );
+        (missed, distinct.len())
     }
 
     /// Was capms killed `when` ("before" or "after") the write of `site`
