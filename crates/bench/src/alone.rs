@@ -23,7 +23,7 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
         work: &work,
     };
     let capi = CapiManager::start(&on).await;
-    let manifest = write_clusters(args, &ns.name, &work);
+    let manifest = write_clusters(args, &ns.name, &work, None);
 
     let timelines = Timelines::start(ns.client.clone(), &ns.name);
     let apiserver = ApiserverScrape::new(ns.client.clone());

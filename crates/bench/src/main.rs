@@ -79,6 +79,20 @@ pub struct Args {
     /// How long provisioning or deletion may take before the run fails, in seconds.
     #[arg(long, default_value_t = 900)]
     timeout: u64,
+    /// What the clusters reach metal-stack through: metal-api (v1) with capms's own HMAC key,
+    /// or metal-apiserver (v2) with a project token of each cluster's own in its credentials
+    /// Secret, under the simulator's rate limit per token (metal-apiserver's default, 100 a
+    /// minute).
+    #[arg(long, value_enum, default_value_t = Api::V1)]
+    api: Api,
+}
+
+/// The API the clusters reach metal-stack through.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    V1,
+    V2,
 }
 
 impl Args {

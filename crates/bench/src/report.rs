@@ -27,6 +27,8 @@ pub struct Size {
     pub capms_args: Vec<String>,
     /// Whether the clusters' kubeconfig Secrets point at an API server Cluster API can reach.
     pub workload_api: bool,
+    /// metal-api (v1) or metal-apiserver (v2, a project token per cluster).
+    pub api: crate::Api,
 }
 
 impl Size {
@@ -38,6 +40,7 @@ impl Size {
             lifecycle_step_seconds: args.step,
             capms_args: args.capms_args.clone(),
             workload_api: !args.no_workload_api,
+            api: args.api,
         }
     }
 }
@@ -82,6 +85,12 @@ fn by_route(stats: &StatsReport) -> BTreeMap<String, u64> {
         *out.entry(format!("{} {}", r.method, r.route)).or_insert(0) += r.count;
     }
     out
+}
+
+/// Calls metal-apiserver answered `resource_exhausted` (HTTP 429): over a token's rate limit.
+fn rate_limited(stats: &StatsReport) -> u64 {
+    let refused = stats.requests.iter().filter(|r| r.status == 429);
+    refused.map(|r| r.count).sum()
 }
 
 fn per(map: BTreeMap<String, f64>, n: usize) -> BTreeMap<String, f64> {
@@ -133,6 +142,8 @@ pub struct Provisioning {
     pub worker_latency: Latencies,
     pub metal_calls_per_machine: f64,
     pub metal_calls: BTreeMap<String, u64>,
+    /// Calls answered `resource_exhausted` (API v2's rate limit per token).
+    pub metal_calls_rate_limited: u64,
     pub apiserver_requests_per_machine: f64,
     pub apiserver_requests_per_machine_by_method: BTreeMap<String, f64>,
     pub apiserver_requests_by_resource: BTreeMap<String, f64>,
@@ -217,6 +228,7 @@ impl Provisioning {
             worker_latency,
             metal_calls_per_machine: metal.total as f64 / machines as f64,
             metal_calls: by_route(metal),
+            metal_calls_rate_limited: rate_limited(metal),
             apiserver_requests_per_machine: capms.total(KUBE_REQUESTS) / machines as f64,
             apiserver_requests_per_machine_by_method: per(
                 capms.by(KUBE_REQUESTS, "method"),
@@ -278,6 +290,8 @@ pub struct Deletion {
     pub seconds: f64,
     pub metal_calls_per_machine: f64,
     pub metal_calls: BTreeMap<String, u64>,
+    /// Calls answered `resource_exhausted` (API v2's rate limit per token).
+    pub metal_calls_rate_limited: u64,
     pub apiserver_requests_per_machine: f64,
 }
 
@@ -288,6 +302,7 @@ impl Deletion {
             seconds: elapsed.as_secs_f64(),
             metal_calls_per_machine: metal.total as f64 / machines,
             metal_calls: by_route(metal),
+            metal_calls_rate_limited: rate_limited(metal),
             apiserver_requests_per_machine: capms.total(KUBE_REQUESTS) / machines,
         }
     }

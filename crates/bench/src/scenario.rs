@@ -10,7 +10,7 @@ use crate::support::{
     repo_root,
 };
 use crate::watch::Timelines;
-use crate::{Args, admission};
+use crate::{Api, Args, admission};
 use kube::ResourceExt;
 use metal_api::types::event;
 use metal_sim::inventory::{Inventory, MachineSpec};
@@ -46,13 +46,51 @@ fn timings(step: Duration) -> metal_sim::Timings {
     }
 }
 
+/// The project of the benchmark's clusters.
+const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+
+/// Each cluster's metal-apiserver credentials: the URL and, by cluster, a project token.
+pub(crate) struct V2Credentials {
+    url: String,
+    tokens: Vec<String>,
+}
+
+impl V2Credentials {
+    /// A token of the benchmark's project for each of `clusters`, minted by `sim` as an
+    /// operator gives capms one.
+    async fn minted(sim: &RunningSim, clusters: usize) -> V2Credentials {
+        let mut tokens = Vec::new();
+        for _ in 0..clusters {
+            let minted = sim.mint_capms_token(PROJECT, None).await;
+            tokens.push(minted["secret"].as_str().expect("a token").to_owned());
+        }
+        V2Credentials {
+            url: sim.v2_url(),
+            tokens,
+        }
+    }
+
+    /// Cluster number `i`'s credentials Secret `name`.
+    fn secret(&self, namespace: &str, name: &str, i: usize) -> String {
+        let secret = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace},
+            "stringData": {"apiVersion": "v2", "url": self.url, "token": self.tokens[i],
+                           "project": PROJECT},
+        });
+        serde_json::to_string(&secret).expect("a Secret serializes")
+    }
+}
+
 /// The demo's cluster (firewall, MachineDeployment), `clusters` times in `namespace`, with
-/// `workers` replicas each; with `workload_api` (a kubeconfig), each cluster's kubeconfig Secret.
+/// `workers` replicas each; with `workload_api` (a kubeconfig), each cluster's kubeconfig Secret;
+/// with `v2`, each cluster's credentials Secret of API v2, named in its spec.credentialsRef.
 fn clusters_manifest(
     namespace: &str,
-    clusters: usize,
-    workers: usize,
+    (clusters, workers): (usize, usize),
     workload_api: Option<&str>,
+    v2: Option<&V2Credentials>,
 ) -> String {
     let demo =
         std::fs::read_to_string(repo_root().join("tests/fixtures/infrastructure/cluster.yaml"))
@@ -62,31 +100,42 @@ fn clusters_manifest(
         .replace("replicas: 2", &format!("replicas: {workers}"));
     (0..clusters)
         .map(|i| {
-            let cluster = demo
-                .replace("demo", &format!("bench-{i}"))
-                .replace("NAMESPACE", namespace);
-            match workload_api {
-                Some(kubeconfig) => {
-                    let secret = kubeconfig_secret(namespace, &format!("bench-{i}"), kubeconfig);
-                    format!("{cluster}\n---\n{secret}")
-                }
-                None => cluster,
+            let name = format!("bench-{i}");
+            let mut cluster = demo.replace("demo", &name).replace("NAMESPACE", namespace);
+            if let Some(kubeconfig) = workload_api {
+                let secret = kubeconfig_secret(namespace, &name, kubeconfig);
+                cluster = format!("{cluster}\n---\n{secret}");
             }
+            if let Some(v2) = v2 {
+                let secret = format!("{name}-metal");
+                let reference =
+                    format!("\nspec:\n  credentialsRef:\n    name: {secret}\n  partition:");
+                cluster = cluster.replace("\nspec:\n  partition:", &reference);
+                let secret = v2.secret(namespace, &secret, i);
+                cluster = format!("{cluster}\n---\n{secret}");
+            }
+            cluster
         })
         .collect::<Vec<_>>()
         .join("\n---\n")
 }
 
-/// The run's clusters for `namespace`, written to `work/clusters.yaml` (returned).
-pub(crate) fn write_clusters(args: &Args, namespace: &str, work: &Path) -> std::path::PathBuf {
+/// The run's clusters for `namespace` (with `v2`, on metal-apiserver), written to
+/// `work/clusters.yaml` (returned).
+pub(crate) fn write_clusters(
+    args: &Args,
+    namespace: &str,
+    work: &Path,
+    v2: Option<&V2Credentials>,
+) -> std::path::PathBuf {
     let kubeconfig = (!args.no_workload_api).then(|| {
         std::fs::read_to_string(&ControlPlane::shared().kubeconfig).expect("read kubeconfig")
     });
     let text = clusters_manifest(
         namespace,
-        args.clusters,
-        args.workers,
+        (args.clusters, args.workers),
         kubeconfig.as_deref(),
+        v2,
     );
     let manifest = work.join("clusters.yaml");
     std::fs::write(&manifest, text).expect("write clusters");
@@ -276,7 +325,11 @@ async fn provision(
     scrape: &Scrape,
     timelines: &Timelines,
 ) -> Provisioning {
-    let manifest = write_clusters(args, &stack.ns.name, &stack.work);
+    let v2 = match args.api {
+        Api::V1 => None,
+        Api::V2 => Some(V2Credentials::minted(&stack.sim, args.clusters).await),
+    };
+    let manifest = write_clusters(args, &stack.ns.name, &stack.work, v2.as_ref());
     stack.sim.sim.stats().reset();
     let before = scrape.counters().await;
     let started = Instant::now();

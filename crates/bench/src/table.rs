@@ -23,11 +23,15 @@ impl Report {
         let l = &p.worker_latency;
         let _ = writeln!(
             t,
-            "capms bench: {} clusters × {} workers ({} machines with firewalls), {} s lifecycle steps, capms {:?}, {}",
+            "capms bench: {} clusters × {} workers ({} machines with firewalls), {} s lifecycle steps, {}, capms {:?}, {}",
             s.clusters,
             s.workers_per_cluster,
             s.machines,
             s.lifecycle_step_seconds,
+            match s.api {
+                crate::Api::V1 => "metal-api v1",
+                crate::Api::V2 => "metal-apiserver v2 (a token per cluster)",
+            },
             s.capms_args,
             if s.workload_api {
                 "workload API reachable"
@@ -130,8 +134,11 @@ impl Report {
         let (p, i, d) = (&self.provisioning, &self.idle, &self.deletion);
         let _ = writeln!(
             t,
-            "  metal-api calls        {:>8.2} per machine to provision, {:.2} to delete, {:.3}/s idle",
-            p.metal_calls_per_machine, d.metal_calls_per_machine, i.metal_calls_per_second
+            "  metal-api calls        {:>8.2} per machine to provision, {:.2} to delete, {:.3}/s idle; {} answered resource_exhausted",
+            p.metal_calls_per_machine,
+            d.metal_calls_per_machine,
+            i.metal_calls_per_second,
+            p.metal_calls_rate_limited + d.metal_calls_rate_limited
         );
         let _ = writeln!(
             t,

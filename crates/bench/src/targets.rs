@@ -53,6 +53,8 @@ pub enum Scope {
     /// 5 clusters × 40 workers or 10 × 100, 1 s lifecycle steps, with the baseline: the runs
     /// the shared-apiserver targets are stated for.
     SharedApiserver,
+    /// Clusters on metal-apiserver (API v2), a project token each.
+    ApiV2,
 }
 
 impl Scope {
@@ -65,6 +67,7 @@ impl Scope {
             Scope::UpTo200 => "up to 200 workers",
             Scope::FullRate => "500 AdmissionReviews/s or more for 60 s or longer",
             Scope::SharedApiserver => "5 × 40 and 10 × 100 workers, 1 s steps, with the baseline",
+            Scope::ApiV2 => "clusters on API v2",
         }
     }
 
@@ -83,6 +86,7 @@ impl Scope {
                     && s.lifecycle_step_seconds == 1.0
                     && report.capi_alone.is_some()
             }
+            Scope::ApiV2 => s.api == crate::Api::V2,
         }
     }
 }
@@ -225,6 +229,17 @@ const SPECS: &[Spec] = &[
         decimals: 0,
         scope: Scope::Every,
         measure: |r| r.admission.metal_calls as f64,
+    },
+    Spec {
+        what: "calls metal-apiserver answered resource_exhausted (provisioning and deletion)",
+        bound: Bound::AtMost,
+        limit: 0.0,
+        unit: "",
+        decimals: 0,
+        scope: Scope::ApiV2,
+        measure: |r| {
+            (r.provisioning.metal_calls_rate_limited + r.deletion.metal_calls_rate_limited) as f64
+        },
     },
     Spec {
         what: "capms peak RSS",
