@@ -77,16 +77,7 @@ async fn a_cluster_with_api_v2_credentials_provisions_and_frees_through_metal_ap
         "the refreshed token in capms's log"
     );
 
-    let capi = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
-    capi.delete(MSC, &DeleteParams::foreground())
-        .await
-        .expect("delete the Cluster");
-    eventually(
-        "everything freed through v2",
-        support::LOADED_MACHINE_WAIT,
-        || async { (allocated(&env.sim) == before).then_some(()) },
-    )
-    .await;
+    deleted_and_freed(&env, &before, "everything freed through v2").await;
 }
 
 /// A running cluster's credentials Secret moved from metal-api (v1, an HMAC key) to
@@ -177,16 +168,7 @@ async fn a_running_cluster_moved_from_v1_to_v2_credentials_keeps_everything_it_h
         "the cluster no longer ready"
     );
 
-    let capi = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
-    capi.delete(MSC, &DeleteParams::foreground())
-        .await
-        .expect("delete the Cluster");
-    eventually(
-        "everything freed through v2",
-        support::LOADED_MACHINE_WAIT,
-        || async { (allocated(&env.sim) == before).then_some(()) },
-    )
-    .await;
+    deleted_and_freed(&env, &before, "everything freed through v2").await;
 }
 
 /// v2 calls the simulator answered so far.
@@ -264,16 +246,7 @@ async fn a_revoked_or_foreign_token_is_a_condition_naming_the_secret_and_frees_n
         assert!(!log.contains(token.as_str()), "a token in capms's log");
     }
 
-    let capi = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
-    capi.delete(MSC, &DeleteParams::foreground())
-        .await
-        .expect("delete the Cluster");
-    eventually(
-        "everything freed with the valid token",
-        support::LOADED_MACHINE_WAIT,
-        || async { (allocated(&env.sim) == initial).then_some(()) },
-    )
-    .await;
+    deleted_and_freed(&env, &initial, "everything freed with the valid token").await;
 }
 
 /// The token of the credentials Secret replaced by `token`.
@@ -295,4 +268,16 @@ async fn quiet_and_unchanged(env: &Env, running: &(usize, usize, Vec<String>)) {
     let made = v2_calls(env) - calls;
     assert!(made <= 30, "{made} calls in 30 s of refusals");
     assert_eq!(&allocated(&env.sim), running, "allocated or freed");
+}
+
+/// The Cluster deleted, and metal-api back at `before` (what it held before the cluster).
+async fn deleted_and_freed(env: &Env, before: &(usize, usize, Vec<String>), what: &str) {
+    let capi = env.dynamic("cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+    capi.delete(MSC, &DeleteParams::foreground())
+        .await
+        .expect("delete the Cluster");
+    eventually(what, support::LOADED_MACHINE_WAIT, || async {
+        (allocated(&env.sim) == *before).then_some(())
+    })
+    .await;
 }

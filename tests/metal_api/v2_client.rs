@@ -94,13 +94,7 @@ async fn a_foreign_project_or_revoked_token_fails_with_metal_apiserver_s_code() 
     );
 
     let uuid = minted["token"]["uuid"].as_str().expect("the token's uuid");
-    let base = sim.url.trim_end_matches("/metal");
-    let revoked = reqwest::Client::new()
-        .delete(format!("{base}/sim/v2/tokens/{uuid}"))
-        .send()
-        .await
-        .expect("revoke");
-    assert!(revoked.status().is_success(), "{}", revoked.status());
+    sim.revoke_v2(uuid).await;
     let list = MachineServiceListRequest {
         project: foreign.into(),
         ..Default::default()
