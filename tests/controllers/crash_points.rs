@@ -49,6 +49,17 @@ struct Lives {
 const BOOTSTRAP: &str = "#!/bin/sh\necho capms-bootstrap-data-9f3c2a\n";
 
 impl Lives {
+    /// The lives of a run in `env`, each capms started with `args`; around observe's reads too
+    /// when `CAPMS_CRASH_READS=1`.
+    fn of(env: &Env, args: Vec<&'static str>) -> Lives {
+        Lives {
+            file: env.work.path().join("crash-points.txt"),
+            reads: std::env::var("CAPMS_CRASH_READS").as_deref() == Ok("1"),
+            args,
+            ..Default::default()
+        }
+    }
+
     /// capms lives, each killed at a point no life of `phase` died at, until `goal` holds.
     async fn until<F, Fut>(&mut self, env: &Env, phase: &str, goal: F)
     where
@@ -292,13 +303,7 @@ async fn capms_killed_around_each_of_its_calls_never_allocates_twice_nor_leaks()
     let size = workers();
     let env = Env::with_inventory("crash-points", inventory(size)).await;
     let initial = env.metal_state().await;
-    let reads = std::env::var("CAPMS_CRASH_READS").as_deref() == Ok("1");
-    let mut lives = Lives {
-        file: env.work.path().join("crash-points.txt"),
-        reads,
-        args: orphans::SWEEPING.to_vec(),
-        ..Default::default()
-    };
+    let mut lives = Lives::of(&env, orphans::SWEEPING.to_vec());
     let names: Vec<String> = (0..size).map(|i| format!("worker-{i}")).collect();
     lifecycle(&env, &mut lives, &names).await;
     remediation::remediated(&env, &mut lives, &names[0]).await;

@@ -28,14 +28,9 @@ async fn capms_killed_around_each_of_its_calls_through_api_v2_never_allocates_tw
     let mut env = Env::with_inventory("crash-points-v2", inventory(size)).await;
     let initial = env.metal_state().await;
     let first = env.use_api_v2(Some("180s")).await;
-    let reads = std::env::var("CAPMS_CRASH_READS").as_deref() == Ok("1");
     // No orphans phase: the sweep at its default interval, not every second (each sweep is a
     // listing, and the token's calls per minute are few).
-    let mut lives = Lives {
-        file: env.work.path().join("crash-points.txt"),
-        reads,
-        ..Default::default()
-    };
+    let mut lives = Lives::of(&env, Vec::new());
     let names: Vec<String> = (0..size).map(|i| format!("worker-{i}")).collect();
     lifecycle(&env, &mut lives, &names).await;
 
