@@ -263,3 +263,27 @@ async fn the_catalog_reads_through_v2_and_v1_s_machines_are_found_by_their_tags(
     assert_eq!(refused.status(), Some(422), "{refused}");
     assert!(refused.to_string().contains("admins"), "{refused}");
 }
+
+/// A metal-apiserver URL from a Secret is the Secret's: an error reaching it names the Secret,
+/// never the URL (it would end in conditions and capms's log).
+#[tokio::test]
+async fn an_unreachable_url_from_a_secret_is_named_by_the_secret_not_the_url() {
+    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let minted = sim.mint_capms_token(PROJECT, None).await;
+    let token = minted["secret"].as_str().expect("a token").to_owned();
+    let closed = format!("http://127.0.0.1:{}", support::free_port());
+    let mut config = Config::new(
+        url::Url::parse(&closed).expect("a URL"),
+        Auth::Bearer(token),
+    );
+    config.v2_project = Some(PROJECT.into());
+    config.origin = Some("Secret team-a/metal-v2".into());
+    let client = Client::new(config).expect("a client");
+    let unreachable = client.networks().await.expect_err("nothing answers");
+    let said = format!("{unreachable} {unreachable:?}");
+    assert!(
+        said.contains("(as Secret team-a/metal-v2 gives it)"),
+        "{said}"
+    );
+    assert!(!said.contains(&closed), "the URL named: {said}");
+}

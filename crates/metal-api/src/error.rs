@@ -152,6 +152,15 @@ impl Error {
     }
 }
 
+/// The words naming where credentials came from, and the transport error to keep: a URL from a
+/// Secret is the Secret's, so an error with credentials from one names the Secret, not the URL.
+pub(crate) fn as_given_by(origin: Option<&str>, e: reqwest::Error) -> (String, reqwest::Error) {
+    match origin {
+        Some(origin) => (format!(" (as {origin} gives it)"), e.without_url()),
+        None => (String::new(), e),
+    }
+}
+
 /// Reads an error body in any of the forms metal-api sends: a JSON string wrapping the compact
 /// `{statuscode, message}` object (what Go's TextMarshaler produces), the plain object, or a bare
 /// JSON string such as `"tenant x not allowed"`. Anything else is used as the message verbatim.

@@ -174,11 +174,9 @@ impl Client {
         if let Some(o) = &self.observer {
             o.before(endpoint);
         }
-        let via = match &self.origin {
-            Some(origin) => format!(" (as {origin} gives it)"),
-            None => String::new(),
-        };
-        let result = call.await.map_err(|f| f.into_error(endpoint, &via));
+        let result = call
+            .await
+            .map_err(|f| f.into_error(endpoint, self.origin.as_deref()));
         let status = match &result {
             Ok(_) => 200,
             Err(e) => e.status().unwrap_or(0),
@@ -302,11 +300,7 @@ impl Client {
 
     fn transport_error(&self, endpoint: &'static str, e: reqwest::Error) -> Error {
         self.record(endpoint, 0);
-        // A URL from a Secret is the Secret's: its error names the Secret, not the URL.
-        let (via, e) = match &self.origin {
-            Some(origin) => (format!(" (as {origin} gives it)"), e.without_url()),
-            None => (String::new(), e),
-        };
+        let (via, e) = crate::error::as_given_by(self.origin.as_deref(), e);
         if e.is_timeout() {
             Error::Timeout {
                 endpoint,

@@ -39,14 +39,16 @@ pub(crate) type Result<T> = std::result::Result<T, Failure>;
 
 impl Failure {
     /// The v1 error of `endpoint` this failure means.
-    pub(crate) fn into_error(self, endpoint: &'static str, via: &str) -> Error {
+    /// `origin` names where the credentials came from (a Secret), if not from capms' own flags.
+    pub(crate) fn into_error(self, endpoint: &'static str, origin: Option<&str>) -> Error {
         let (status, message) = match self {
             // A refusal of the request as given: v1's 422, never asked again.
             Failure::Unsupported(message) => (422, message),
             Failure::Call(metalstack_api::Error::Transport { source, .. }) => {
+                let (via, source) = crate::error::as_given_by(origin, source);
                 return Error::Transport {
                     endpoint,
-                    via: via.to_owned(),
+                    via,
                     source,
                 };
             }
@@ -136,7 +138,7 @@ mod tests {
                 code,
                 message: "no machine available".into(),
             })
-            .into_error("machine_allocate", "")
+            .into_error("machine_allocate", None)
         };
         assert!(matches!(
             failed(Code::FailedPrecondition).category(),
@@ -145,7 +147,7 @@ mod tests {
         assert!(failed(Code::NotFound).is_not_found());
         assert!(failed(Code::ResourceExhausted).is_transient());
         assert!(!failed(Code::PermissionDenied).is_transient());
-        let refused = Failure::Unsupported("pinning".into()).into_error("machine_allocate", "");
+        let refused = Failure::Unsupported("pinning".into()).into_error("machine_allocate", None);
         assert!(!refused.is_transient());
     }
 }
