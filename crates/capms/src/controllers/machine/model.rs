@@ -104,9 +104,9 @@ pub struct MachineInputs {
     pub found: Found,
     /// The bootstrap Secret's `value`, read only when nothing is allocated yet.
     pub user_data: Option<String>,
-    /// The partition's machines of the object's size, read only when nothing is allocated yet
-    /// and the Machine names a failure domain (a rack) to place it in.
-    pub rack_candidates: Option<Vec<MachineSummary>>,
+    /// Where a machine in the Machine's failure domain (a rack) may come from, read only when
+    /// nothing is allocated yet and the Machine names one.
+    pub rack_candidates: Option<RackCandidates>,
     /// A new replica still waiting for its MachineSet, for at most this long: its machine is
     /// allocated (metal-api only, so it installs meanwhile) but the object stays unwritten until
     /// the wait ends.
@@ -145,4 +145,14 @@ pub fn cluster_name(msm: &MetalStackMachine, machine: &CapiMachine) -> String {
         .get(CLUSTER_NAME_LABEL)
         .cloned()
         .unwrap_or_else(|| machine.spec.cluster_name.clone())
+}
+
+/// What a machine placed in a rack is chosen from.
+#[derive(Debug)]
+pub enum RackCandidates {
+    /// The partition's machines of the object's size, as metal-api has them now.
+    Machines(Vec<MachineSummary>),
+    /// Nothing: the cluster's credentials are a metal-apiserver project token (API v2), which
+    /// sees no free machines and cannot name the one to allocate (pinning one is for admins).
+    ProjectToken,
 }

@@ -2,8 +2,8 @@
 
 use super::FINALIZER;
 use super::model::{
-    Live, MachineGate, MachineInputs, MachineSetPace, Observed, cluster_name, identity, partition,
-    provisioned_network,
+    Live, MachineGate, MachineInputs, MachineSetPace, Observed, RackCandidates, cluster_name,
+    identity, partition, provisioned_network,
 };
 use crate::api::{MetalStackCluster, MetalStackMachine};
 use crate::capi::{Cluster, Machine as CapiMachine, MachineSet};
@@ -183,14 +183,18 @@ async fn rack_candidates(
     msm: &MetalStackMachine,
     ctx: &Context,
     msc: &MetalStackCluster,
-) -> Result<Vec<MachineSummary>> {
+) -> Result<RackCandidates> {
+    let metal = ctx.metal_of(msc).await?;
+    if metal.is_v2() {
+        return Ok(RackCandidates::ProjectToken);
+    }
     let query = MachineFindRequest {
         partition_id: Some(partition(msm, msc)),
         sizeid: Some(msm.spec.machine_type.clone()),
         ..Default::default()
     };
-    let metal = ctx.metal_of(msc).await?;
-    Ok(metal.machine_find_as::<MachineSummary>(&query).await?)
+    let machines = metal.machine_find_as::<MachineSummary>(&query).await?;
+    Ok(RackCandidates::Machines(machines))
 }
 
 /// The bootstrap Secret's `value`, if it has one.

@@ -1,7 +1,7 @@
 //! Where a MetalStackMachine's machine goes when its Machine names a failure domain: a free
 //! machine of its size in that rack, or a wait naming why there is none, without I/O.
 
-use super::model::MachineInputs;
+use super::model::{MachineInputs, RackCandidates};
 use crate::api::MetalStackMachine;
 use crate::controllers::allocation::{RackChoice, RackMachines};
 use crate::reconciler::conditions::Reason;
@@ -21,8 +21,18 @@ pub(super) enum Placed {
 
 pub(super) fn placed(msm: &MetalStackMachine, open: &MachineInputs, partition: &str) -> Placed {
     let rack = open.machine.spec.failure_domain.as_deref();
-    let (Some(rack), Some(candidates)) = (rack, open.rack_candidates.as_deref()) else {
+    let (Some(rack), Some(candidates)) = (rack, open.rack_candidates.as_ref()) else {
         return Placed::Anywhere;
+    };
+    let RackCandidates::Machines(candidates) = candidates else {
+        return Placed::Waits {
+            reason: Reason::FailureDomainNotReported,
+            message: format!(
+                "Machine {} spec.failureDomain: {rack:?} cannot be honoured: MetalStackCluster {} reaches metal-stack with a project token (API v2), which sees no free machines and cannot pin one to a rack, so it reports no failure domains; valid: none; nothing is allocated",
+                open.machine.name_any(),
+                open.msc.name_any(),
+            ),
+        };
     };
     let reported: Vec<String> = open
         .msc

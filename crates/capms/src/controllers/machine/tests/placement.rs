@@ -35,7 +35,7 @@ fn placed_in(rack: &str, candidates: Vec<MachineSummary>) -> Live {
             ..Default::default()
         })
         .collect();
-    open.rack_candidates = Some(candidates);
+    open.rack_candidates = Some(RackCandidates::Machines(candidates));
     at_gate(MachineGate::Open(Box::new(open)))
 }
 
@@ -100,4 +100,23 @@ fn a_rack_not_reported_or_without_a_free_machine_is_a_condition_and_nothing_is_a
 fn an_allocated_machine_reports_its_rack_as_its_failure_domain() {
     let d = live_run(&named(), live(ours(event::PHONED_HOME)));
     assert_eq!(d.status.failure_domain.as_deref(), Some("rack-1"));
+}
+
+#[test]
+fn a_rack_on_api_v2_is_a_condition_saying_a_project_token_cannot_pin_and_nothing_is_allocated() {
+    let mut placed = placed_in("rack-1", vec![candidate("m-1a", "rack-1", false)]);
+    let MachineGate::Open(open) = &mut placed.gate else {
+        panic!("an open gate")
+    };
+    open.rack_candidates = Some(RackCandidates::ProjectToken);
+    let d = live_run(&msm(), placed);
+    assert_eq!(d.step, MachineStep::Nothing);
+    let (status, reason, message) = condition(&d, Type::Ready);
+    assert_eq!((status, reason), ("False", "FailureDomainNotReported"));
+    assert!(
+        message.contains("spec.failureDomain: \"rack-1\"")
+            && message.contains("project token (API v2)")
+            && message.contains("valid: none"),
+        "{message}"
+    );
 }
