@@ -99,9 +99,11 @@ release-manifests:
 
 ## The whole flow locally: control plane, simulator, capms, Cluster API, a cluster with two
 ## workers; it keeps running until `make demo-down`. `make demo TEMPLATE=go-provider` applies
-## metal-stack's Go provider's own cluster template instead of capms's.
+## metal-stack's Go provider's own cluster template instead of capms's; `make demo API=v2` gives
+## the cluster a metal-apiserver project token (metal-stack's API v2) instead of metal-api's key.
 demo:
-	CAPMS_DEMO_TEMPLATE="$${CAPMS_DEMO_TEMPLATE:-$(TEMPLATE)}" bash tests/scripts/demo.sh up
+	CAPMS_DEMO_TEMPLATE="$${CAPMS_DEMO_TEMPLATE:-$(TEMPLATE)}" CAPMS_DEMO_API="$${CAPMS_DEMO_API:-$(API)}" \
+	  bash tests/scripts/demo.sh up
 
 demo-down:
 	bash tests/scripts/demo.sh down

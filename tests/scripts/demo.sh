@@ -26,6 +26,11 @@ if [ "$cmd" = down ]; then
   exit 0
 fi
 [ "$cmd" = up ] || { echo "usage: $0 up|down" >&2; exit 2; }
+api=${CAPMS_DEMO_API:-v1}
+case "$api" in v1 | v2) ;; *) echo "API=$api: valid are v1 (metal-api) and v2 (metal-apiserver)" >&2; exit 2 ;; esac
+if [ "$api" = v2 ] && [ "${CAPMS_DEMO_TEMPLATE:-}" = go-provider ]; then
+  echo "API=v2 with TEMPLATE=go-provider: the Go provider's v1alpha1 API has no credentialsRef to name a token with" >&2; exit 2
+fi
 [ -f "$state/pids" ] && { echo "a demo runs already (.demo/pids); run 'make demo-down' first" >&2; exit 1; }
 started=$SECONDS
 
@@ -149,6 +154,26 @@ else
     --kubernetes-version v1.33.5 --control-plane-machine-count 1 --worker-machine-count 2 \
     --target-namespace demo > "$state/cluster.yaml"
 fi
+if [ "$api" = v2 ]; then
+  say "giving the cluster a metal-apiserver project token (API v2) in Secret demo/metal-v2"
+  # Minted by the simulator as an admin would: editor of the project, plus the methods of
+  # visibility SELF capms calls (docs/credentials.md); it lives 8 hours and capms refreshes it.
+  minted=$(curl -sf -H 'Content-Type: application/json' "http://127.0.0.1:$sim_port/sim/v2/tokens" -d '{
+    "projectRoles": {"00000000-0000-0000-0000-000000000001": "PROJECT_ROLE_EDITOR"},
+    "permissions": [{"subject": "", "methods": [
+      "/metalstack.api.v2.TokenService/Refresh", "/metalstack.api.v2.ImageService/Latest",
+      "/metalstack.api.v2.ImageService/List", "/metalstack.api.v2.SizeService/List",
+      "/metalstack.api.v2.PartitionService/List", "/metalstack.api.v2.SizeImageConstraintService/Try"]}]}')
+  "$kubectl" create secret generic metal-v2 -n demo --from-literal=apiVersion=v2 \
+    --from-literal=url="http://127.0.0.1:$sim_port" --from-literal=project=00000000-0000-0000-0000-000000000001 \
+    --from-literal=token="$(printf '%s' "$minted" | jq -r .secret)" >/dev/null
+  "$kubectl" label secret metal-v2 -n demo clusterctl.cluster.x-k8s.io/move= >/dev/null
+  # The MetalStackCluster names it; everything of the cluster then goes through API v2.
+  awk '/^kind: MetalStackCluster$/ { msc = 1 } /^---/ { msc = 0 }
+       { print } msc && /^spec:$/ { print "  credentialsRef:\n    name: metal-v2"; msc = 0 }' \
+    "$state/cluster.yaml" > "$state/cluster-v2.yaml"
+  mv "$state/cluster-v2.yaml" "$state/cluster.yaml"
+fi
 "$kubectl" apply --server-side -f "$state/cluster.yaml"
 
 say "waiting for every Machine to be Running with its Node"
@@ -194,6 +219,7 @@ cat <<EOF
   export METAL_API_URL=$METAL_API_URL METAL_API_HMAC=metal-edit   # capms metal machines
   export METALCTL_API_URL=$METAL_API_URL METALCTL_HMAC=metal-admin # metalctl, where it can be built
   logs: $state/*.log        stop everything: make demo-down
+$([ "$api" = v2 ] && echo "  # the cluster reaches metal-stack through API v2: kubectl -n demo get secret metal-v2 (url http://127.0.0.1:$sim_port)")
   # (capms's template) roll the firewall to new rules; the new one takes over before the old one goes:
   kubectl -n demo patch msc demo --type=merge -p '{"spec":{"firewallSpec":{"rules":{"egress":[{"protocol":"tcp","ports":[443,8443],"to":["0.0.0.0/0"]}]}}}}' && kubectl -n demo get msc,msfw -w
 EOF

@@ -86,6 +86,19 @@ pub struct MachineRecord {
     pub changed: Timestamp,
 }
 
+impl MachineRecord {
+    /// The cluster its allocation belongs to (`cluster.metal-stack.io/id`): a tag when allocated
+    /// through v1, a label of the allocation through v2.
+    pub fn cluster_id(&self) -> Option<&str> {
+        let key = metal_api::tags::CLUSTER_ID;
+        let tagged = self
+            .tags
+            .iter()
+            .find_map(|t| t.strip_prefix(key).and_then(|rest| rest.strip_prefix('=')));
+        tagged.or_else(|| self.allocation_labels.get(key).map(String::as_str))
+    }
+}
+
 #[derive(Debug)]
 pub struct State {
     pub tenant: String,

@@ -28,7 +28,6 @@ use bootstrap::{Files, Init, Join, Role};
 use control_plane::{ControlPlane, InitMachine, JoinMachine};
 use member::Binaries;
 use metal_api::ProviderId;
-use metal_api::tags::CLUSTER_ID as CLUSTER_ID_KEY;
 use nodes::WantedNode;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -426,13 +425,12 @@ async fn authenticate(plane: &ControlPlane, join: &Join) -> Result<(), String> {
 /// The allocated machines that phoned home in their allocation, with their cluster tag.
 fn booted(sim: &Sim) -> Vec<Booted> {
     let state = sim.state();
-    let prefix = format!("{CLUSTER_ID_KEY}=");
     state
         .machines
         .values()
         .filter_map(|m| {
             let allocation = nodes::booted_allocation(m)?;
-            let cluster = m.tags.iter().find_map(|t| t.strip_prefix(&prefix))?;
+            let cluster = m.cluster_id()?;
             Some(Booted {
                 allocation: allocation.allocationuuid.clone(),
                 cluster: cluster.to_owned(),

@@ -67,10 +67,11 @@ pub struct WantedNode {
 /// phoned home, as plain worker Nodes: Node name (the allocation's hostname) → Node.
 pub fn phoned_home(sim: &Sim, cluster_tag: &str) -> BTreeMap<String, WantedNode> {
     let state = sim.state();
+    let cluster = cluster_tag.split_once('=').map(|(_, id)| id);
     state
         .machines
         .values()
-        .filter(|m| m.tags.iter().any(|t| t == cluster_tag))
+        .filter(|m| m.cluster_id().is_some() && m.cluster_id() == cluster)
         .filter_map(|m| {
             let allocation = booted_allocation(m)?;
             let node = WantedNode {

@@ -63,6 +63,21 @@ fn only_phoned_home_machines_of_the_cluster_get_a_node() {
 }
 
 #[test]
+fn a_machine_allocated_through_v2_is_of_the_cluster_its_allocation_s_label_names() {
+    let sim = sim();
+    allocate(&sim, &id(1), "worker-v2", &[], &[event::PHONED_HOME]);
+    let (key, cluster) = TAG.split_once('=').unwrap_or_else(|| panic!("{TAG}"));
+    sim.state()
+        .machines
+        .get_mut(&id(1))
+        .unwrap_or_else(|| panic!("machine"))
+        .allocation_labels = [(key.to_owned(), cluster.to_owned())].into();
+    let nodes = phoned_home(&sim, TAG);
+    assert_eq!(nodes.keys().collect::<Vec<_>>(), ["worker-v2"]);
+    assert!(phoned_home(&sim, "cluster.metal-stack.io/id=ns.d").is_empty());
+}
+
+#[test]
 fn a_rebooting_off_or_hung_machine_keeps_its_node_not_ready_and_a_reboot_changes_the_boot_id() {
     let sim = sim();
     allocate(&sim, &id(1), "worker-a", &[TAG], &[event::PHONED_HOME]);
