@@ -40,6 +40,27 @@ impl Budget {
             }
             self.paused_until = None;
         }
+        self.forget_before(now);
+        if self.sent.len() >= self.per_minute {
+            let oldest = self.sent.front().copied().unwrap_or(now);
+            return Err(MINUTE.saturating_sub(now.duration_since(oldest)));
+        }
+        self.sent.push_back(now);
+        Ok(())
+    }
+
+    /// The share of the budget that may still go out at `now` (0 to 1): none while paused.
+    pub(crate) fn left(&mut self, now: Instant) -> f64 {
+        if self.paused_until.is_some_and(|until| now < until) {
+            return 0.0;
+        }
+        self.forget_before(now);
+        let left = self.per_minute.saturating_sub(self.sent.len());
+        left as f64 / self.per_minute as f64
+    }
+
+    /// Drops the calls that left a minute or more before `now`.
+    fn forget_before(&mut self, now: Instant) {
         while self
             .sent
             .front()
@@ -47,12 +68,6 @@ impl Budget {
         {
             self.sent.pop_front();
         }
-        if self.sent.len() >= self.per_minute {
-            let oldest = self.sent.front().copied().unwrap_or(now);
-            return Err(MINUTE.saturating_sub(now.duration_since(oldest)));
-        }
-        self.sent.push_back(now);
-        Ok(())
     }
 
     /// The server refused a call at `now` for the token's rate: pause, longer each time in a row.
@@ -115,5 +130,28 @@ mod tests {
         assert_eq!(budget.refused(start + secs(135)), secs(60));
         budget.answered();
         assert_eq!(budget.refused(start + secs(200)), secs(5));
+    }
+
+    #[test]
+    fn what_is_left_counts_the_last_minute_and_nothing_while_paused() {
+        let start = Instant::now();
+        let mut budget = Budget::new(4);
+        assert_eq!(budget.left(start), 1.0);
+        for at in [0, 10, 20] {
+            assert_eq!(budget.take(start + secs(at)), Ok(()));
+        }
+        assert_eq!(budget.left(start + secs(30)), 0.25);
+        assert_eq!(
+            budget.left(start + secs(65)),
+            0.5,
+            "the first left the minute"
+        );
+        budget.refused(start + secs(65));
+        assert_eq!(budget.left(start + secs(66)), 0.0, "paused");
+        assert_eq!(
+            budget.left(start + secs(70)),
+            0.75,
+            "the pause over, the second gone"
+        );
     }
 }

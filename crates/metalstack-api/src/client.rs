@@ -55,6 +55,12 @@ impl Client {
         self.budget.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The share of the token's calls per minute it may still make now (0 to 1): callers that
+    /// may ask less often (a listing that could be a little older) do so when it runs low.
+    pub fn budget_left(&self) -> f64 {
+        self.budget().left(Instant::now())
+    }
+
     /// The token calls are made with now.
     pub fn token(&self) -> Token {
         self.token.read().unwrap_or_else(|p| p.into_inner()).clone()

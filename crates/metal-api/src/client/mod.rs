@@ -145,6 +145,12 @@ impl Client {
         self.v2.is_some()
     }
 
+    /// Through API v2, the share of the token's calls per minute still to be had (0 to 1); None
+    /// through v1, which counts no calls.
+    pub fn budget_left(&self) -> Option<f64> {
+        self.v2.as_ref().map(|v2| v2.api.budget_left())
+    }
+
     /// Through API v2: is half the project token's lifetime or less left at `now`?
     pub fn token_refresh_due(&self, now: jiff::Timestamp) -> bool {
         self.v2

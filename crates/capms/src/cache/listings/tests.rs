@@ -1,4 +1,5 @@
-//! The listings: what they keep of a machine, and a free's removal from them.
+//! The listings: what they keep of a machine, a free's removal from them, and how often a
+//! cluster on API v2 lists.
 
 use super::*;
 use metal_api::types::{
@@ -187,4 +188,12 @@ async fn a_free_reaching_a_listing_late_leaves_a_later_allocation_of_the_machine
     assert_eq!(shown(&listings).await.len(), 1, "still b's");
     listings.freed("m1", &b).await;
     assert!(shown(&listings).await.is_empty(), "b's own free takes it");
+}
+
+#[test]
+fn a_v2_cluster_lists_as_often_as_on_v1_until_its_token_runs_low() {
+    assert_eq!(v2_min_age(1.0), Duration::ZERO);
+    assert_eq!(v2_min_age(0.26), Duration::ZERO);
+    assert_eq!(v2_min_age(0.25), V2_MIN_AGE, "a quarter left");
+    assert_eq!(v2_min_age(0.0), V2_MIN_AGE, "spent or paused");
 }

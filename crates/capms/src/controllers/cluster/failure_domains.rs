@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 const PARTITION_ATTRIBUTE: &str = "partition";
 
 /// The racks the cluster reports, or None when metal-api's machines cannot be had in time (the
-/// list stays as it was). None with a metal-apiserver project token (API v2): it sees no free
-/// machines and cannot pin one to a rack, so a rack could not be honoured.
+/// list stays as it was). No racks with a metal-apiserver project token (API v2): it sees no
+/// free machines and cannot pin one to a rack, so a rack could not be honoured.
 pub(super) async fn observe(
     msc: &MetalStackCluster,
     ctx: &Context,
