@@ -219,7 +219,9 @@ cat <<EOF
   export METAL_API_URL=$METAL_API_URL METAL_API_HMAC=metal-edit   # capms metal machines
   export METALCTL_API_URL=$METAL_API_URL METALCTL_HMAC=metal-admin # metalctl, where it can be built
   logs: $state/*.log        stop everything: make demo-down
-$([ "$api" = v2 ] && echo "  # the cluster reaches metal-stack through API v2: kubectl -n demo get secret metal-v2 (url http://127.0.0.1:$sim_port)")
   # (capms's template) roll the firewall to new rules; the new one takes over before the old one goes:
   kubectl -n demo patch msc demo --type=merge -p '{"spec":{"firewallSpec":{"rules":{"egress":[{"protocol":"tcp","ports":[443,8443],"to":["0.0.0.0/0"]}]}}}}' && kubectl -n demo get msc,msfw -w
 EOF
+if [ "$api" = v2 ]; then
+  echo "  # the cluster reaches metal-stack through API v2: kubectl -n demo get secret metal-v2 (url http://127.0.0.1:$sim_port)"
+fi

@@ -71,7 +71,7 @@ pub fn phoned_home(sim: &Sim, cluster_tag: &str) -> BTreeMap<String, WantedNode>
     state
         .machines
         .values()
-        .filter(|m| m.cluster_id().is_some() && m.cluster_id() == cluster)
+        .filter(|m| cluster.is_some_and(|c| m.cluster_id() == Some(c)))
         .filter_map(|m| {
             let allocation = booted_allocation(m)?;
             let node = WantedNode {
