@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 use support::{CapmsManager, ControlPlane, RunningSim, eventually};
 
+mod api_v2;
 mod credentials;
 mod denials;
 mod firewall_templates;
@@ -124,6 +125,28 @@ impl Admission<'_> {
         self.patch_as(None, ("metalstackcluster", name), patch)
     }
 
+    /// Waits until a server-side dry run of `manifest` (a cluster naming credentials) is judged by
+    /// its metal-api's catalog: a tenant's catalog is fetched when first needed, and on a loaded
+    /// machine that may take longer than admission waits for it (admitting with a warning).
+    fn wait_for_catalog_of(&self, name: &str, manifest: Value) {
+        let probe = write(self.dir, name, manifest);
+        let deadline = std::time::Instant::now() + Duration::from_secs(180);
+        loop {
+            let args = ["apply", "--dry-run=server", "-n", self.ns, "-f"];
+            let out = self.cp.kubectl_output(&args, std::slice::from_ref(&probe));
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            if out.status.success() && !stderr.contains("could not be read") {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the tenant's catalog never served: {stderr}"
+            );
+            // sleep-ok: the poll's interval while the tenant's catalog is fetched.
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
     fn get(&self, kind: &str, name: &str) -> Value {
         let got = self
             .cp
@@ -140,6 +163,8 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     let ns = cp.namespace("webhooks").await;
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
     let tenant_sim = RunningSim::start(Inventory::seed000(), "/metal").await;
+    let v2_sim = RunningSim::start(api_v2::constrained_inventory(), "/metal").await;
+    let v2_token = v2_sim.mint_capms_token(api_v2::PROJECT, None).await;
     let work = tempfile::tempdir().expect("temp dir");
     let user = format!("capms-{}", ns.name);
     let manager_kubeconfig = cp.shipped_role_kubeconfig(&user, &work.path().join("user"));
@@ -154,6 +179,10 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     good_objects_are_admitted_and_defaulted(&admission);
     credentials::credentials_are_a_secret_of_the_namespace_of_the_right_shape(&admission);
     credentials::a_tenant_is_judged_by_its_own_metal_api(&admission, &tenant_sim.url);
+    let v2_token = v2_token["secret"].as_str().expect("a token");
+    api_v2::a_tenant_on_api_v2_is_refused_what_metal_apiserver_refuses(
+        &admission, &v2_sim, v2_token,
+    );
     firewall_templates::templates_change_only_into_what_their_clusters_can_use(&admission);
     firewall_templates::templates_of_both_schemas_list_together_as_v1alpha1(&admission);
     metadata_only_updates_never_reach_the_webhooks(&admission, &manager).await;

@@ -18,6 +18,9 @@ pub struct Inventory {
     #[serde(default)]
     pub ips: Vec<IpSpec>,
     pub machines: Vec<MachineSpec>,
+    /// Size image constraints, as metal-api keeps them: a size's images must be of these versions.
+    #[serde(default)]
+    pub sizeimageconstraints: Vec<SizeImageConstraintSpec>,
 }
 
 #[derive(Deserialize, Clone, Debug)]
@@ -105,6 +108,15 @@ pub struct MachineSpec {
     pub partition: String,
     pub size: String,
     pub rack: String,
+}
+
+/// What images machines of size `id` take: per image OS, a version constraint such as
+/// `>= 22.04` (images of other OSes are not restricted).
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct SizeImageConstraintSpec {
+    pub id: String,
+    pub images: BTreeMap<String, String>,
 }
 
 impl Inventory {

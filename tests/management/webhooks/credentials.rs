@@ -3,7 +3,6 @@
 
 use super::{Admission, machine, write};
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// spec.credentialsRef names a Secret of the cluster's own namespace (kubectl refuses another
 /// namespace there), newly named, it is refused when of the wrong shape and warned of when
@@ -70,28 +69,7 @@ pub(super) fn a_tenant_is_judged_by_its_own_metal_api(a: &Admission<'_>, tenant_
                "spec": {"partition": partition, "projectID": "00000000-0000-0000-0000-000000000000",
                         "credentialsRef": {"name": credentials}}})
     };
-    // The tenant's catalog is fetched when first needed: on a loaded machine that may take longer
-    // than admission waits for it (the object is then admitted with a warning), so wait for it.
-    let probe = write(
-        a.dir,
-        "tenant-probe.json",
-        cluster("probe", "vagrant", "tenant"),
-    );
-    let deadline = std::time::Instant::now() + Duration::from_secs(180);
-    loop {
-        let args = ["apply", "--dry-run=server", "-n", a.ns, "-f"];
-        let out = a.cp.kubectl_output(&args, std::slice::from_ref(&probe));
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        if out.status.success() && !stderr.contains("could not be read") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the tenant's catalog never served: {stderr}"
-        );
-        // sleep-ok: the poll's interval while the tenant's catalog is fetched.
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    a.wait_for_catalog_of("tenant-probe.json", cluster("probe", "vagrant", "tenant"));
     let warnings = a.admitted("tenant-a.json", cluster("tenant-a", "vagrant", "tenant"));
     assert!(!warnings.contains("Warning"), "{warnings}");
     a.refused(

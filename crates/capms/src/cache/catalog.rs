@@ -2,6 +2,7 @@
 //! projects, networks and machines, refreshed in the background and on a miss, so that no
 //! admission request waits on a cold metal-api call.
 
+use super::size_images::{Verdict, Verdicts, verdict_of};
 use metal_api::Catalog;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -35,6 +36,9 @@ pub struct CatalogCache {
     refreshed: tokio::sync::watch::Sender<Option<Arc<Catalog>>>,
     /// When a refresh in the background last began.
     began: RwLock<Option<Instant>>,
+    /// metal-apiserver's verdicts on sizes with images, asked one at a time.
+    verdicts: Verdicts,
+    trying: tokio::sync::Mutex<()>,
 }
 
 impl CatalogCache {
@@ -47,6 +51,8 @@ impl CatalogCache {
             max_wait: Duration::from_secs(3),
             refreshed: tokio::sync::watch::Sender::new(None),
             began: RwLock::new(None),
+            verdicts: Verdicts::default(),
+            trying: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -228,6 +234,38 @@ impl CatalogCache {
             return Ok(cached);
         }
         Ok(self.refreshed_after_miss(cached).await)
+    }
+
+    /// Through API v2, whether metal-apiserver lets machines of `size` take the image `image`
+    /// (a full id): a verdict kept a while, or asked within `max_wait`. None through v1.
+    pub(crate) async fn size_takes_image(&self, size: &str, image: &str) -> Option<Verdict> {
+        let client = self
+            .client
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if !client.is_v2() {
+            return None;
+        }
+        let ask = async {
+            // One question at a time: the machines of one template, admitted together, wait
+            // for the verdict the first of them asks for.
+            let _turn = self.trying.lock().await;
+            let now = Instant::now();
+            if let Some(kept) = self.verdicts.kept(size, image, now) {
+                return Some(kept);
+            }
+            let verdict = verdict_of(client.try_size_image(size, image).await?);
+            self.verdicts.keep(size, image, &verdict, now);
+            Some(verdict)
+        };
+        match tokio::time::timeout(self.max_wait, ask).await {
+            Ok(verdict) => verdict,
+            Err(_) => Some(Verdict::Unknown(format!(
+                "metal-apiserver did not answer within {:?}",
+                self.max_wait
+            ))),
+        }
     }
 
     /// Refreshes every `period` until the process ends.

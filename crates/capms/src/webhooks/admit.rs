@@ -4,9 +4,10 @@
 
 use super::decode;
 use super::rules::{self, Report};
-use crate::api::MetalStackCluster;
+use crate::api::{MetalStackCluster, MetalStackMachineSpec};
 use crate::cache::catalog::CatalogCache;
 use crate::cache::catalogs::{Catalogs, agreed};
+use crate::cache::size_images::Verdict;
 use crate::cache::{pick_all, read_through};
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::conversion::Schema;
@@ -275,6 +276,50 @@ where
                 "{e}: partition, image, machine type and networks are checked when capms acts, not here"
             ));
             finish(report)
+        }
+    }
+}
+
+/// Once the catalog admitted `allowed`, through API v2: does metal-apiserver let machines of
+/// `spec`'s machine type take its image (its size image constraints)? A refusal names the field
+/// `{path}.image` and metal-apiserver's words, which name the constraint; when it cannot be
+/// asked, the object is admitted with a warning (denied with `deny_when_metal_unreachable`).
+pub(crate) async fn with_size_image_tried(
+    state: &WebhookState,
+    (namespace, secret): (&str, Option<&str>),
+    path: &str,
+    spec: &MetalStackMachineSpec,
+    mut allowed: Allowed,
+) -> Result<Allowed, Denial> {
+    let Ok(cache) = state.catalogs.of(namespace, secret).await else {
+        return Ok(allowed);
+    };
+    // Without a catalog, the warning that says so is given already.
+    let Ok(catalog) = cache.get().await else {
+        return Ok(allowed);
+    };
+    let ids = catalog.images.iter().map(|i| i.id.as_str());
+    let Ok(image) = metal_api::images::resolve(&spec.image, ids) else {
+        return Ok(allowed);
+    };
+    match cache.size_takes_image(&spec.machine_type, image).await {
+        None | Some(Verdict::Allowed) => Ok(allowed),
+        Some(Verdict::Refused(why)) => Err(Denial::Refused(vec![rules::FieldError {
+            path: format!("{path}.image"),
+            message: format!(
+                "metal-apiserver does not let machines of machine type {:?} take image {:?} ({image}): {why}",
+                spec.machine_type, spec.image
+            ),
+        }])),
+        Some(Verdict::Unknown(why)) if state.deny_when_metal_unreachable => {
+            Err(Denial::MetalUnreachable(why))
+        }
+        Some(Verdict::Unknown(why)) => {
+            allowed.warnings.push(format!(
+                "metal-apiserver could not be asked whether machine type {:?} takes image {image} ({why}): checked when capms acts, not here",
+                spec.machine_type
+            ));
+            Ok(allowed)
         }
     }
 }

@@ -59,6 +59,18 @@ impl Client {
             .await
     }
 
+    /// Through API v2, whether metal-apiserver lets machines of `size` take `image` (its size
+    /// image constraints, `SizeImageConstraintService/Try`): Err naming the violated constraint
+    /// when it does not. None through v1, whose constraints are checked when a machine is
+    /// allocated.
+    pub async fn try_size_image(&self, size: &str, image: &str) -> Option<Result<(), Error>> {
+        let v2 = self.v2.as_ref()?;
+        Some(
+            self.via_v2("size_image_try", v2.try_size_image(size, image))
+                .await,
+        )
+    }
+
     /// The image a name resolves to under metal-api's version rules.
     pub async fn image_latest(&self, id: &str) -> Result<Image, Error> {
         if let Some(v2) = &self.v2 {

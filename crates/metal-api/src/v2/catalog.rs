@@ -97,6 +97,10 @@ impl Backend {
         Ok(image(self.api.latest_image(os).await?))
     }
 
+    pub(crate) async fn try_size_image(&self, size: &str, image: &str) -> Result<()> {
+        Ok(self.api.try_size_image(size, image).await?)
+    }
+
     /// The token's project: the only one a project token sees.
     pub(crate) async fn projects(&self) -> Result<Vec<Project>> {
         Ok(vec![self.project(&self.project).await?])

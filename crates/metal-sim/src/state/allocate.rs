@@ -19,6 +19,9 @@ impl State {
         let wanted_machine = req.uuid.as_deref().filter(|u| !u.is_empty());
         let image = self.allocation_image(&req.imageid, role)?;
         let (partition, size) = self.placement(req, wanted_machine)?;
+        if let Some(refusal) = self.size_image_refusal(&size, &image.id) {
+            return Err(SimError::unprocessable(refusal));
+        }
         if let Some(rules) = rules {
             validate_firewall_rules(rules)?;
         }

@@ -18,8 +18,10 @@ impl State {
             vrfs: BTreeSet::new(),
             asns: BTreeSet::new(),
             faults: Faults::default(),
+            size_image_constraints: BTreeMap::new(),
         };
         state.load_masterdata(inv, now)?;
+        state.load_size_image_constraints(inv)?;
         state.load_networks(inv, now)?;
         state.load_ips(inv)?;
         state.load_machines(inv, now)?;

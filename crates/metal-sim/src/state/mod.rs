@@ -113,6 +113,8 @@ pub struct State {
     vrfs: BTreeSet<u32>,
     asns: BTreeSet<u64>,
     pub faults: Faults,
+    /// Per size, per image OS, the versions its machines take.
+    pub size_image_constraints: BTreeMap<String, BTreeMap<String, size_images::VersionConstraint>>,
 }
 
 fn uuid() -> String {
@@ -176,6 +178,7 @@ mod network_rules;
 mod networks;
 mod power;
 mod rules;
+mod size_images;
 #[cfg(test)]
 mod tests;
 

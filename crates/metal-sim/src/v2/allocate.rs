@@ -111,6 +111,12 @@ pub fn create(sim: &Sim, token: Option<&Token>, request: &Value) -> Result<Value
     };
     let (machine, lease) = {
         let mut state = sim.state();
+        // metal-apiserver refuses a size image constraint's violation as invalid, before all else.
+        let (size, image) = (request["size"].as_str(), request["image"].as_str());
+        let refusal = state.size_image_refusal(size.unwrap_or_default(), image.unwrap_or_default());
+        if let Some(refusal) = refusal {
+            return Err(ConnectError::new(Code::InvalidArgument, refusal));
+        }
         let machine = state
             .machine_allocate(&allocation(request), rules.as_ref(), role, &creator)
             .map_err(refused)?;

@@ -1,8 +1,8 @@
 //! What every token may read of the master data (methods of visibility SELF): partitions, sizes
 //! and images as `metalstack.api.v2` messages, and `ImageService/Latest`, which resolves
 //! `<os>-<major>.<minor>` to its newest patch as metal-api's `/latest` does, and
-//! `SizeImageConstraintService/Try`, which finds the size and the image; the simulator's
-//! catalog has no size-image constraints, so every size takes every image it finds.
+//! `SizeImageConstraintService/Try`, which finds the size and the image and checks the size's
+//! image constraints (those of the simulator's inventory).
 
 use super::connect::{Code, ConnectError};
 use crate::state::State;
@@ -101,7 +101,8 @@ pub fn latest(state: &State, request: &Value) -> Result<Value, ConnectError> {
 }
 
 /// `SizeImageConstraintService/Try {size, image}`: the size and the image (in full or
-/// `<os>-<major>.<minor>`) must be known; no constraint of the simulator refuses them.
+/// `<os>-<major>.<minor>`) must be known, and the size's constraints must allow the image
+/// (`invalid_argument` otherwise, as metal-apiserver answers).
 pub fn try_size_image(state: &State, request: &Value) -> Result<Value, ConnectError> {
     let size = request["size"].as_str().unwrap_or_default();
     let image = request["image"].as_str().unwrap_or_default();
@@ -111,5 +112,8 @@ pub fn try_size_image(state: &State, request: &Value) -> Result<Value, ConnectEr
     if state.image_latest(image).is_err() {
         return Err(super::connect::not_found("Image", image));
     }
-    Ok(json!({}))
+    match state.size_image_refusal(size, image) {
+        Some(refusal) => Err(ConnectError::new(Code::InvalidArgument, refusal)),
+        None => Ok(json!({})),
+    }
 }

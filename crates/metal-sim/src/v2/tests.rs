@@ -14,6 +14,8 @@ const MACHINE_B: &str = "00000000-0000-0000-0000-000000000002";
 const LIST: &str = "/metalstack.api.v2.MachineService/List";
 const GET: &str = "/metalstack.api.v2.MachineService/Get";
 const REFRESH: &str = "/metalstack.api.v2.TokenService/Refresh";
+const TRY: &str = "/metalstack.api.v2.SizeImageConstraintService/Try";
+const CREATE: &str = "/metalstack.api.v2.MachineService/Create";
 
 struct Served {
     url: String,
@@ -28,6 +30,12 @@ async fn served(rate_limit: u32) -> Served {
         id: B.into(),
         name: "team-b".into(),
     });
+    // Machines of the lab's size take no Debian before 14.
+    lab.sizeimageconstraints
+        .push(crate::inventory::SizeImageConstraintSpec {
+            id: "v1-small-x86".into(),
+            images: [("debian".to_owned(), ">= 14.0".to_owned())].into(),
+        });
     let config = SimConfig {
         rate_limit,
         ..Default::default()
@@ -196,4 +204,27 @@ async fn a_token_over_its_rate_limit_is_resource_exhausted_within_the_minute() {
         return;
     }
     panic!("three minute boundaries in three tries");
+}
+
+#[tokio::test]
+async fn a_size_image_constraint_refuses_try_and_create_as_invalid() {
+    let sim = served(0).await;
+    let mut request = role(A, "PROJECT_ROLE_EDITOR");
+    request["permissions"] = json!([{"subject": "", "methods": [TRY]}]);
+    let (_, token) = sim.mint(request).await;
+    let refusal = json!({"code": "invalid_argument", "message":
+        "given size:v1-small-x86 with image:debian-13.0 does violate image constraint:debian >=14.0"});
+    let pair = |image: &str| json!({"size": "v1-small-x86", "image": image});
+    let (status, answer) = sim.call(TRY, Some(&token), pair("debian-13.0")).await;
+    assert_eq!((status, &answer), (400, &refusal));
+    let (status, answer) = sim.call(TRY, Some(&token), pair("ubuntu-26.4")).await;
+    assert_eq!((status, answer), (200, json!({})));
+    let (status, answer) = sim.call(TRY, Some(&token), pair("nope-1.0")).await;
+    assert_eq!((status, &answer["code"]), (404, &json!("not_found")));
+
+    let create = json!({"project": A, "name": "w", "partition": "mini-lab",
+        "size": "v1-small-x86", "image": "debian-13.0",
+        "networks": [{"network": "internet-mini-lab"}]});
+    let (status, answer) = sim.call(CREATE, Some(&token), create).await;
+    assert_eq!((status, answer), (400, refusal));
 }

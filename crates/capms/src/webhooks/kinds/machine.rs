@@ -2,6 +2,7 @@
 //! cluster, and the spec against metal-api's catalog.
 
 use crate::api::{MetalStackMachine, MetalStackMachineTemplate};
+use crate::cache::catalogs::agreed;
 use crate::conversion::Schema;
 use crate::ownership::{OwnerKind, identity_of};
 use crate::webhooks::admit::{self, Admit, Allowed, Denial, Review};
@@ -32,7 +33,7 @@ impl Admit for MetalStackMachine {
         let old_spec = old.map(|o| &o.spec);
         let cluster = admit::cluster_of(review).await;
         let (ns, secret) = (review.namespace(), admit::credentials_of(cluster.as_ref()));
-        admit::with_catalog_of(review.state, &ns, secret, |catalog| {
+        let allowed = admit::with_catalog_of(review.state, &ns, secret, |catalog| {
             let mut report = Report::default();
             rules::validate_machine(
                 &mut report,
@@ -44,7 +45,15 @@ impl Admit for MetalStackMachine {
             );
             report
         })
-        .await
+        .await?;
+        // A machine's size and image are fixed once made: asked when they are new.
+        let same = old_spec.is_some_and(|o| {
+            (&o.machine_type, &o.image) == (&self.spec.machine_type, &self.spec.image)
+        });
+        if same {
+            return Ok(allowed);
+        }
+        admit::with_size_image_tried(review.state, (&ns, secret), "spec", &self.spec, allowed).await
     }
 }
 
@@ -55,10 +64,20 @@ impl Admit for MetalStackMachineTemplate {
     }
 
     async fn validate(&self, old: Option<&Self>, review: &Review<'_>) -> Result<Allowed, Denial> {
-        admit::validate_template(self, old, review, |report, t, catalog| {
+        let allowed = admit::validate_template(self, old, review, |report, t, catalog| {
             let spec = &t.spec.template.spec;
             rules::validate_machine(report, "spec.template.spec", spec, None, catalog, None);
         })
-        .await
+        .await?;
+        // Templates are immutable: an update changes no size or image worth asking about.
+        if old.is_some() {
+            return Ok(allowed);
+        }
+        let Ok(secret) = agreed(admit::namespace_credentials(review).await) else {
+            return Ok(allowed);
+        };
+        let (ns, spec) = (review.namespace(), &self.spec.template.spec);
+        let at = (ns.as_str(), secret.as_deref());
+        admit::with_size_image_tried(review.state, at, "spec.template.spec", spec, allowed).await
     }
 }

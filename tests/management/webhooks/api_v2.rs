@@ -1,0 +1,96 @@
+//! A tenant on metal-apiserver (API v2) at admission: besides the catalog's checks, its
+//! machines' size and image are put to metal-apiserver (`SizeImageConstraintService/Try`), so
+//! that a pair its size image constraints refuse is refused at `kubectl apply`, naming the field
+//! and the constraint; one verdict serves the machines of a template.
+
+use super::{Admission, machine, write};
+use crate::support::RunningSim;
+use metal_sim::inventory::{Inventory, SizeImageConstraintSpec};
+use serde_json::{Value, json};
+
+/// The project of seed 000's inventory.
+pub(super) const PROJECT: &str = "00000000-0000-0000-0000-000000000000";
+const TRY: &str = "/metalstack.api.v2.SizeImageConstraintService/Try";
+
+/// Seed 000's inventory whose size takes no Ubuntu before 22.04 (Ubuntu with cloud-init is
+/// another OS, and allowed).
+pub(super) fn constrained_inventory() -> Inventory {
+    let mut inventory = Inventory::seed000();
+    inventory
+        .sizeimageconstraints
+        .push(SizeImageConstraintSpec {
+            id: "v1-small-x86".into(),
+            images: [("ubuntu".to_owned(), ">= 22.04".to_owned())].into(),
+        });
+    inventory
+}
+
+fn of_cluster(mut object: Value, cluster: &str) -> Value {
+    object["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": cluster});
+    object
+}
+
+/// How often metal-apiserver was asked `SizeImageConstraintService/Try`.
+fn tries(sim: &RunningSim) -> u64 {
+    let report = sim.sim.stats().report();
+    let tried = report.requests.iter().filter(|r| r.route == TRY);
+    tried.map(|r| r.count).sum()
+}
+
+pub(super) fn a_tenant_on_api_v2_is_refused_what_metal_apiserver_refuses(
+    a: &Admission<'_>,
+    sim: &RunningSim,
+    token: &str,
+) {
+    a.admitted(
+        "v2-secret.json",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "v2-tenant"},
+               "stringData": {"url": sim.v2_url(), "token": token, "project": PROJECT,
+                              "apiVersion": "v2"}}),
+    );
+    let cluster = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackCluster",
+        "metadata": {"name": "v2-a"},
+        "spec": {"partition": "vagrant", "projectID": PROJECT, "credentialsRef": {"name": "v2-tenant"}}});
+    a.wait_for_catalog_of("v2-probe.json", cluster.clone());
+    a.admitted("v2-cluster.json", cluster);
+    a.cp.apply(&write(a.dir, "v2-capi-cluster.json", json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "v2-a", "namespace": a.ns},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": "v2-a"}}})));
+
+    let before = tries(sim);
+    let spec = |image: &str| json!({"image": image, "machineType": "v1-small-x86"});
+    let template = |name: &str, image: &str| {
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackMachineTemplate",
+               "metadata": {"name": name}, "spec": {"template": {"spec": spec(image)}}})
+    };
+    let violation = "does violate image constraint:ubuntu >=22.04";
+    a.refused(
+        "v2-template.json",
+        of_cluster(template("v2-old-ubuntu", "ubuntu-20.04"), "v2-a"),
+        &[
+            "spec.template.spec.image: metal-apiserver does not let machines of machine type \"v1-small-x86\" take image \"ubuntu-20.04\" (ubuntu-20.04.20201126)",
+            violation,
+        ],
+    );
+    // The template's verdict serves its machines: metal-apiserver is not asked again.
+    for name in ["v2-old-1", "v2-old-2"] {
+        a.refused(
+            &format!("{name}.json"),
+            of_cluster(machine(name, spec("ubuntu-20.04")), "v2-a"),
+            &[
+                "spec.image: metal-apiserver does not let machines",
+                violation,
+            ],
+        );
+    }
+    assert_eq!(tries(sim), before + 1, "one Try for one pair");
+
+    let warnings = a.admitted(
+        "v2-cloud-init.json",
+        of_cluster(
+            machine("v2-cloud-init", spec("ubuntu-cloud-init-20.04")),
+            "v2-a",
+        ),
+    );
+    assert!(!warnings.contains("Warning"), "{warnings}");
+    assert_eq!(tries(sim), before + 2, "one Try for the other pair");
+}
