@@ -6,7 +6,8 @@
 //! allocations and frees; the source frees nothing; the target resumes the rollout; deleting the
 //! Cluster on the target then frees everything. The cluster's metal-api credentials are a Secret
 //! of its own (the managers' own credentials reach another simulator), moved with it by
-//! clusterctl's move label.
+//! clusterctl's move label: an HMAC key of metal-api, or a project token of metal-apiserver
+//! (API v2), one test each.
 
 // A test (and its helpers) fails loudly on what it does not expect.
 #![allow(clippy::expect_used)]
@@ -28,6 +29,12 @@ use support::{
 };
 
 const CLUSTER: &str = "moved";
+/// The project of the fixture's cluster, in the lab inventory.
+const LAB_PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+
+/// The tests of this file run one at a time: each brings up a second management cluster's
+/// managers, more than two cores carry beside another.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Cluster API core and capms on one management cluster, watching the test's namespace.
 struct Management<'a> {
@@ -154,14 +161,15 @@ async fn wait_provisioned(side: &Management<'_>, ns: &str, what: &str) {
     );
 }
 
-/// metal-api calls that allocate or free anything (machines, firewalls, networks, IPs), as the
-/// simulator counted them.
+/// metal-api calls that allocate or free anything (machines, firewalls, networks, IPs), through
+/// either API, as the simulator counted them.
 fn allocations_and_frees(sim: &RunningSim) -> Vec<String> {
     let report = sim.sim.stats().report();
+    let writes = ["allocate", "free", "Service/Create", "Service/Delete"];
     report
         .requests
         .iter()
-        .filter(|r| r.route.contains("allocate") || r.route.contains("free"))
+        .filter(|r| writes.iter().any(|w| r.route.contains(w)))
         .map(|r| format!("{} {} {} ×{}", r.method, r.route, r.status, r.count))
         .collect()
 }
@@ -219,11 +227,28 @@ async fn store_workload_kubeconfig(client: &kube::Client, ns: &str, workload: &C
         .expect("kubeconfig secret");
 }
 
+/// Which API the moved cluster's credentials reach metal-stack through.
+#[derive(Clone, Copy, Debug)]
+enum Through {
+    /// metal-api, with an HMAC key.
+    V1,
+    /// metal-apiserver, with a project token.
+    V2,
+}
+
 /// The cluster's metal-api credentials (the fixture names them), labelled for clusterctl move.
-async fn store_credentials(client: &kube::Client, ns: &str, sim: &RunningSim) {
+async fn store_credentials(client: &kube::Client, ns: &str, sim: &RunningSim, api: Through) {
+    let data = match api {
+        Through::V1 => json!({"url": sim.url, "hmac": "metal-edit", "hmacAuthType": "Metal-Edit"}),
+        Through::V2 => {
+            let minted = sim.mint_capms_token(LAB_PROJECT, None).await;
+            json!({"url": sim.v2_url(), "token": minted["secret"], "project": LAB_PROJECT,
+                   "apiVersion": "v2"})
+        }
+    };
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "moved-metal", "labels": {"clusterctl.cluster.x-k8s.io/move": ""}},
-        "stringData": {"url": sim.url, "hmac": "metal-edit", "hmacAuthType": "Metal-Edit"}
+        "stringData": data
     }))
     .expect("secret");
     Api::<Secret>::namespaced(client.clone(), ns)
@@ -306,6 +331,18 @@ fn fixture() -> &'static Path {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusterctl_move_mid_rollout_keeps_every_allocation_and_the_target_resumes_it_then_frees_all()
  {
+    move_mid_rollout(Through::V1).await;
+}
+
+/// The same with the cluster's credentials a metal-apiserver project token: the token moves in
+/// its Secret, and the target adopts and frees through v2 what the source made through v2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusterctl_move_of_a_cluster_on_api_v2_keeps_every_allocation_and_frees_all_through_v2() {
+    move_mid_rollout(Through::V2).await;
+}
+
+async fn move_mid_rollout(api: Through) {
+    let _turn = ONE_AT_A_TIME.lock().await;
     capms::tls::install_default_provider();
     let source_cp = ControlPlane::shared();
     let target_cp = ControlPlane::management("target");
@@ -325,7 +362,7 @@ async fn clusterctl_move_mid_rollout_keeps_every_allocation_and_the_target_resum
     );
 
     store_workload_kubeconfig(&ns.client, &ns.name, &workload).await;
-    store_credentials(&ns.client, &ns.name, &sim).await;
+    store_credentials(&ns.client, &ns.name, &sim, api).await;
     source_cp.kubectl(
         &["apply", "--server-side", "-n", &ns.name, "-f"],
         &[fixture().to_path_buf()],
@@ -342,6 +379,13 @@ async fn clusterctl_move_mid_rollout_keeps_every_allocation_and_the_target_resum
     let before = metal_state(&sim).await;
     assert_eq!(before.0.len(), 5, "and the firewall rolling in: {before:?}");
     let writes_before = allocations_and_frees(&sim);
+    let through_v2 = |w: &String| w.contains("/metalstack.api.v2.");
+    if let Through::V2 = api {
+        assert!(
+            !writes_before.is_empty() && writes_before.iter().all(through_v2),
+            "made through v2 only: {writes_before:?}"
+        );
+    }
 
     let to = target_cp.kubeconfig.to_string_lossy().into_owned();
     let moved = source_cp
