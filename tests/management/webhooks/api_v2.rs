@@ -1,7 +1,7 @@
 //! A tenant on metal-apiserver (API v2) at admission: besides the catalog's checks, its
 //! machines' size and image are put to metal-apiserver (`SizeImageConstraintService/Try`), so
 //! that a pair its size image constraints refuse is refused at `kubectl apply`, naming the field
-//! and the constraint; one verdict serves the machines of a template.
+//! and the constraint; one verdict serves every object of the same pair for a while.
 
 use super::{Admission, machine, write};
 use crate::support::RunningSim;
@@ -71,7 +71,7 @@ pub(super) fn a_tenant_on_api_v2_is_refused_what_metal_apiserver_refuses(
             violation,
         ],
     );
-    // The template's verdict serves its machines: metal-apiserver is not asked again.
+    // The template's verdict is kept: machines of the same pair cost no further call.
     for name in ["v2-old-1", "v2-old-2"] {
         a.refused(
             &format!("{name}.json"),

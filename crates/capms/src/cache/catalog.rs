@@ -248,8 +248,8 @@ impl CatalogCache {
             return None;
         }
         let ask = async {
-            // One question at a time: the machines of one template, admitted together, wait
-            // for the verdict the first of them asks for.
+            // One question at a time: machines of one pair, admitted together, wait for the
+            // verdict the first of them asks for.
             let _turn = self.trying.lock().await;
             let now = Instant::now();
             if let Some(kept) = self.verdicts.kept(size, image, now) {

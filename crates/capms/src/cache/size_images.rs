@@ -1,6 +1,7 @@
 //! metal-apiserver's verdicts on pairs of a size and an image (its size image constraints,
-//! `SizeImageConstraintService/Try`), kept a while per catalog: a template's machines are
-//! admitted on the verdict its template got, not with one call each.
+//! `SizeImageConstraintService/Try`), kept a while per catalog: machines of a pair asked about
+//! once cost no further call for five minutes. (Cluster API's replicas of a template are not
+//! sent to admission at all; their template was.)
 
 use std::collections::HashMap;
 use std::sync::Mutex;
