@@ -302,23 +302,27 @@ pub(crate) async fn with_size_image_tried(
     let Ok(image) = metal_api::images::resolve(&spec.image, ids) else {
         return Ok(allowed);
     };
+    let refused = |message: String| {
+        let path = format!("{path}.image");
+        Err(Denial::Refused(vec![rules::FieldError { path, message }]))
+    };
     match cache.size_takes_image(&spec.machine_type, image).await {
         None | Some(Verdict::Allowed) => Ok(allowed),
-        Some(Verdict::Refused(why)) => Err(Denial::Refused(vec![rules::FieldError {
-            path: format!("{path}.image"),
-            message: format!(
-                "metal-apiserver does not let machines of machine type {:?} take image {:?} ({image}): {why}",
-                spec.machine_type, spec.image
-            ),
-        }])),
-        Some(Verdict::Unknown(why)) if state.deny_when_metal_unreachable => {
-            Err(Denial::MetalUnreachable(why))
-        }
+        Some(Verdict::Refused(why)) => refused(format!(
+            "metal-apiserver does not let machines of machine type {:?} take image {:?} ({image}): {why}",
+            spec.machine_type, spec.image
+        )),
         Some(Verdict::Unknown(why)) => {
-            allowed.warnings.push(format!(
-                "metal-apiserver could not be asked whether machine type {:?} takes image {image} ({why}): checked when capms acts, not here",
+            let unasked = format!(
+                "metal-apiserver could not be asked whether machine type {:?} takes image {image} ({why})",
                 spec.machine_type
-            ));
+            );
+            if state.deny_when_metal_unreachable {
+                return refused(format!("{unasked}; try again"));
+            }
+            allowed
+                .warnings
+                .push(format!("{unasked}: checked when capms acts, not here"));
             Ok(allowed)
         }
     }
