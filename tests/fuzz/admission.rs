@@ -64,7 +64,7 @@ async fn state(api: &MockApiserver) -> (WebhookState, RunningSim) {
     let metal = RunningSim::start(Inventory::default_lab(), "/metal").await;
     *metal.sim.state() = lab();
     let clients = Arc::new(MetalClients::new(metal.editor(), api.client()));
-    let catalogs = Catalogs::new(CatalogCache::new(metal.editor()), clients, REFRESH);
+    let catalogs = Catalogs::new(CatalogCache::new(metal.editor(), REFRESH), clients, REFRESH);
     let state = WebhookState {
         client: api.client(),
         caches: Default::default(),

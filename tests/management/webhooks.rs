@@ -164,7 +164,10 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
     let tenant_sim = RunningSim::start(Inventory::seed000(), "/metal").await;
     let v2_sim = RunningSim::start(api_v2::constrained_inventory(), "/metal").await;
-    let v2_token = v2_sim.mint_capms_token(api_v2::PROJECT, None).await;
+    let v2_tokens = [
+        v2_sim.mint_capms_token(api_v2::PROJECT, None).await,
+        v2_sim.mint_capms_token(api_v2::PROJECT, None).await,
+    ];
     let work = tempfile::tempdir().expect("temp dir");
     let user = format!("capms-{}", ns.name);
     let manager_kubeconfig = cp.shipped_role_kubeconfig(&user, &work.path().join("user"));
@@ -179,9 +182,11 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     good_objects_are_admitted_and_defaulted(&admission);
     credentials::credentials_are_a_secret_of_the_namespace_of_the_right_shape(&admission);
     credentials::a_tenant_is_judged_by_its_own_metal_api(&admission, &tenant_sim.url);
-    let v2_token = v2_token["secret"].as_str().expect("a token");
+    let v2_tokens = v2_tokens
+        .each_ref()
+        .map(|t| t["secret"].as_str().expect("a token"));
     api_v2::a_tenant_on_api_v2_is_refused_what_metal_apiserver_refuses(
-        &admission, &v2_sim, v2_token,
+        &admission, &v2_sim, v2_tokens,
     );
     firewall_templates::templates_change_only_into_what_their_clusters_can_use(&admission);
     firewall_templates::templates_of_both_schemas_list_together_as_v1alpha1(&admission);

@@ -57,7 +57,7 @@ async fn rig_timed(settings: Settings, timings: metal_sim::Timings) -> Rig {
     let api = MockApiserver::default();
     let metrics = Arc::new(capms::metrics::Metrics::new());
     let clients = MetalClients::new(sim.editor(), api.client());
-    let own = CatalogCache::new(sim.editor());
+    let own = CatalogCache::new(sim.editor(), Duration::from_secs(300));
     let catalogs = Catalogs::new(own, Arc::new(clients), Duration::from_secs(300));
     let ctx = Context::new(api.client(), settings, None, metrics, catalogs);
     Rig {
@@ -250,6 +250,7 @@ where
     rig.api.put(&stored);
 }
 
+mod catalog;
 mod gates;
 mod listing;
 mod ownership;

@@ -14,26 +14,60 @@ pub struct Catalog {
     pub machines: Vec<MachineSummary>,
 }
 
+/// The parts of a catalog that every client of one metal-api reads alike, whoever's
+/// credentials it holds: partitions, sizes and images (metal-apiserver lists them to any token).
+#[derive(Debug, Default, Clone)]
+pub struct PublicParts {
+    pub partitions: Vec<Partition>,
+    pub sizes: Vec<Size>,
+    pub images: Vec<Image>,
+}
+
+impl PublicParts {
+    pub async fn fetch(client: &crate::Client) -> Result<PublicParts, crate::Error> {
+        let (partitions, sizes, images) =
+            tokio::try_join!(client.partitions(), client.sizes(), client.images())?;
+        Ok(PublicParts {
+            partitions,
+            sizes,
+            images,
+        })
+    }
+}
+
 impl Catalog {
     /// Everything, read at once.
     pub async fn fetch(client: &crate::Client) -> Result<Catalog, crate::Error> {
+        let (public, own) =
+            tokio::try_join!(PublicParts::fetch(client), Catalog::fetch_own(client))?;
+        Ok(own.with_public(&public))
+    }
+
+    /// What `client`'s credentials see of their own: projects, networks and machines; the
+    /// public parts left empty.
+    pub async fn fetch_own(client: &crate::Client) -> Result<Catalog, crate::Error> {
         let all_machines = MachineFindRequest::default();
-        let (partitions, sizes, images, projects, networks, machines) = tokio::try_join!(
-            client.partitions(),
-            client.sizes(),
-            client.images(),
+        let (projects, networks, machines) = tokio::try_join!(
             client.projects(),
             client.networks(),
             client.machine_find_as::<MachineSummary>(&all_machines),
         )?;
         Ok(Catalog {
-            partitions,
-            sizes,
-            images,
             projects,
             networks,
             machines,
+            ..Catalog::default()
         })
+    }
+
+    /// This catalog with `public`'s partitions, sizes and images.
+    pub fn with_public(self, public: &PublicParts) -> Catalog {
+        Catalog {
+            partitions: public.partitions.clone(),
+            sizes: public.sizes.clone(),
+            images: public.images.clone(),
+            ..self
+        }
     }
 }
 

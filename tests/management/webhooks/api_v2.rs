@@ -30,28 +30,61 @@ fn of_cluster(mut object: Value, cluster: &str) -> Value {
     object
 }
 
-/// How often metal-apiserver was asked `SizeImageConstraintService/Try`.
-fn tries(sim: &RunningSim) -> u64 {
+/// How often metal-apiserver was asked `procedure`.
+fn asked(sim: &RunningSim, procedure: &str) -> u64 {
     let report = sim.sim.stats().report();
-    let tried = report.requests.iter().filter(|r| r.route == TRY);
-    tried.map(|r| r.count).sum()
+    let asked = report.requests.iter().filter(|r| r.route == procedure);
+    asked.map(|r| r.count).sum()
+}
+
+fn tries(sim: &RunningSim) -> u64 {
+    asked(sim, TRY)
+}
+
+fn secret(name: &str, sim: &RunningSim, token: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+           "stringData": {"url": sim.v2_url(), "token": token, "project": PROJECT,
+                          "apiVersion": "v2"}})
+}
+
+fn cluster(name: &str, secret: &str) -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackCluster",
+        "metadata": {"name": name},
+        "spec": {"partition": "vagrant", "projectID": PROJECT, "credentialsRef": {"name": secret}}})
+}
+
+/// A second tenant of the same metal-apiserver: its catalog reads its own project, networks
+/// and machines with its own token, and shares the partitions, sizes and images the first
+/// tenant's catalog read.
+fn a_second_tenant_shares_the_public_parts(a: &Admission<'_>, sim: &RunningSim, token: &str) {
+    const PUBLIC: [&str; 3] = [
+        "/metalstack.api.v2.PartitionService/List",
+        "/metalstack.api.v2.SizeService/List",
+        "/metalstack.api.v2.ImageService/List",
+    ];
+    const OWN: &str = "/metalstack.api.v2.ProjectService/Get";
+    let public = || PUBLIC.map(|p| asked(sim, p));
+    let (public_before, own_before) = (public(), asked(sim, OWN));
+    assert_eq!(
+        public_before,
+        [1, 1, 1],
+        "the first tenant's catalog read them"
+    );
+    a.admitted("v2-secret-b.json", secret("v2-tenant-b", sim, token));
+    a.wait_for_catalog_of("v2-probe-b.json", cluster("v2-b", "v2-tenant-b"));
+    assert!(asked(sim, OWN) > own_before, "read with the second token");
+    assert_eq!(public(), public_before, "read once for both tenants");
 }
 
 pub(super) fn a_tenant_on_api_v2_is_refused_what_metal_apiserver_refuses(
     a: &Admission<'_>,
     sim: &RunningSim,
-    token: &str,
+    tokens: [&str; 2],
 ) {
-    a.admitted(
-        "v2-secret.json",
-        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "v2-tenant"},
-               "stringData": {"url": sim.v2_url(), "token": token, "project": PROJECT,
-                              "apiVersion": "v2"}}),
-    );
-    let cluster = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha4", "kind": "MetalStackCluster",
-        "metadata": {"name": "v2-a"},
-        "spec": {"partition": "vagrant", "projectID": PROJECT, "credentialsRef": {"name": "v2-tenant"}}});
+    a.admitted("v2-secret.json", secret("v2-tenant", sim, tokens[0]));
+    let cluster = cluster("v2-a", "v2-tenant");
     a.wait_for_catalog_of("v2-probe.json", cluster.clone());
+    a_second_tenant_shares_the_public_parts(a, sim, tokens[1]);
     a.admitted("v2-cluster.json", cluster);
     a.cp.apply(&write(a.dir, "v2-capi-cluster.json", json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "v2-a", "namespace": a.ns},
         "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": "v2-a"}}})));

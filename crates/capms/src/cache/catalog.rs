@@ -2,14 +2,18 @@
 //! projects, networks and machines, refreshed in the background and on a miss, so that no
 //! admission request waits on a cold metal-api call.
 
+use super::public_parts::SharedRead;
 use super::size_images::{Verdict, Verdicts, verdict_of};
-use metal_api::Catalog;
+use metal_api::{Catalog, PublicParts};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 struct Snapshot {
     catalog: Arc<Catalog>,
+    /// When the read of its oldest part began.
     fetched: Instant,
+    /// When the read of its public parts began.
+    public_read: Instant,
 }
 
 /// Why there is no catalog to check against.
@@ -39,10 +43,21 @@ pub struct CatalogCache {
     /// metal-apiserver's verdicts on sizes with images, asked one at a time.
     verdicts: Verdicts,
     trying: tokio::sync::Mutex<()>,
+    /// The public parts, shared with the catalogs of other credentials for the same metal-api.
+    public: Arc<SharedRead<PublicParts>>,
 }
 
 impl CatalogCache {
-    pub fn new(client: metal_api::Client) -> Arc<CatalogCache> {
+    /// The catalog that `client` reads, refreshed every `period` (by its owner).
+    pub fn new(client: metal_api::Client, period: Duration) -> Arc<CatalogCache> {
+        Self::sharing(client, SharedRead::new(period))
+    }
+
+    /// The catalog that `client` reads, its public parts shared through `public`.
+    pub(crate) fn sharing(
+        client: metal_api::Client,
+        public: Arc<SharedRead<PublicParts>>,
+    ) -> Arc<CatalogCache> {
         Arc::new(CatalogCache {
             client: RwLock::new(client),
             snapshot: RwLock::new(None),
@@ -53,6 +68,7 @@ impl CatalogCache {
             began: RwLock::new(None),
             verdicts: Verdicts::default(),
             trying: tokio::sync::Mutex::new(()),
+            public,
         })
     }
 
@@ -67,13 +83,26 @@ impl CatalogCache {
         client.base_url().clone()
     }
 
+    /// Whether this catalog is read through API v2.
+    pub(crate) fn is_v2(&self) -> bool {
+        let client = self.client.read().unwrap_or_else(|p| p.into_inner());
+        client.is_v2()
+    }
+
+    /// The public parts this catalog shares with others of the same metal-api.
+    pub(crate) fn public(&self) -> &Arc<SharedRead<PublicParts>> {
+        &self.public
+    }
+
     /// A cache that starts out with `catalog`.
     #[cfg(test)]
     pub(crate) fn with_catalog(client: metal_api::Client, catalog: Catalog) -> Arc<CatalogCache> {
-        let cache = Self::new(client);
+        let cache = Self::new(client, Duration::from_secs(300));
+        let now = Instant::now();
         *cache.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
             catalog: Arc::new(catalog),
-            fetched: Instant::now(),
+            fetched: now,
+            public_read: now,
         });
         cache
     }
@@ -81,6 +110,12 @@ impl CatalogCache {
     fn current(&self) -> Option<(Arc<Catalog>, Instant)> {
         let s = self.snapshot.read().unwrap_or_else(|p| p.into_inner());
         s.as_ref().map(|s| (s.catalog.clone(), s.fetched))
+    }
+
+    /// When the read of the held snapshot's public parts began.
+    fn public_read(&self) -> Option<Instant> {
+        let s = self.snapshot.read().unwrap_or_else(|p| p.into_inner());
+        s.as_ref().map(|s| s.public_read)
     }
 
     /// Fetches a new snapshot unless one newer than `newer_than` arrives while waiting.
@@ -94,7 +129,15 @@ impl CatalogCache {
         {
             return Ok(catalog);
         }
-        self.fetch().await
+        // Public parts no older than the catalog's refresh period; when asked for a snapshot
+        // newer than the held one, newer than its public parts too (read again unless another
+        // catalog of this metal-api read them since).
+        let young = self.public.young_after();
+        let public_after = match (newer_than, self.public_read()) {
+            (Some(_), Some(held)) => held.max(young),
+            _ => young,
+        };
+        self.fetch(public_after).await
     }
 
     /// The first snapshot: the one a refresh in flight brings, or a fresh one.
@@ -103,21 +146,27 @@ impl CatalogCache {
         if let Some((catalog, _)) = self.current() {
             return Ok(catalog);
         }
-        self.fetch().await
+        self.fetch(self.public.young_after()).await
     }
 
-    /// Fetches a snapshot; the caller holds `refreshing`.
-    async fn fetch(&self) -> Result<Arc<Catalog>, metal_api::Error> {
+    /// Fetches a snapshot, its public parts as read after `public_after`; the caller holds
+    /// `refreshing`.
+    async fn fetch(&self, public_after: Instant) -> Result<Arc<Catalog>, metal_api::Error> {
         let started = Instant::now();
         let client = self
             .client
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let catalog = Arc::new(Catalog::fetch(&client).await?);
+        let ((public, public_read), own) = tokio::try_join!(
+            self.public.get(public_after, PublicParts::fetch(&client)),
+            Catalog::fetch_own(&client)
+        )?;
+        let catalog = Arc::new(own.with_public(&public));
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
             catalog: catalog.clone(),
-            fetched: started,
+            fetched: started.min(public_read),
+            public_read,
         });
         self.refreshed.send_replace(Some(catalog.clone()));
         Ok(catalog)

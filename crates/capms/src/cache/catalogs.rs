@@ -4,8 +4,10 @@
 
 use super::catalog::CatalogCache;
 use super::credentials::{CredentialsError, MetalClients};
+use super::public_parts::SharedRead;
+use metal_api::PublicParts;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// How long a Secret's catalog is kept unused before it is dropped (when another is made).
@@ -17,6 +19,9 @@ struct Kept {
     used: Instant,
 }
 
+/// A metal-api, as its public parts are shared: by URL and API version.
+type Api = (url::Url, bool);
+
 /// capms's own catalog and those of the credentials Secrets clusters name, by namespace and
 /// name.
 pub struct Catalogs {
@@ -25,6 +30,8 @@ pub struct Catalogs {
     /// How old a Secret's catalog may grow before it is refreshed in the background.
     period: Duration,
     kept: Mutex<HashMap<(String, String), Kept>>,
+    /// The public parts of each metal-api that a catalog kept reaches.
+    public: Mutex<HashMap<Api, Weak<SharedRead<PublicParts>>>>,
 }
 
 impl Catalogs {
@@ -35,11 +42,14 @@ impl Catalogs {
         clients: Arc<MetalClients>,
         period: Duration,
     ) -> Arc<Catalogs> {
+        let own_api = (own.base_url(), own.is_v2());
+        let public = HashMap::from([(own_api, Arc::downgrade(own.public()))]);
         Arc::new(Catalogs {
             own,
             clients,
             period,
             kept: Mutex::default(),
+            public: Mutex::new(public),
         })
     }
 
@@ -89,7 +99,8 @@ impl Catalogs {
                 }
                 _ => {
                     kept.retain(|_, k| k.used.elapsed() < UNUSED);
-                    let cache = CatalogCache::new(client);
+                    let public = self.public_of(&client);
+                    let cache = CatalogCache::sharing(client, public);
                     // Fetched at once, so that the request that made it rarely waits long.
                     let first = cache.clone();
                     tokio::spawn(async move { first.first().await });
@@ -107,6 +118,19 @@ impl Catalogs {
         };
         cache.refresh_when_older(self.period);
         Ok(cache)
+    }
+
+    /// The public parts shared by the catalogs of `client`'s metal-api.
+    fn public_of(&self, client: &metal_api::Client) -> Arc<SharedRead<PublicParts>> {
+        let mut public = self.public.lock().unwrap_or_else(|p| p.into_inner());
+        public.retain(|_, shared| shared.strong_count() > 0);
+        let api = (client.base_url().clone(), client.is_v2());
+        if let Some(shared) = public.get(&api).and_then(Weak::upgrade) {
+            return shared;
+        }
+        let shared = SharedRead::new(self.period);
+        public.insert(api, Arc::downgrade(&shared));
+        shared
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Kept>> {

@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod catalogs;
 pub mod credentials;
 pub mod listings;
+pub(crate) mod public_parts;
 pub(crate) mod size_images;
 mod skipped_fields;
 pub mod watch;

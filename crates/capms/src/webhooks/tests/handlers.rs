@@ -18,7 +18,7 @@ pub(super) fn state_with(catalog: Option<Catalog>, deny: bool) -> WebhookState {
     .expect("client");
     let cache = match catalog {
         Some(c) => CatalogCache::with_catalog(client.clone(), c),
-        None => CatalogCache::new(client.clone()),
+        None => CatalogCache::new(client.clone(), Duration::from_secs(300)),
     };
     let clients = Arc::new(MetalClients::new(client, unanswering_apiserver()));
     WebhookState {
