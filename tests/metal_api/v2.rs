@@ -7,6 +7,7 @@ use metal_api::types::{MachineAllocation, MachineEvent};
 use metal_sim::inventory::Inventory;
 use metal_sim::v2::SERVED;
 use metal_sim::v2::authorize::Access;
+use metalstack_api::types::token::SELF_METHODS;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use support::RunningSim;
@@ -14,16 +15,6 @@ use support::protos::Protos;
 
 pub(super) const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
 pub(super) const MACHINE: &str = "00000000-0000-0000-0000-000000000003";
-/// The methods of visibility SELF the contract test calls: an API token lists them.
-const SELF: [&str; 6] = [
-    "/metalstack.api.v2.TokenService/Refresh",
-    "/metalstack.api.v2.SizeImageConstraintService/Try",
-    "/metalstack.api.v2.PartitionService/List",
-    "/metalstack.api.v2.SizeService/List",
-    "/metalstack.api.v2.ImageService/List",
-    "/metalstack.api.v2.ImageService/Latest",
-];
-
 /// What a method's options say of its access, as the simulator's table would write it.
 fn declared(options: &[String]) -> BTreeSet<String> {
     let kept = options
@@ -114,7 +105,7 @@ async fn the_simulator_s_v2_answers_fit_the_protos() {
     let minted = mint(
         &sim,
         json!({"projectRoles": {PROJECT: "PROJECT_ROLE_EDITOR"},
-                      "permissions": [{"subject": "", "methods": SELF}]}),
+                      "permissions": [{"self": {"methods": SELF_METHODS}}]}),
     )
     .await;
     assert_eq!(

@@ -20,7 +20,7 @@ use support::RunningSim;
 
 /// A client of `sim`'s v2 with a token minted for `roles` and the methods capms calls.
 async fn client_of(sim: &RunningSim, roles: serde_json::Value) -> (Client, serde_json::Value) {
-    let permissions = json!([{"subject": "", "methods": support::CAPMS_SELF_METHODS}]);
+    let permissions = json!([{"self": {"methods": metalstack_api::types::token::SELF_METHODS}}]);
     let minted = mint(
         sim,
         json!({"projectRoles": roles, "permissions": permissions}),

@@ -6,7 +6,6 @@
 
 use crate::support;
 use metalstack_api::types::Rpc;
-use metalstack_api::types::TokenServiceRefreshRequest;
 use metalstack_api::types::catalog::{
     HealthServiceGetRequest, ImageClassification, ImageFeature, ImageServiceLatestRequest,
     ImageServiceListRequest, PartitionServiceListRequest, ProjectServiceGetRequest,
@@ -23,6 +22,9 @@ use metalstack_api::types::network::{
     IPType, NATType, NetworkAddressFamily, NetworkServiceCreateRequest,
     NetworkServiceDeleteRequest, NetworkServiceGetRequest, NetworkServiceListBaseNetworksRequest,
     NetworkServiceListRequest, NetworkType,
+};
+use metalstack_api::types::token::{
+    ProjectRole, SELF_METHODS, TokenServiceCreateRequest, TokenServiceRefreshRequest,
 };
 use serde::de::DeserializeOwned;
 use serde_reflection::{ContainerFormat, Format, Registry, Tracer, TracerConfig};
@@ -163,7 +165,8 @@ fn trace_enum<E: DeserializeOwned>(tracer: &mut Tracer) {
         .unwrap_or_else(|e| panic!("{}: {e}", std::any::type_name::<E>()));
 }
 
-/// Every request the client sends, traced with the messages answering it. Each enum is traced
+/// Every request the client sends (and the token request capms prints for an operator to
+/// send), traced with the messages answering it. Each enum is traced
 /// first on its own: inside a message, the tracer reaches only one of its values.
 fn traced_calls(tracer: &mut Tracer) -> Vec<Traced> {
     trace_enum::<IPProtocol>(tracer);
@@ -178,6 +181,7 @@ fn traced_calls(tracer: &mut Tracer) -> Vec<Traced> {
     trace_enum::<MachineProvisioningEventState>(tracer);
     trace_enum::<MachineProvisioningEventType>(tracer);
     trace_enum::<NetworkAddressFamily>(tracer);
+    trace_enum::<ProjectRole>(tracer);
     trace_enum::<NetworkType>(tracer);
     vec![
         trace::<MachineServiceGetRequest>(tracer),
@@ -202,6 +206,7 @@ fn traced_calls(tracer: &mut Tracer) -> Vec<Traced> {
         trace::<NetworkServiceGetRequest>(tracer),
         trace::<IPServiceGetRequest>(tracer),
         trace::<TokenServiceRefreshRequest>(tracer),
+        trace::<TokenServiceCreateRequest>(tracer),
     ]
 }
 
@@ -308,5 +313,32 @@ fn a_message_departing_from_the_protos_is_found() {
             "MachineServiceGetRequest.machine: not a field",
             "MachineServiceGetRequest.command: not a field",
         ]
+    );
+}
+
+/// The token an operator creates for capms (`capms token-request`) allows exactly the methods
+/// of visibility SELF that the client calls, which an API token may call only when its
+/// permissions list them; and the request fits the protos.
+#[test]
+fn a_token_for_capms_allows_every_self_method_the_client_calls() {
+    let Some(protos) = Protos::load() else { return };
+    let calls = traced_calls(&mut tracer());
+    let of_self = |procedure: &str| {
+        let rpc = &protos.rpcs[procedure];
+        rpc.options
+            .iter()
+            .any(|o| o == "visibility=VISIBILITY_SELF")
+    };
+    let called: BTreeSet<&str> = calls
+        .iter()
+        .map(|c| c.procedure)
+        .filter(|p| *p != TokenServiceCreateRequest::PROCEDURE && of_self(p))
+        .collect();
+    assert_eq!(BTreeSet::from(SELF_METHODS), called);
+    let request = TokenServiceCreateRequest::for_capms("00000000-0000-0000-0000-000000000001", 600);
+    let request = serde_json::to_value(request).expect("json");
+    assert_eq!(
+        protos.check("TokenServiceCreateRequest", &request),
+        Vec::<String>::new()
     );
 }

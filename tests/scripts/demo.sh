@@ -156,14 +156,11 @@ else
 fi
 if [ "$api" = v2 ]; then
   say "giving the cluster a metal-apiserver project token (API v2) in Secret demo/metal-v2"
-  # Minted by the simulator as an admin would: editor of the project, plus the methods of
-  # visibility SELF capms calls (docs/credentials.md); it lives 8 hours and capms refreshes it.
-  minted=$(curl -sf -H 'Content-Type: application/json' "http://127.0.0.1:$sim_port/sim/v2/tokens" -d '{
-    "projectRoles": {"00000000-0000-0000-0000-000000000001": "PROJECT_ROLE_EDITOR"},
-    "permissions": [{"subject": "", "methods": [
-      "/metalstack.api.v2.TokenService/Refresh", "/metalstack.api.v2.ImageService/Latest",
-      "/metalstack.api.v2.ImageService/List", "/metalstack.api.v2.SizeService/List",
-      "/metalstack.api.v2.PartitionService/List", "/metalstack.api.v2.SizeImageConstraintService/Try"]}]}')
+  # The token an operator creates for capms (`capms token-request` prints the request: editor
+  # of the project, allowed the methods of visibility SELF capms calls), minted by the simulator
+  # as metal-apiserver's TokenService/Create would; it lives 8 hours and capms refreshes it.
+  minted=$("$capms" token-request --project 00000000-0000-0000-0000-000000000001 |
+    curl -sf -H 'Content-Type: application/json' "http://127.0.0.1:$sim_port/sim/v2/tokens" -d @-)
   "$kubectl" create secret generic metal-v2 -n demo --from-literal=apiVersion=v2 \
     --from-literal=url="http://127.0.0.1:$sim_port" --from-literal=project=00000000-0000-0000-0000-000000000001 \
     --from-literal=token="$(printf '%s' "$minted" | jq -r .secret)" >/dev/null

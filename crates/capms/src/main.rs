@@ -1,5 +1,6 @@
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use metalstack_api::types::token::TokenServiceCreateRequest;
 use std::time::Duration;
 
 /// mimalloc instead of glibc's malloc: at 1,000 machines a profile put about a fifth of capms's
@@ -53,6 +54,19 @@ enum Command {
         /// send (the installed manifests name the manager's ServiceAccount).
         #[arg(long, requires = "url")]
         manager_user: Option<String>,
+    },
+    /// Print, as JSON, the `TokenService/Create` request for a metal-apiserver project token
+    /// that capms can manage the project's clusters with: editor of the project, allowed the
+    /// methods of visibility SELF that capms calls. Send it to metal-apiserver with a token
+    /// allowed to create it; the answer's `secret` is the credentials Secret's `token`.
+    TokenRequest {
+        /// The project the clusters are in.
+        #[arg(long)]
+        project: String,
+        /// How long the token lives: capms refreshes it before a quarter of this is left
+        /// (metal-apiserver takes 10m to a year).
+        #[arg(long, default_value = "8h", value_parser = parse_duration)]
+        expires: Duration,
     },
     /// Look at metal-api as an operator would (METAL_API_URL, METAL_API_HMAC, …).
     Metal {
@@ -227,6 +241,18 @@ fn main() -> anyhow::Result<()> {
             for doc in configurations {
                 println!("---\n{}", serde_saphyr::to_string(&doc)?);
             }
+            Ok(())
+        }
+        Command::TokenRequest { project, expires } => {
+            // The protos' bounds on TokenServiceCreateRequest.expires.
+            let (shortest, longest) = (Duration::from_secs(600), Duration::from_secs(31_536_000));
+            if expires < shortest || expires > longest {
+                anyhow::bail!(
+                    "--expires {expires:?}: metal-apiserver takes a lifetime from 10m to 365d"
+                );
+            }
+            let request = TokenServiceCreateRequest::for_capms(&project, expires.as_secs());
+            println!("{}", serde_json::to_string_pretty(&request)?);
             Ok(())
         }
         Command::Metal {

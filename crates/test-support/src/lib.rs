@@ -430,4 +430,4 @@ pub use manager::{
 };
 pub use process::ChildProcess;
 pub use registration::{shipped_cluster_role, user_binding};
-pub use sim::{CAPMS_SELF_METHODS, RunningSim};
+pub use sim::RunningSim;

@@ -1,19 +1,9 @@
 //! The metal-api simulator inside a test's runtime.
 
+use metalstack_api::types::token::TokenServiceCreateRequest;
 use std::time::Duration;
 
 /// A metal-api simulator running inside the test's runtime on a free loopback port.
-/// The methods of visibility SELF capms calls (token refresh and the catalog): an API token
-/// lists them in its permissions.
-pub const CAPMS_SELF_METHODS: [&str; 6] = [
-    "/metalstack.api.v2.TokenService/Refresh",
-    "/metalstack.api.v2.ImageService/Latest",
-    "/metalstack.api.v2.ImageService/List",
-    "/metalstack.api.v2.SizeService/List",
-    "/metalstack.api.v2.PartitionService/List",
-    "/metalstack.api.v2.SizeImageConstraintService/Try",
-];
-
 pub struct RunningSim {
     pub sim: metal_sim::Sim,
     pub url: String,
@@ -91,18 +81,16 @@ impl RunningSim {
         project: &str,
         expires: Option<&str>,
     ) -> serde_json::Value {
-        let mut request = serde_json::json!({
-            "projectRoles": {project: "PROJECT_ROLE_EDITOR"},
-            "permissions": [{"subject": "", "methods": CAPMS_SELF_METHODS}],
-        });
+        let request = TokenServiceCreateRequest::for_capms(project, 8 * 3600);
+        let mut request = serde_json::to_value(request).expect("a token request");
         if let Some(expires) = expires {
             request["expires"] = expires.into();
         }
         self.mint_v2(request).await
     }
 
-    /// A token minted through the simulator's `/sim/v2/tokens` with `request`
-    /// (`{projectRoles, permissions, expires}`): its `{token, secret}`.
+    /// A token minted through the simulator's `/sim/v2/tokens` with `request` (a
+    /// `TokenServiceCreateRequest`): its `{token, secret}`.
     pub async fn mint_v2(&self, request: serde_json::Value) -> serde_json::Value {
         let base = self.url.trim_end_matches("/metal");
         let answer = reqwest::Client::new()

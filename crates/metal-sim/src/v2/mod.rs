@@ -284,18 +284,51 @@ pub fn router() -> Router<Sim> {
         .route("/sim/v2/tokens/{uuid}", delete(revoke_any))
 }
 
-/// What `POST /sim/v2/tokens` takes: the token's roles, permissions and lifetime.
+/// What `POST /sim/v2/tokens` takes: metal-apiserver's `TokenServiceCreateRequest` (its
+/// description, roles by project, permissions by visibility and lifetime), and the user the
+/// token is of.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct MintRequest {
     #[serde(default = "default_user")]
     user: String,
+    /// Taken and not kept: the simulator lists no tokens.
+    #[serde(default, rename = "description")]
+    _description: String,
     #[serde(default)]
     project_roles: BTreeMap<String, ProjectRole>,
     #[serde(default)]
-    permissions: Vec<MethodPermission>,
+    permissions: Vec<PermissionsByVisibility>,
     /// A protojson duration (`"3600s"`); 8 h, metal-apiserver's default, when absent.
     expires: Option<String>,
+}
+
+/// `PermissionsByVisibility`: methods of visibility SELF (no subject) or of a project.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+enum PermissionsByVisibility {
+    #[serde(rename = "self")]
+    OfSelf { methods: Vec<String> },
+    #[serde(rename = "project")]
+    OfProject {
+        project: String,
+        methods: Vec<String>,
+    },
+}
+
+impl From<PermissionsByVisibility> for MethodPermission {
+    fn from(permissions: PermissionsByVisibility) -> MethodPermission {
+        match permissions {
+            PermissionsByVisibility::OfSelf { methods } => MethodPermission {
+                subject: String::new(),
+                methods,
+            },
+            PermissionsByVisibility::OfProject { project, methods } => MethodPermission {
+                subject: project,
+                methods,
+            },
+        }
+    }
 }
 
 fn default_user() -> String {
@@ -326,7 +359,7 @@ async fn mint(State(sim): State<Sim>, body: Bytes) -> Response {
     let (token, secret) = tokens.mint(
         &request.user,
         request.project_roles,
-        request.permissions,
+        request.permissions.into_iter().map(Into::into).collect(),
         lifetime,
         Timestamp::now(),
     );

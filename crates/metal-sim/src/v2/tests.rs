@@ -162,7 +162,7 @@ async fn a_token_expires_and_one_listing_refresh_gets_a_new_one_beside_it() {
     );
 
     let mut refreshing = role(A, "PROJECT_ROLE_EDITOR");
-    refreshing["permissions"] = json!([{"subject": "", "methods": [REFRESH]}]);
+    refreshing["permissions"] = json!([{"self": {"methods": [REFRESH]}}]);
     let (_, old) = sim.mint(refreshing).await;
     let (_, plain) = sim.mint(role(A, "PROJECT_ROLE_EDITOR")).await;
     let (status, _) = sim.call(REFRESH, Some(&plain), json!({})).await;
@@ -210,7 +210,7 @@ async fn a_token_over_its_rate_limit_is_resource_exhausted_within_the_minute() {
 async fn a_size_image_constraint_refuses_try_and_create_as_invalid() {
     let sim = served(0).await;
     let mut request = role(A, "PROJECT_ROLE_EDITOR");
-    request["permissions"] = json!([{"subject": "", "methods": [TRY]}]);
+    request["permissions"] = json!([{"self": {"methods": [TRY]}}]);
     let (_, token) = sim.mint(request).await;
     let refusal = json!({"code": "invalid_argument", "message":
         "given size:v1-small-x86 with image:debian-13.0 does violate image constraint:debian >=14.0"});

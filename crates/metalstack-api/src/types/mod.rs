@@ -28,8 +28,10 @@ macro_rules! rpc {
 pub mod catalog;
 pub mod machine;
 pub mod network;
+pub mod token;
 
-rpc!("TokenService", "Refresh", TokenServiceRefreshRequest => TokenServiceRefreshResponse);
+pub use token::{TokenServiceRefreshRequest, TokenServiceRefreshResponse};
+
 use std::collections::BTreeMap;
 
 /// `metalstack.api.v2.Labels`.
@@ -68,14 +70,4 @@ impl Meta {
         let labels = meta.and_then(|m| m.labels.as_ref());
         labels.map(|l| l.labels.clone()).unwrap_or_default()
     }
-}
-
-/// `metalstack.api.v2.TokenServiceRefreshRequest`: empty.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenServiceRefreshRequest {}
-
-/// `metalstack.api.v2.TokenServiceRefreshResponse`: what capms reads of it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenServiceRefreshResponse {
-    pub secret: String,
 }
