@@ -251,6 +251,7 @@ where
 }
 
 mod catalog;
+mod credentials;
 mod gates;
 mod listing;
 mod ownership;

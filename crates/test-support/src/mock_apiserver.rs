@@ -40,6 +40,8 @@ fn is_event_path(path: &str) -> bool {
 pub struct MockApiserver {
     objects: Arc<Mutex<BTreeMap<String, Value>>>,
     writes: Arc<Mutex<Vec<Write>>>,
+    /// The path of every GET, in order.
+    reads: Arc<Mutex<Vec<String>>>,
     /// Answer status writes with 403, as an apiserver does for a role without them.
     pub refuse_status: Arc<std::sync::atomic::AtomicBool>,
     /// Never answer Event writes, as a congested apiserver may take its time.
@@ -107,6 +109,12 @@ impl MockApiserver {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How many GETs were of `path`.
+    pub fn reads_of(&self, path: &str) -> usize {
+        let reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
+        reads.iter().filter(|p| *p == path).count()
+    }
+
     pub fn client(&self) -> kube::Client {
         let server = self.clone();
         let service = tower::service_fn(move |request: Request<Body>| {
@@ -132,7 +140,10 @@ impl MockApiserver {
             // kube sends every body as JSON, server-side apply's too.
             serde_json::from_slice(&bytes).expect("a JSON body")
         };
-        if method != Method::GET {
+        if method == Method::GET {
+            let mut reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
+            reads.push(path.clone());
+        } else {
             let write = Write {
                 method: method.clone(),
                 path: path.clone(),

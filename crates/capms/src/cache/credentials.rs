@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use metal_api::hmac::AuthType;
 use metal_api::{Auth, Client, Config};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use url::Url;
 
@@ -65,6 +65,9 @@ pub struct MetalClients {
     made: Mutex<HashMap<Key, Made>>,
     /// The Secrets whose token one caller is refreshing now; the others go on with the old one.
     refreshing: Mutex<HashSet<Key>>,
+    /// One read of a Secret at a time: the reconciles that want its client meanwhile (all of a
+    /// cluster's, at a burst of new machines) take what that read made.
+    reading: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl MetalClients {
@@ -74,6 +77,7 @@ impl MetalClients {
             kube,
             made: Mutex::default(),
             refreshing: Mutex::default(),
+            reading: Mutex::default(),
         }
     }
 
@@ -103,10 +107,16 @@ impl MetalClients {
     async fn read(&self, key: &Key) -> Result<Client, CredentialsError> {
         let (namespace, name) = (key.0.as_str(), key.1.as_str());
         let key = key.clone();
-        if let Some(made) = self.lock().get(&key)
-            && made.read_at.elapsed() < REREAD
-        {
-            return Ok(made.client.clone());
+        if let Some(client) = self.young(&key) {
+            return Ok(client);
+        }
+        let turn = {
+            let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
+            reading.entry(key.clone()).or_default().clone()
+        };
+        let _turn = turn.lock().await;
+        if let Some(client) = self.young(&key) {
+            return Ok(client);
         }
         let origin = format!("Secret {namespace}/{name}");
         let read = Api::<Secret>::namespaced(self.kube.clone(), namespace)
@@ -207,6 +217,13 @@ impl MetalClients {
         self.refreshing
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The client made from Secret `key` while it is younger than [`REREAD`].
+    fn young(&self, key: &Key) -> Option<Client> {
+        let made = self.lock();
+        let made = made.get(key).filter(|m| m.read_at.elapsed() < REREAD)?;
+        Some(made.client.clone())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Made>> {

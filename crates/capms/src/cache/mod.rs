@@ -1,7 +1,8 @@
 //! What capms reads without asking again: one watch cache per kind (filled by [`watch`]), each
 //! cluster's machines as metal-api last listed them ([`listings`]), metal-api's master data
-//! for admission ([`catalog`]), one such catalog per set of credentials ([`catalogs`]) and each
-//! cluster's metal-api client ([`credentials`]).
+//! for admission ([`catalog`]), one such catalog per set of credentials ([`catalogs`]), the
+//! parts those of one metal-api share ([`public_parts`]) and each cluster's metal-api client
+//! ([`credentials`]).
 //! Controllers and webhooks both read here; neither imports the other.
 
 pub mod catalog;
