@@ -20,6 +20,7 @@ mod admission;
 mod alone;
 mod apiserver_load;
 mod audit;
+mod kubelets;
 mod measure;
 mod report;
 mod scenario;
@@ -65,6 +66,12 @@ pub struct Args {
     /// provisioned Machine and retries about once a second.
     #[arg(long)]
     no_workload_api: bool,
+    /// Register each machine's Node once it phones home, as its kubelet would (the simulator's
+    /// node agent, once a second), in the API server the kubeconfig Secrets point at: Cluster
+    /// API then finds the Node of each provisioned Machine, sets its nodeRef and the Machine
+    /// reaches Running. Without it no Node appears and Cluster API keeps looking for one.
+    #[arg(long, conflicts_with = "no_workload_api")]
+    nodes: bool,
     /// capms's `RUST_LOG` (its log is `work/capms.log` under `--out`), e.g.
     /// `info,capms=debug,kube_client=debug` to see every step and apiserver request.
     #[arg(long, default_value = "info")]

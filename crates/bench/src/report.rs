@@ -27,6 +27,8 @@ pub struct Size {
     pub capms_args: Vec<String>,
     /// Whether the clusters' kubeconfig Secrets point at an API server Cluster API can reach.
     pub workload_api: bool,
+    /// Whether each machine's Node was registered there once it phoned home (`--nodes`).
+    pub nodes: bool,
     /// metal-api (v1) or metal-apiserver (v2, a project token per cluster).
     pub api: crate::Api,
 }
@@ -40,6 +42,7 @@ impl Size {
             lifecycle_step_seconds: args.step,
             capms_args: args.capms_args.clone(),
             workload_api: !args.no_workload_api,
+            nodes: args.nodes,
             api: args.api,
         }
     }

@@ -3,6 +3,7 @@
 
 use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
 use crate::audit::{self, ConflictCauses};
+use crate::kubelets::Kubelets;
 use crate::measure::{ApiserverScrape, Counters, CpuClock, ProcessUsage, Scrape};
 use crate::report::{ADMISSIONS, Deletion, Idle, KUBE_REQUESTS, Provisioning, Report, Size};
 use crate::support::{
@@ -83,6 +84,11 @@ impl V2Credentials {
     }
 }
 
+/// The name of the run's `i`th cluster (its Cluster and MetalStackCluster).
+fn cluster_name(i: usize) -> String {
+    format!("bench-{i}")
+}
+
 /// The demo's cluster (firewall, MachineDeployment), `clusters` times in `namespace`, with
 /// `workers` replicas each; with `workload_api` (a kubeconfig), each cluster's kubeconfig Secret;
 /// with `v2`, each cluster's credentials Secret of API v2, named in its spec.credentialsRef.
@@ -100,7 +106,7 @@ fn clusters_manifest(
         .replace("replicas: 2", &format!("replicas: {workers}"));
     (0..clusters)
         .map(|i| {
-            let name = format!("bench-{i}");
+            let name = cluster_name(i);
             let mut cluster = demo.replace("demo", &name).replace("NAMESPACE", namespace);
             if let Some(kubeconfig) = workload_api {
                 let secret = kubeconfig_secret(namespace, &name, kubeconfig);
@@ -171,6 +177,8 @@ struct Stack {
     ns: TestNamespace,
     /// Logs, certificates and manifests of the run (kept in the output directory).
     work: std::path::PathBuf,
+    /// The machines' kubelets registering their Nodes (`--nodes`).
+    _kubelets: Option<Kubelets>,
 }
 
 /// `name` under the output directory, emptied: a run's logs, certificates and manifests.
@@ -200,12 +208,17 @@ async fn start(args: &Args) -> Stack {
     };
     let Managers { capi, capms } =
         Managers::start(&on, &sim.url, &args.capms_args, &args.log).await;
+    let kubelets = (args.nodes).then(|| {
+        let clusters: Vec<String> = (0..args.clusters).map(cluster_name).collect();
+        Kubelets::start(&sim, ns.client.clone(), &ns.name, &clusters)
+    });
     Stack {
         sim,
         capms,
         _capi: capi,
         ns,
         work,
+        _kubelets: kubelets,
     }
 }
 

@@ -33,10 +33,10 @@ impl Report {
                 crate::Api::V2 => "metal-apiserver v2 (a token per cluster)",
             },
             s.capms_args,
-            if s.workload_api {
-                "workload API reachable"
-            } else {
-                "no workload API"
+            match (s.workload_api, s.nodes) {
+                (true, true) => "workload API reachable, Nodes registered",
+                (true, false) => "workload API reachable",
+                (false, _) => "no workload API",
             }
         );
         let _ = writeln!(
