@@ -356,7 +356,7 @@ async fn move_mid_rollout(api: Through) {
     let target = Management::start("target", &target_cp, &ns.name, &managers_own).await;
     let nodes = metal_sim::workload::nodes::spawn(
         sim.sim.clone(),
-        format!("cluster.metal-stack.io/id={}.{CLUSTER}", ns.name),
+        vec![capms::ownership::cluster_tag(&ns.name, CLUSTER)],
         workload.client().await,
         Duration::from_millis(500),
     );

@@ -3,9 +3,10 @@
 
 use capms_test_support::RunningSim;
 use metal_sim::workload::nodes;
+use std::time::Duration;
 
-/// The simulator's node agent for every cluster of the run, stopped when dropped. One agent
-/// for all: each sync deletes the managed Nodes it was not given.
+/// The simulator's node agent for every cluster of the run (one for all, as they share one
+/// API server), stopped when dropped.
 pub(crate) struct Kubelets(tokio::task::JoinHandle<()>);
 
 impl Kubelets {
@@ -16,22 +17,15 @@ impl Kubelets {
         namespace: &str,
         clusters: &[String],
     ) -> Self {
-        let sim = sim.sim.clone();
-        let tags: Vec<String> = (clusters.iter())
-            .map(|name| {
-                let id = capms::ownership::cluster_id(namespace, name);
-                format!("{}={id}", capms::ownership::CLUSTER_ID)
-            })
-            .collect();
-        Kubelets(tokio::spawn(async move {
-            loop {
-                let wanted = tags.iter().flat_map(|t| nodes::phoned_home(&sim, t));
-                if let Err(error) = nodes::sync(&client, &wanted.collect()).await {
-                    eprintln!("bench: node agent: {error}");
-                }
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-        }))
+        let tags = clusters.iter();
+        let tags = tags.map(|name| capms::ownership::cluster_tag(namespace, name));
+        let period = Duration::from_secs(1);
+        Kubelets(nodes::spawn(
+            sim.sim.clone(),
+            tags.collect(),
+            client,
+            period,
+        ))
     }
 }
 

@@ -151,6 +151,11 @@ fn main() {
         eprintln!("bench: {e}");
         std::process::exit(2);
     }
+    // What the simulator, running in this process, warns about (a node agent's failed sync).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .with_writer(std::io::stderr)
+        .init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -157,6 +157,12 @@ pub fn cluster_id(namespace: &str, name: &str) -> String {
     format!("{namespace}.{name}")
 }
 
+/// The tag marking what metal-stack holds for the cluster `name` in `namespace`:
+/// `cluster.metal-stack.io/id=<ns>.<name>`.
+pub fn cluster_tag(namespace: &str, name: &str) -> String {
+    format!("{CLUSTER_ID}={}", cluster_id(namespace, name))
+}
+
 /// The prefix of the annotation on a MetalStackCluster recording a retired machine: one capms
 /// left allocated, out of the pool, when it gave its Machine up (a remediation's `onExhaustion:
 /// Retire`). The machine's ID follows the prefix; the value says why. Machines so recorded are

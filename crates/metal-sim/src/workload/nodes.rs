@@ -218,18 +218,21 @@ async fn mirror_pods(
     Ok(())
 }
 
-/// Runs [`sync`] for the plain worker Nodes of [`phoned_home`] every `period` until the task is
-/// aborted, logging what fails (a workload API without kubeadm, as the move test has).
+/// Runs [`sync`] for the plain worker Nodes of [`phoned_home`] of the clusters tagged
+/// `cluster_tags` every `period` until the task is aborted, logging what fails (a workload API
+/// without kubeadm). One task serves clusters that share a workload API: each sync deletes the
+/// managed Nodes it was not given.
 pub fn spawn(
     sim: Sim,
-    cluster_tag: String,
+    cluster_tags: Vec<String>,
     workload: kube::Client,
     period: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            if let Err(error) = sync(&workload, &phoned_home(&sim, &cluster_tag)).await {
-                tracing::warn!(%error, cluster = %cluster_tag, "node agent");
+            let wanted = cluster_tags.iter().flat_map(|t| phoned_home(&sim, t));
+            if let Err(error) = sync(&workload, &wanted.collect()).await {
+                tracing::warn!(%error, clusters = ?cluster_tags, "node agent");
             }
             tokio::time::sleep(period).await;
         }

@@ -4,7 +4,7 @@
 use crate::api::{FailureDomain, MetalStackCluster, MetalStackMachine, MetalStackMachineTemplate};
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::controllers::allocation::RackMachines;
-use crate::ownership::{CLUSTER_ID, cluster_id};
+use crate::ownership::cluster_tag;
 use crate::reconciler::{Context, Result};
 use kube::ResourceExt;
 use metal_api::Catalog;
@@ -46,7 +46,7 @@ pub(super) async fn observe(
         machines: &catalog.machines,
         partition: &msc.spec.partition,
     };
-    let tag = format!("{CLUSTER_ID}={}", cluster_id(&ns, &msc.name_any()));
+    let tag = cluster_tag(&ns, &msc.name_any());
     Ok(Some(racks.failure_domains(&sizes, &tag)))
 }
 

@@ -9,8 +9,8 @@ use crate::api::{
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster};
 use crate::networks;
 use crate::ownership::{
-    CLUSTER_ID, OwnerKind, allocated_by_capms, cluster_id, has_owner_tags, identity_of, owner_tags,
-    retired_machines,
+    OwnerKind, allocated_by_capms, cluster_id, cluster_tag, has_owner_tags, identity_of,
+    owner_tags, retired_machines,
 };
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
@@ -386,7 +386,7 @@ async fn retired_left(msc: &MetalStackCluster, ctx: &Context) -> Result<Vec<(Str
     }
     let ns = msc.namespace().unwrap_or_default();
     let find = MachineFindRequest {
-        tags: vec![format!("{CLUSTER_ID}={}", cluster_id(&ns, &msc.name_any()))],
+        tags: vec![cluster_tag(&ns, &msc.name_any())],
         ..Default::default()
     };
     let metal = ctx.metal_of(msc).await?;

@@ -3,7 +3,7 @@
 
 use super::PURPOSE_CONTROL_PLANE;
 use crate::api::MetalStackCluster;
-use crate::ownership::{OwnerKind, cluster_id, owner_marks_of, owner_tags};
+use crate::ownership::{OwnerKind, cluster_id, cluster_tag, owner_marks_of, owner_tags};
 use kube::ResourceExt;
 use metal_api::tags::CLUSTER_ID;
 use metal_api::types::{IpAllocateRequest, NetworkAllocateRequest};
@@ -35,7 +35,7 @@ pub(crate) fn ip_request(
     let name = msc.name_any();
     let mut tags = owner_tags(&owner_marks_of(OwnerKind::Cluster, msc));
     tags.push(PURPOSE_CONTROL_PLANE.into());
-    tags.push(format!("{CLUSTER_ID}={}", cluster_id(&ns, &name)));
+    tags.push(cluster_tag(&ns, &name));
     IpAllocateRequest {
         networkid: network.to_owned(),
         projectid: msc.spec.project_id.clone(),

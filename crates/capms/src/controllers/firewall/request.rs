@@ -3,11 +3,10 @@
 
 use crate::api::{MetalStackCluster, MetalStackFirewall, Protocol};
 use crate::ownership::{
-    FIREWALL_DEPLOYMENT_LABEL, GO_PROVIDER_MANAGER, OwnerKind, cluster_id, firewall_identity,
+    FIREWALL_DEPLOYMENT_LABEL, GO_PROVIDER_MANAGER, OwnerKind, cluster_tag, firewall_identity,
     identity_of, owner_marks_of, owner_tags,
 };
 use kube::ResourceExt;
-use metal_api::tags::CLUSTER_ID;
 use metal_api::types::{
     AllocationNetwork, FirewallCreateRequest, FirewallEgressRule, FirewallIngressRule,
     FirewallRules, MachineAllocateRequest,
@@ -24,7 +23,7 @@ pub fn request(
     let ns = fw.namespace().unwrap_or_default();
     let name = fw.name_any();
     let mut tags = owner_tags(&owner_marks_of(OwnerKind::Firewall, fw));
-    tags.push(format!("{CLUSTER_ID}={}", cluster_id(&ns, &msc.name_any())));
+    tags.push(cluster_tag(&ns, &msc.name_any()));
     // A firewall deployment's firewall is tagged as the Go provider tags it, so that what its
     // users run beside it finds it, and capms finds it again the same way.
     let manager = match fw.labels().contains_key(FIREWALL_DEPLOYMENT_LABEL) {

@@ -3,9 +3,9 @@
 
 use super::PURPOSE;
 use crate::api::{MetalStackCluster, MetalStackMachine};
-use crate::ownership::{OwnerKind, cluster_id, identity_of, owner_marks_of, owner_tags};
+use crate::ownership::{OwnerKind, cluster_tag, identity_of, owner_marks_of, owner_tags};
 use kube::ResourceExt;
-use metal_api::tags::{CLUSTER_ID, HOSTNAME, ZONE};
+use metal_api::tags::{HOSTNAME, ZONE};
 use metal_api::types::{AllocationNetwork, MachineAllocateRequest};
 
 /// Everything a machine allocation is made of.
@@ -28,7 +28,7 @@ impl Order<'_> {
         let name = msm.name_any();
         let cluster = self.msc.name_any();
         let marks = owner_marks_of(OwnerKind::Machine, msm);
-        let cluster_tag = format!("{CLUSTER_ID}={}", cluster_id(&ns, &cluster));
+        let cluster_tag = cluster_tag(&ns, &cluster);
         let purpose = if self.control_plane {
             "control-plane"
         } else {
