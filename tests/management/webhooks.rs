@@ -129,18 +129,35 @@ impl Admission<'_> {
     /// its metal-api's catalog: a tenant's catalog is fetched when first needed, and on a loaded
     /// machine that may take longer than admission waits for it (admitting with a warning).
     fn wait_for_catalog_of(&self, name: &str, manifest: Value) {
+        self.wait_for_dry_run(
+            name,
+            manifest,
+            "the tenant's catalog served",
+            |ok, stderr| ok && !stderr.contains("could not be read"),
+        );
+    }
+
+    /// Waits until a server-side dry run of `manifest` is answered as `judged` (admitted?,
+    /// kubectl's stderr) says: `what`.
+    fn wait_for_dry_run(
+        &self,
+        name: &str,
+        manifest: Value,
+        what: &str,
+        judged: impl Fn(bool, &str) -> bool,
+    ) {
         let probe = write(self.dir, name, manifest);
         let deadline = std::time::Instant::now() + Duration::from_secs(180);
         loop {
             let args = ["apply", "--dry-run=server", "-n", self.ns, "-f"];
             let out = self.cp.kubectl_output(&args, std::slice::from_ref(&probe));
             let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-            if out.status.success() && !stderr.contains("could not be read") {
+            if judged(out.status.success(), &stderr) {
                 return;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "the tenant's catalog never served: {stderr}"
+                "never {what}: {stderr}"
             );
             // sleep-ok: the poll's interval while the tenant's catalog is fetched.
             std::thread::sleep(Duration::from_secs(1));
@@ -167,6 +184,7 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     let v2_tokens = [
         v2_sim.mint_capms_token(api_v2::PROJECT, None).await,
         v2_sim.mint_capms_token(api_v2::PROJECT, None).await,
+        v2_sim.mint_capms_token(api_v2::OTHER_PROJECT, None).await,
     ];
     let work = tempfile::tempdir().expect("temp dir");
     let user = format!("capms-{}", ns.name);

@@ -35,6 +35,26 @@ impl PublicParts {
     }
 }
 
+/// The parts of a catalog that a project's credentials see of the project: its networks
+/// (and, through API v2, the base networks it may use) and its machines. Through API v2 every
+/// token of one project reads them alike.
+#[derive(Debug, Default, Clone)]
+pub struct ProjectParts {
+    pub networks: Vec<Network>,
+    pub machines: Vec<MachineSummary>,
+}
+
+impl ProjectParts {
+    pub async fn fetch(client: &crate::Client) -> Result<ProjectParts, crate::Error> {
+        let all_machines = MachineFindRequest::default();
+        let (networks, machines) = tokio::try_join!(
+            client.networks(),
+            client.machine_find_as::<MachineSummary>(&all_machines),
+        )?;
+        Ok(ProjectParts { networks, machines })
+    }
+}
+
 impl Catalog {
     /// Everything, read at once.
     pub async fn fetch(client: &crate::Client) -> Result<Catalog, crate::Error> {
@@ -46,18 +66,19 @@ impl Catalog {
     /// What `client`'s credentials see of their own: projects, networks and machines; the
     /// public parts left empty.
     pub async fn fetch_own(client: &crate::Client) -> Result<Catalog, crate::Error> {
-        let all_machines = MachineFindRequest::default();
-        let (projects, networks, machines) = tokio::try_join!(
-            client.projects(),
-            client.networks(),
-            client.machine_find_as::<MachineSummary>(&all_machines),
-        )?;
-        Ok(Catalog {
+        let (projects, parts) = tokio::try_join!(client.projects(), ProjectParts::fetch(client))?;
+        Ok(Catalog::of_projects(projects, &parts))
+    }
+
+    /// The catalog of `projects` with `parts`' networks and machines; the public parts left
+    /// empty.
+    pub fn of_projects(projects: Vec<Project>, parts: &ProjectParts) -> Catalog {
+        Catalog {
             projects,
-            networks,
-            machines,
+            networks: parts.networks.clone(),
+            machines: parts.machines.clone(),
             ..Catalog::default()
-        })
+        }
     }
 
     /// This catalog with `public`'s partitions, sizes and images.

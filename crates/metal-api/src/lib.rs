@@ -18,7 +18,7 @@ mod tls;
 pub mod types;
 mod v2;
 
-pub use catalog::{Catalog, MachineSummary, PublicParts};
+pub use catalog::{Catalog, MachineSummary, ProjectParts, PublicParts};
 pub use client::{Auth, CallObserver, Client, Config};
 pub use error::Error;
 pub use provider_id::ProviderId;

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 /// The project of seed 000's inventory.
 pub(super) const PROJECT: &str = "00000000-0000-0000-0000-000000000000";
+/// A project whose tokens see nothing of `PROJECT`.
+pub(super) const OTHER_PROJECT: &str = "00000000-0000-0000-0000-000000000002";
 const TRY: &str = "/metalstack.api.v2.SizeImageConstraintService/Try";
 
 /// Seed 000's inventory whose size takes no Ubuntu before 22.04 (Ubuntu with cloud-init is
@@ -53,38 +55,54 @@ fn cluster(name: &str, secret: &str) -> Value {
         "spec": {"partition": "vagrant", "projectID": PROJECT, "credentialsRef": {"name": secret}}})
 }
 
-/// A second tenant of the same metal-apiserver: its catalog reads its own project, networks
-/// and machines with its own token, and shares the partitions, sizes and images the first
-/// tenant's catalog read.
-fn a_second_tenant_shares_the_public_parts(a: &Admission<'_>, sim: &RunningSim, token: &str) {
-    const PUBLIC: [&str; 3] = [
+/// A second tenant of the same metal-apiserver and project: its catalog proves with its own
+/// token that it is of the project, and shares the partitions, sizes and images, and the
+/// project's networks and machines, that the first tenant's catalog read. A token of another
+/// project is refused, and never handed what the first token read.
+fn a_second_tenant_shares_what_it_may_see(a: &Admission<'_>, sim: &RunningSim, tokens: [&str; 2]) {
+    const SHARED: [&str; 6] = [
         "/metalstack.api.v2.PartitionService/List",
         "/metalstack.api.v2.SizeService/List",
         "/metalstack.api.v2.ImageService/List",
+        "/metalstack.api.v2.NetworkService/List",
+        "/metalstack.api.v2.NetworkService/ListBaseNetworks",
+        "/metalstack.api.v2.MachineService/List",
     ];
     const OWN: &str = "/metalstack.api.v2.ProjectService/Get";
-    let public = || PUBLIC.map(|p| asked(sim, p));
-    let (public_before, own_before) = (public(), asked(sim, OWN));
+    let shared = || SHARED.map(|p| asked(sim, p));
+    let (shared_before, own_before) = (shared(), asked(sim, OWN));
     assert_eq!(
-        public_before,
-        [1, 1, 1],
+        shared_before, [1; 6],
         "the first tenant's catalog read them"
     );
-    a.admitted("v2-secret-b.json", secret("v2-tenant-b", sim, token));
+    a.admitted("v2-secret-b.json", secret("v2-tenant-b", sim, tokens[0]));
     a.wait_for_catalog_of("v2-probe-b.json", cluster("v2-b", "v2-tenant-b"));
-    assert!(asked(sim, OWN) > own_before, "read with the second token");
-    assert_eq!(public(), public_before, "read once for both tenants");
+    assert!(asked(sim, OWN) > own_before, "proved with the second token");
+    assert_eq!(shared(), shared_before, "read once for both tenants");
+
+    a.admitted("v2-secret-c.json", secret("v2-tenant-c", sim, tokens[1]));
+    let refused = |ok: bool, stderr: &str| {
+        !ok && stderr.contains("metal-api refused the credentials")
+            && stderr.contains("v2-tenant-c")
+    };
+    let probe = cluster("v2-c", "v2-tenant-c");
+    a.wait_for_dry_run(
+        "v2-probe-c.json",
+        probe,
+        "the foreign token refused",
+        refused,
+    );
 }
 
 pub(super) fn a_tenant_on_api_v2_is_refused_what_metal_apiserver_refuses(
     a: &Admission<'_>,
     sim: &RunningSim,
-    tokens: [&str; 2],
+    tokens: [&str; 3],
 ) {
     a.admitted("v2-secret.json", secret("v2-tenant", sim, tokens[0]));
     let cluster = cluster("v2-a", "v2-tenant");
     a.wait_for_catalog_of("v2-probe.json", cluster.clone());
-    a_second_tenant_shares_the_public_parts(a, sim, tokens[1]);
+    a_second_tenant_shares_what_it_may_see(a, sim, [tokens[1], tokens[2]]);
     a.admitted("v2-cluster.json", cluster);
     a.cp.apply(&write(a.dir, "v2-capi-cluster.json", json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "v2-a", "namespace": a.ns},
         "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MetalStackCluster", "name": "v2-a"}}})));

@@ -4,7 +4,7 @@
 
 use super::public_parts::SharedRead;
 use super::size_images::{Verdict, Verdicts, verdict_of};
-use metal_api::{Catalog, PublicParts};
+use metal_api::{Catalog, ProjectParts, PublicParts};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,8 @@ struct Snapshot {
     fetched: Instant,
     /// When the read of its public parts began.
     public_read: Instant,
+    /// When the read of its project's parts began, when they are shared.
+    project_read: Option<Instant>,
 }
 
 /// Why there is no catalog to check against.
@@ -45,18 +47,23 @@ pub struct CatalogCache {
     trying: tokio::sync::Mutex<()>,
     /// The public parts, shared with the catalogs of other credentials for the same metal-api.
     public: Arc<SharedRead<PublicParts>>,
+    /// Through API v2, the project's networks and machines, shared with the catalogs of the
+    /// project's other tokens.
+    project: Option<Arc<SharedRead<ProjectParts>>>,
 }
 
 impl CatalogCache {
     /// The catalog that `client` reads, refreshed every `period` (by its owner).
     pub fn new(client: metal_api::Client, period: Duration) -> Arc<CatalogCache> {
-        Self::sharing(client, SharedRead::new(period))
+        Self::sharing(client, SharedRead::new(period), None)
     }
 
-    /// The catalog that `client` reads, its public parts shared through `public`.
+    /// The catalog that `client` reads, its public parts shared through `public` and, when
+    /// given, its project's parts through `project`.
     pub(crate) fn sharing(
         client: metal_api::Client,
         public: Arc<SharedRead<PublicParts>>,
+        project: Option<Arc<SharedRead<ProjectParts>>>,
     ) -> Arc<CatalogCache> {
         Arc::new(CatalogCache {
             client: RwLock::new(client),
@@ -69,6 +76,7 @@ impl CatalogCache {
             verdicts: Verdicts::default(),
             trying: tokio::sync::Mutex::new(()),
             public,
+            project,
         })
     }
 
@@ -81,6 +89,13 @@ impl CatalogCache {
     pub(crate) fn base_url(&self) -> url::Url {
         let client = self.client.read().unwrap_or_else(|p| p.into_inner());
         client.base_url().clone()
+    }
+
+    /// Whether `client` reads what this catalog holds: the same metal-api and, through API v2,
+    /// the same project (rotated credentials, not other ones).
+    pub(crate) fn read_alike_by(&self, client: &metal_api::Client) -> bool {
+        let own = self.client.read().unwrap_or_else(|p| p.into_inner());
+        own.base_url() == client.base_url() && own.v2_project() == client.v2_project()
     }
 
     /// Whether this catalog is read through API v2.
@@ -103,6 +118,7 @@ impl CatalogCache {
             catalog: Arc::new(catalog),
             fetched: now,
             public_read: now,
+            project_read: None,
         });
         cache
     }
@@ -112,10 +128,11 @@ impl CatalogCache {
         s.as_ref().map(|s| (s.catalog.clone(), s.fetched))
     }
 
-    /// When the read of the held snapshot's public parts began.
-    fn public_read(&self) -> Option<Instant> {
+    /// When the reads of the held snapshot's public and (when shared) project parts began.
+    fn shared_reads(&self) -> (Option<Instant>, Option<Instant>) {
         let s = self.snapshot.read().unwrap_or_else(|p| p.into_inner());
-        s.as_ref().map(|s| s.public_read)
+        let s = s.as_ref();
+        (s.map(|s| s.public_read), s.and_then(|s| s.project_read))
     }
 
     /// Fetches a new snapshot unless one newer than `newer_than` arrives while waiting.
@@ -129,15 +146,20 @@ impl CatalogCache {
         {
             return Ok(catalog);
         }
-        // Public parts no older than the catalog's refresh period; when asked for a snapshot
-        // newer than the held one, newer than its public parts too (read again unless another
-        // catalog of this metal-api read them since).
-        let young = self.public.young_after();
-        let public_after = match (newer_than, self.public_read()) {
+        // Shared parts no older than the catalog's refresh period; when asked for a snapshot
+        // newer than the held one, newer than its shared parts too (read again unless another
+        // catalog read them since).
+        let after = |young: Instant, held: Option<Instant>| match (newer_than, held) {
             (Some(_), Some(held)) => held.max(young),
             _ => young,
         };
-        self.fetch(public_after).await
+        let (public_read, project_read) = self.shared_reads();
+        let public_after = after(self.public.young_after(), public_read);
+        let project_after = self
+            .project
+            .as_ref()
+            .map(|p| after(p.young_after(), project_read));
+        self.fetch(public_after, project_after).await
     }
 
     /// The first snapshot: the one a refresh in flight brings, or a fresh one.
@@ -146,30 +168,56 @@ impl CatalogCache {
         if let Some((catalog, _)) = self.current() {
             return Ok(catalog);
         }
-        self.fetch(self.public.young_after()).await
+        let project_after = self.project.as_ref().map(|p| p.young_after());
+        self.fetch(self.public.young_after(), project_after).await
     }
 
-    /// Fetches a snapshot, its public parts as read after `public_after`; the caller holds
-    /// `refreshing`.
-    async fn fetch(&self, public_after: Instant) -> Result<Arc<Catalog>, metal_api::Error> {
+    /// Fetches a snapshot, its public parts as read after `public_after` and its shared project
+    /// parts as read after `project_after`; the caller holds `refreshing`.
+    async fn fetch(
+        &self,
+        public_after: Instant,
+        project_after: Option<Instant>,
+    ) -> Result<Arc<Catalog>, metal_api::Error> {
         let started = Instant::now();
         let client = self
             .client
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let ((public, public_read), own) = tokio::try_join!(
+        let ((public, public_read), (own, project_read)) = tokio::try_join!(
             self.public.get(public_after, PublicParts::fetch(&client)),
-            Catalog::fetch_own(&client)
+            self.fetch_own(&client, project_after)
         )?;
         let catalog = Arc::new(own.with_public(&public));
+        let oldest = project_read.map_or(public_read, |p| p.min(public_read));
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Some(Snapshot {
             catalog: catalog.clone(),
-            fetched: started.min(public_read),
+            fetched: started.min(oldest),
             public_read,
+            project_read,
         });
         self.refreshed.send_replace(Some(catalog.clone()));
         Ok(catalog)
+    }
+
+    /// What `client`'s credentials see of their own, and when the read of the project's shared
+    /// parts began. A token proves it is of the project with its own call, beside the shared
+    /// read (which may be another token's): a token that cannot see the project is refused and
+    /// is never handed what another token read.
+    async fn fetch_own(
+        &self,
+        client: &metal_api::Client,
+        project_after: Option<Instant>,
+    ) -> Result<(Catalog, Option<Instant>), metal_api::Error> {
+        let (Some(shared), Some(after)) = (&self.project, project_after) else {
+            return Ok((Catalog::fetch_own(client).await?, None));
+        };
+        let (projects, (parts, read)) = tokio::try_join!(
+            client.projects(),
+            shared.get(after, ProjectParts::fetch(client))
+        )?;
+        Ok((Catalog::of_projects(projects, &parts), Some(read)))
     }
 
     /// Yields on every refresh that changes what `part` takes of the catalog (the first refresh
@@ -328,5 +376,36 @@ impl CatalogCache {
                 tokio::time::sleep(period).await;
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A project token as metal-apiserver issues them (only its claims are read here).
+    const TOKEN: &str = "e30.eyJpYXQiOjAsImV4cCI6NDEwMjQ0NDgwMH0.sig";
+
+    fn client(url: &str, project: Option<&str>) -> metal_api::Client {
+        let url = url.parse().expect("a URL");
+        let mut config = metal_api::Config::new(url, metal_api::Auth::Bearer(TOKEN.into()));
+        config.v2_project = project.map(str::to_owned);
+        metal_api::Client::new(config).expect("a client")
+    }
+
+    #[test]
+    fn credentials_read_alike_only_for_the_same_metal_api_and_project() {
+        let (a, b) = ("http://127.0.0.1:1/", "http://127.0.0.2:1/");
+        let cache = CatalogCache::new(client(a, Some("p1")), Duration::from_secs(60));
+        assert!(
+            cache.read_alike_by(&client(a, Some("p1"))),
+            "a rotated token"
+        );
+        assert!(
+            !cache.read_alike_by(&client(a, Some("p2"))),
+            "another project"
+        );
+        assert!(!cache.read_alike_by(&client(b, Some("p1"))), "another URL");
+        assert!(!cache.read_alike_by(&client(a, None)), "v1's credentials");
     }
 }

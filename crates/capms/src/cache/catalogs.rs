@@ -5,7 +5,7 @@
 use super::catalog::CatalogCache;
 use super::credentials::{CredentialsError, MetalClients};
 use super::public_parts::SharedRead;
-use metal_api::PublicParts;
+use metal_api::{ProjectParts, PublicParts};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -22,6 +22,13 @@ struct Kept {
 /// A metal-api, as its public parts are shared: by URL and API version.
 type Api = (url::Url, bool);
 
+/// A project of a metal-apiserver, as its parts are shared among its tokens: by URL and
+/// project id.
+type ProjectOf = (url::Url, String);
+
+/// Reads shared by key while a catalog holds them.
+type Shared<K, T> = Mutex<HashMap<K, Weak<SharedRead<T>>>>;
+
 /// capms's own catalog and those of the credentials Secrets clusters name, by namespace and
 /// name.
 pub struct Catalogs {
@@ -31,7 +38,9 @@ pub struct Catalogs {
     period: Duration,
     kept: Mutex<HashMap<(String, String), Kept>>,
     /// The public parts of each metal-api that a catalog kept reaches.
-    public: Mutex<HashMap<Api, Weak<SharedRead<PublicParts>>>>,
+    public: Shared<Api, PublicParts>,
+    /// The parts of each API v2 project that a catalog kept reaches.
+    projects: Shared<ProjectOf, ProjectParts>,
 }
 
 impl Catalogs {
@@ -50,6 +59,7 @@ impl Catalogs {
             period,
             kept: Mutex::default(),
             public: Mutex::new(public),
+            projects: Mutex::default(),
         })
     }
 
@@ -91,8 +101,9 @@ impl Catalogs {
         let cache = {
             let mut kept = self.lock();
             match kept.get_mut(&key) {
-                // Rotated credentials for the same metal-api: the snapshot stays good.
-                Some(k) if k.cache.base_url() == *client.base_url() => {
+                // Rotated credentials for the same metal-api and project: the snapshot stays
+                // good.
+                Some(k) if k.cache.read_alike_by(&client) => {
                     k.cache.use_client(client);
                     k.used = Instant::now();
                     k.cache.clone()
@@ -100,7 +111,8 @@ impl Catalogs {
                 _ => {
                     kept.retain(|_, k| k.used.elapsed() < UNUSED);
                     let public = self.public_of(&client);
-                    let cache = CatalogCache::sharing(client, public);
+                    let project = self.project_of(&client);
+                    let cache = CatalogCache::sharing(client, public, project);
                     // Fetched at once, so that the request that made it rarely waits long.
                     let first = cache.clone();
                     tokio::spawn(async move { first.first().await });
@@ -122,21 +134,38 @@ impl Catalogs {
 
     /// The public parts shared by the catalogs of `client`'s metal-api.
     fn public_of(&self, client: &metal_api::Client) -> Arc<SharedRead<PublicParts>> {
-        let mut public = self.public.lock().unwrap_or_else(|p| p.into_inner());
-        public.retain(|_, shared| shared.strong_count() > 0);
         let api = (client.base_url().clone(), client.is_v2());
-        if let Some(shared) = public.get(&api).and_then(Weak::upgrade) {
-            return shared;
-        }
-        let shared = SharedRead::new(self.period);
-        public.insert(api, Arc::downgrade(&shared));
-        shared
+        shared_of(&self.public, api, self.period)
+    }
+
+    /// Through API v2, the parts shared by the catalogs of the tokens of `client`'s project;
+    /// None through v1, whose credentials are not scoped to one project.
+    fn project_of(&self, client: &metal_api::Client) -> Option<Arc<SharedRead<ProjectParts>>> {
+        let project = client.v2_project()?;
+        let key = (client.base_url().clone(), project.to_owned());
+        Some(shared_of(&self.projects, key, self.period))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Kept>> {
         // A panic elsewhere while the map was held leaves it whole: each entry is written at once.
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The read shared under `key`, made (its reads kept for `period`) when none is held.
+fn shared_of<K: Eq + std::hash::Hash, T>(
+    shared: &Shared<K, T>,
+    key: K,
+    period: Duration,
+) -> Arc<SharedRead<T>> {
+    let mut shared = shared.lock().unwrap_or_else(|p| p.into_inner());
+    shared.retain(|_, read| read.strong_count() > 0);
+    if let Some(read) = shared.get(&key).and_then(Weak::upgrade) {
+        return read;
+    }
+    let read = SharedRead::new(period);
+    shared.insert(key, Arc::downgrade(&read));
+    read
 }
 
 /// The credentials that judge what may serve the clusters in `named` (each the Secret a cluster

@@ -1,7 +1,8 @@
-//! The parts of a catalog that read alike whoever's credentials ask (partitions, sizes,
-//! images), read once for every catalog of the same metal-api: five clusters with a project
-//! token each on one metal-apiserver read them once when their catalogs are first made, not
-//! five times, and each token's own parts (project, networks, machines) beside them.
+//! The parts of a catalog that read alike whoever's credentials ask, read once for every
+//! catalog that shares them: partitions, sizes and images for every catalog of one metal-api;
+//! through API v2, a project's networks and machines for the catalogs of its tokens (each token
+//! still proving with its own call that it is of the project). Five clusters with a token each
+//! for one project read them once when their catalogs are first made, not five times.
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};

@@ -145,6 +145,11 @@ impl Client {
         self.v2.is_some()
     }
 
+    /// Through API v2, the project its token is for; None through v1.
+    pub fn v2_project(&self) -> Option<&str> {
+        self.v2.as_ref().map(|v2| v2.project.as_str())
+    }
+
     /// Through API v2, the share of the token's calls per minute still to be had (0 to 1); None
     /// through v1, which counts no calls.
     pub fn budget_left(&self) -> Option<f64> {
