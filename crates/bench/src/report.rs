@@ -358,11 +358,34 @@ impl Report {
     /// baseline.
     pub fn all_ready_times_alone_bound(&self) -> f64 {
         let p = &self.provisioning;
-        let lifecycle = p.lower_bound_seconds - p.last_machine_created_seconds;
         match &self.capi_alone {
-            Some(alone) => p.seconds_to_all_ready / (alone.last_owned_seconds + lifecycle),
+            Some(alone) => p.seconds_to_all_ready / (alone.last_owned_seconds + self.lifecycle()),
             None => f64::NAN,
         }
+    }
+
+    /// Cluster API's Machine status conflicts per worker to all ready, less those of its run
+    /// alone (which ends once every MetalStackMachine is owned); NaN without a baseline.
+    pub fn conflicts_over_alone(&self) -> f64 {
+        match &self.capi_alone {
+            Some(alone) => {
+                self.apiserver.machine_status_conflicts_per_worker
+                    - alone.apiserver.machine_status_conflicts_per_worker
+            }
+            None => f64::NAN,
+        }
+    }
+
+    /// A worker's allocated → ready at p90, less the simulated lifecycle.
+    pub fn allocated_to_ready_beyond_lifecycle(&self) -> f64 {
+        let latency = &self.provisioning.worker_latency;
+        latency.allocated_to_ready_s.p90 - self.lifecycle()
+    }
+
+    /// The simulated lifecycle of a machine: its phases' steps, as the lower bound counts them.
+    fn lifecycle(&self) -> f64 {
+        let p = &self.provisioning;
+        p.lower_bound_seconds - p.last_machine_created_seconds
     }
 }
 
