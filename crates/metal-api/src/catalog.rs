@@ -67,16 +67,16 @@ impl Catalog {
     /// public parts left empty.
     pub async fn fetch_own(client: &crate::Client) -> Result<Catalog, crate::Error> {
         let (projects, parts) = tokio::try_join!(client.projects(), ProjectParts::fetch(client))?;
-        Ok(Catalog::of_projects(projects, &parts))
+        Ok(Catalog::of_projects(projects, parts))
     }
 
     /// The catalog of `projects` with `parts`' networks and machines; the public parts left
     /// empty.
-    pub fn of_projects(projects: Vec<Project>, parts: &ProjectParts) -> Catalog {
+    pub fn of_projects(projects: Vec<Project>, parts: ProjectParts) -> Catalog {
         Catalog {
             projects,
-            networks: parts.networks.clone(),
-            machines: parts.machines.clone(),
+            networks: parts.networks,
+            machines: parts.machines,
             ..Catalog::default()
         }
     }

@@ -217,7 +217,7 @@ impl CatalogCache {
             client.projects(),
             shared.get(after, ProjectParts::fetch(client))
         )?;
-        Ok((Catalog::of_projects(projects, &parts), Some(read)))
+        Ok((Catalog::of_projects(projects, (*parts).clone()), Some(read)))
     }
 
     /// Yields on every refresh that changes what `part` takes of the catalog (the first refresh
