@@ -34,7 +34,10 @@ pub(super) async fn cluster_of(msm: &MetalStackMachine, ctx: &Context) -> Result
     Ok(machine.map(|m| m.spec.cluster_name))
 }
 
-/// The machines the MetalStackCluster of Cluster `cluster` records as retired.
+/// The machines the MetalStackCluster of Cluster `cluster` records as retired, read from the
+/// apiserver, not the watch cache: a record written just before the deletion (a remediation
+/// giving up, then its Machine deleted) may not have reached the cache yet, and a retired
+/// machine freed cannot be had back.
 async fn retired_of(ctx: &Context, ns: &str, cluster: Option<&str>) -> Result<BTreeSet<String>> {
     let Some(cluster) = cluster else {
         return Ok(BTreeSet::new());
@@ -43,7 +46,11 @@ async fn retired_of(ctx: &Context, ns: &str, cluster: Option<&str>) -> Result<BT
     let Some(name) = cluster.as_ref().and_then(Cluster::metal_stack_cluster) else {
         return Ok(BTreeSet::new());
     };
-    let msc = ctx.get::<MetalStackCluster>(ns, name).await?;
+    let msc = ctx
+        .api::<MetalStackCluster>(ns)
+        .get_opt(name)
+        .await
+        .during(|| format!("reading the retired machines of MetalStackCluster {ns}/{name}"))?;
     Ok(msc.map(|msc| retired_machines(&msc)).unwrap_or_default())
 }
 
@@ -69,6 +76,9 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
         let owned = owned.await?;
         // A retired machine stays allocated: its cluster frees it, or the orphan sweep once an
         // operator took it off the record.
+        if owned.is_empty() {
+            return Ok(Observed::Deleting(Some(owned)));
+        }
         let retired = retired_of(ctx, &ns, cluster.as_deref()).await?;
         let owned = owned.into_iter().filter(|id| !retired.contains(id));
         return Ok(Observed::Deleting(Some(owned.collect())));
