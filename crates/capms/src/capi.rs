@@ -1,6 +1,7 @@
 //! The parts of Cluster API's core types (v1beta2) capms reads. Unknown fields are ignored, so
 //! these stay valid as Cluster API adds fields.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
@@ -94,13 +95,50 @@ pub struct MachineSpec {
     pub failure_domain: Option<String>,
 }
 
-/// What capms reads of a Machine's status: its conditions (v1beta2), among them `NodeReady`
-/// and `HealthCheckSucceeded`.
+/// What capms reads of a Machine's status: the v1beta2 conditions it acts on ([`READ_CONDITIONS`]).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineStatus {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "read_conditions"
+    )]
+    pub conditions: Vec<Condition>,
+}
+
+/// The Machine conditions capms reads; the others are dropped as a Machine is decoded. Cluster
+/// API sets about ten per Machine, most of a Machine's size in the watch cache, which holds every
+/// Machine of every cluster (about 3 KB each at 1,000 workers).
+const READ_CONDITIONS: [&str; 2] = [NODE_READY, OWNER_REMEDIATED];
+
+/// Decodes a Machine's conditions, keeping those of [`READ_CONDITIONS`]; `null` is none.
+fn read_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Condition>, D::Error> {
+    struct Kept(Vec<Condition>);
+    impl<'de> Deserialize<'de> for Kept {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_seq(KeptVisitor)
+        }
+    }
+    struct KeptVisitor;
+    impl<'de> serde::de::Visitor<'de> for KeptVisitor {
+        type Value = Kept;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of conditions")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Kept, A::Error> {
+            let mut kept = Vec::new();
+            while let Some(c) = seq.next_element::<Condition>()? {
+                if READ_CONDITIONS.contains(&c.type_.as_str()) {
+                    kept.push(c);
+                }
+            }
+            Ok(Kept(kept))
+        }
+    }
+    Ok(Option::<Kept>::deserialize(d)?
+        .map(|k| k.0)
+        .unwrap_or_default())
 }
 
 /// A Machine's condition: its Node is Ready.
@@ -217,10 +255,7 @@ pub struct KubeadmControlPlaneStatus {
 
 impl Machine {
     /// The Machine's v1beta2 condition of `type_`, if set.
-    pub fn condition(
-        &self,
-        type_: &str,
-    ) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
         let status = self.status.as_ref()?;
         status.conditions.iter().find(|c| c.type_ == type_)
     }
@@ -246,5 +281,51 @@ impl Machine {
             .as_ref()
             .filter(|r| r.kind == "MetalStackMachine")
             .map(|r| r.name.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn condition(type_: &str) -> serde_json::Value {
+        serde_json::json!({"type": type_, "status": "False", "reason": "Waiting",
+            "message": "a message", "lastTransitionTime": "2026-12-06T20:00:00Z"})
+    }
+
+    #[test]
+    fn a_machine_keeps_only_the_conditions_capms_reads() {
+        let all = [
+            "Available",
+            "Ready",
+            NODE_READY,
+            "BootstrapConfigReady",
+            OWNER_REMEDIATED,
+            "InfrastructureReady",
+        ];
+        let status = serde_json::json!({
+            "conditions": all.map(condition), "phase": "Running"
+        });
+        let status: MachineStatus = serde_json::from_value(status).expect("decodes");
+        let kept: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(kept, [NODE_READY, OWNER_REMEDIATED]);
+        assert_eq!(status.conditions[0].message, "a message");
+    }
+
+    #[test]
+    fn a_machine_without_conditions_has_none() {
+        for status in [
+            serde_json::json!({}),
+            serde_json::json!({"conditions": null}),
+        ] {
+            let status: MachineStatus = serde_json::from_value(status).expect("decodes");
+            assert!(status.conditions.is_empty());
+        }
+        let wrong = serde_json::json!({"conditions": "Ready"});
+        let error = serde_json::from_value::<MachineStatus>(wrong).expect_err("refused");
+        assert!(
+            error.to_string().contains("a list of conditions"),
+            "{error}"
+        );
     }
 }
