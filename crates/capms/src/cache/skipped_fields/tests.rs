@@ -13,7 +13,12 @@ const MACHINE: &str = r#"{
         "resourceVersion": "7"
     },
     "spec": {"clusterName": "prod", "bootstrap": {"dataSecretName": "w-0-bootstrap"}},
-    "status": {"phase": "Provisioning"}
+    "status": {"phase": "Provisioning", "conditions": [
+        {"type": "Ready", "status": "False", "reason": "NotReady",
+            "lastTransitionTime": "2026-12-06T20:00:00Z"},
+        {"type": "NodeReady", "status": "Unknown", "reason": "Waiting",
+            "lastTransitionTime": "2026-12-06T20:00:00Z"}
+    ]}
 }"#;
 
 #[test]
@@ -23,6 +28,10 @@ fn decodes_as_the_kind_does_without_managed_fields() {
         serde_json::from_str(MACHINE).expect("without");
     assert!(full.metadata.managed_fields.is_some());
     assert_eq!(lean.metadata.managed_fields, None);
+    // Of the conditions, the watch keeps those capms reads (`capi::READ_CONDITIONS`).
+    let conditions = lean.status.as_ref().map(|s| s.conditions.len());
+    assert_eq!(conditions, Some(1));
+    assert!(lean.condition("NodeReady").is_some());
     let mut expected = full.clone();
     expected.metadata.managed_fields = None;
     assert_eq!(
