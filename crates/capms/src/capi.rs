@@ -114,31 +114,13 @@ const READ_CONDITIONS: [&str; 2] = [NODE_READY, OWNER_REMEDIATED];
 
 /// Decodes a Machine's conditions, keeping those of [`READ_CONDITIONS`]; `null` is none.
 fn read_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Condition>, D::Error> {
-    struct Kept(Vec<Condition>);
-    impl<'de> Deserialize<'de> for Kept {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_seq(KeptVisitor)
-        }
-    }
-    struct KeptVisitor;
-    impl<'de> serde::de::Visitor<'de> for KeptVisitor {
-        type Value = Kept;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a list of conditions")
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Kept, A::Error> {
-            let mut kept = Vec::new();
-            while let Some(c) = seq.next_element::<Condition>()? {
-                if READ_CONDITIONS.contains(&c.type_.as_str()) {
-                    kept.push(c);
-                }
-            }
-            Ok(Kept(kept))
-        }
-    }
-    Ok(Option::<Kept>::deserialize(d)?
-        .map(|k| k.0)
-        .unwrap_or_default())
+    use serde::de::Error as _;
+    let conditions = Option::<Vec<Condition>>::deserialize(d)
+        .map_err(|e| D::Error::custom(format!("a list of conditions: {e}")))?;
+    let mut conditions = conditions.unwrap_or_default();
+    conditions.retain(|c| READ_CONDITIONS.contains(&c.type_.as_str()));
+    conditions.shrink_to_fit();
+    Ok(conditions)
 }
 
 /// A Machine's condition: its Node is Ready.
