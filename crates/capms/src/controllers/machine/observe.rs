@@ -35,9 +35,10 @@ pub(super) async fn cluster_of(msm: &MetalStackMachine, ctx: &Context) -> Result
 }
 
 /// The machines the MetalStackCluster of Cluster `cluster` records as retired, read from the
-/// apiserver, not the watch cache: a record written just before the deletion (a remediation
-/// giving up, then its Machine deleted) may not have reached the cache yet, and a retired
-/// machine freed cannot be had back.
+/// apiserver, not the watch cache: a record written just before the deletion may not have
+/// reached the cache yet, and a retired machine freed cannot be had back. (A remediation gives
+/// its Machine up only once its cache shows the record; a Machine deleted for another reason
+/// while the record is written, or a record written by hand, does not wait.)
 async fn retired_of(ctx: &Context, ns: &str, cluster: Option<&str>) -> Result<BTreeSet<String>> {
     let Some(cluster) = cluster else {
         return Ok(BTreeSet::new());
@@ -74,11 +75,11 @@ pub async fn observe(msm: &MetalStackMachine, ctx: &Context) -> Result<Observed>
         let metal = ctx.metal_in(&ns, cluster.as_deref()).await?;
         let owned = allocation::owned(ctx, &metal, &marks, listing.as_ref(), named.as_deref());
         let owned = owned.await?;
-        // A retired machine stays allocated: its cluster frees it, or the orphan sweep once an
-        // operator took it off the record.
         if owned.is_empty() {
             return Ok(Observed::Deleting(Some(owned)));
         }
+        // A retired machine stays allocated: its cluster frees it, or the orphan sweep once an
+        // operator took it off the record.
         let retired = retired_of(ctx, &ns, cluster.as_deref()).await?;
         let owned = owned.into_iter().filter(|id| !retired.contains(id));
         return Ok(Observed::Deleting(Some(owned.collect())));
