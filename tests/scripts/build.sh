@@ -17,6 +17,11 @@ cd "$go_dir/k8s"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 CAPI_VERSION=${CAPI_VERSION:-v1.13.6}
 cache=${CAPMS_CACHE:-$HOME/.cache/capms}
+# One build at a time per cache: a second caller (a test binary, `make test` while CI's early
+# start still builds) waits for the first, then finds what it built.
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
 
 progress() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 

@@ -4,14 +4,17 @@ They are taken below the kernel's ephemeral range (32768 and up), which the kern
 for port 0 and for every outgoing connection: there, a port found free could be taken by
 another connection before the component bound it. See free_port in crates/test-support/src/lib.rs.
 """
+import os
 import random
 import socket
 import sys
 
 wanted = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+# Test binaries run side by side are given ranges of their own (port_range in test-support).
+low, high = (int(p) for p in os.environ.get("CAPMS_TEST_PORTS", "20000-32000").split("-"))
 found = []
 while len(found) < wanted:
-    port = random.randrange(20000, 32000)
+    port = random.randrange(low, high)
     if port in found:
         continue
     with socket.socket() as s:

@@ -345,17 +345,37 @@ impl Drop for TestNamespace {
 /// ephemeral range (32768 and up), which the kernel hands out for `:0` and for every outgoing
 /// connection: there, a port found free could be taken by another connection before the
 /// process bound it (a Cluster API manager once failed with "address already in use"). This
-/// process never hands out a port twice.
+/// process never hands out a port twice; test binaries running at once are given ranges of
+/// their own ([`port_range`]).
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let range = port_range();
     let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
     loop {
-        let port = rand::random_range(20_000..32_000);
+        let port = rand::random_range(range.clone());
         if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             given.insert(port);
             return port;
         }
+    }
+}
+
+/// The ports [`free_port`] (and `tests/scripts/free_ports.py`) take: `CAPMS_TEST_PORTS`
+/// (`LOW-HIGH`, high exclusive) when set, so that test binaries run side by side
+/// (`tests/scripts/run-tests.sh`) never pick the same port; else 20000-32000. Both ends must
+/// lie below the kernel's ephemeral range.
+pub fn port_range() -> std::ops::Range<u16> {
+    const DEFAULT: std::ops::Range<u16> = 20_000..32_000;
+    let Ok(set) = std::env::var("CAPMS_TEST_PORTS") else {
+        return DEFAULT;
+    };
+    let parsed = set
+        .split_once('-')
+        .and_then(|(low, high)| Some((low.parse().ok()?, high.parse().ok()?)));
+    match parsed {
+        Some((low, high)) if low < high && high <= DEFAULT.end => low..high,
+        _ => panic!("CAPMS_TEST_PORTS={set:?}: expected LOW-HIGH with LOW < HIGH <= 32000"),
     }
 }
 
