@@ -5,6 +5,32 @@
 //! ([`credentials`]).
 //! Controllers and webhooks both read here; neither imports the other.
 
+/// The half of `Resource` a wrapper around a resource `$inner` takes from it (its kind, group,
+/// version and plural); the wrapper adds `meta` and `meta_mut`. Defined before the modules
+/// that wrap resources, so that they see it.
+macro_rules! resource_type_of {
+    ($inner:ident) => {
+        type DynamicType = $inner::DynamicType;
+        type Scope = $inner::Scope;
+
+        fn kind(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+            $inner::kind(dt)
+        }
+        fn group(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+            $inner::group(dt)
+        }
+        fn version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+            $inner::version(dt)
+        }
+        fn api_version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+            $inner::api_version(dt)
+        }
+        fn plural(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+            $inner::plural(dt)
+        }
+    };
+}
+
 pub mod catalog;
 pub mod catalogs;
 pub mod credentials;
