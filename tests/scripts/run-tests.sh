@@ -8,23 +8,30 @@
 # Both lanes mostly wait on Cluster API's queues and the simulated lifecycle rather than on the
 # two cores, so running them side by side saves most of the shorter one's time.
 # Each lane picks its ports from a range of its own (CAPMS_TEST_PORTS). The Go binaries are
-# built (only what is missing) while cargo builds the tests. Exit status: 1 when a lane failed.
+# built (only what is missing) while cargo builds the tests, and the lanes start without
+# waiting for them: a test that needs them waits for tests/scripts/build.sh's lock, and the
+# suites that do not (quick_suites) run meanwhile. Exit status: 1 when a lane failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 cargo=${CARGO:-cargo}
 workload_suites=(kubeadm clusterctl_move)
 lane_1_suites=("${workload_suites[@]}" management e2e)
+quick_suites=(layers api fuzz reconcile)
 logs=target/test-lanes
 mkdir -p "$logs"
 stamp() { printf '[run-tests %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+set -m
 bash tests/scripts/build.sh >/dev/null &
 binaries=$!
-stamp "building the tests (and the Go binaries beside them)"
-$cargo test --workspace --locked --no-run || { kill "$binaries" 2>/dev/null; exit 1; }
-wait "$binaries" || { echo "tests/scripts/build.sh failed" >&2; exit 1; }
+set +m
+trap 'kill -- "-$binaries" 2>/dev/null' EXIT
+stamp "building the tests and the workspace's binaries (and the Go binaries beside them)"
+# The binaries too (the benchmark's, the simulator's): the tests and the benchmark build them
+# with the same features (test-support's workspace_binary), so the lanes compile nothing.
+$cargo test --workspace --locked --no-run && $cargo build --workspace --locked --bins || exit 1
 
-# Every test target of the workspace but lane 1's, as `--test NAME` arguments.
+# Every test target of the workspace but lane 1's and the quick ones, as `--test NAME`.
 # shellcheck disable=SC2207
 lane_2_suites=($($cargo metadata --locked --no-deps --format-version 1 | python3 -c '
 import json, sys
@@ -33,7 +40,7 @@ for package in json.load(sys.stdin)["packages"]:
     for target in package["targets"]:
         if "test" in target["kind"] and target["name"] not in skip:
             print("--test", target["name"])
-' "${lane_1_suites[@]}"))
+' "${lane_1_suites[@]}" "${quick_suites[@]}"))
 
 lane_1() {
   local suites=()
@@ -44,9 +51,12 @@ lane_1() {
 lane_2() {
   local failed=0
   export CAPMS_TEST_PORTS=26000-32000
-  $cargo test --workspace --locked --no-fail-fast --lib --bins "${lane_2_suites[@]}" || failed=1
+  local quick=()
+  for suite in "${quick_suites[@]}"; do quick+=(--test "$suite"); done
+  $cargo test --workspace --locked --no-fail-fast --lib --bins "${quick[@]}" || failed=1
+  $cargo test --workspace --locked --no-fail-fast "${lane_2_suites[@]}" || failed=1
   $cargo test --workspace --locked --no-fail-fast --doc || failed=1
-  CAPMS_APISERVER_AUDIT=1 $cargo run --locked --quiet -p capms-bench -- --out target/bench-tiny ||
+  CAPMS_APISERVER_AUDIT=1 "${CARGO_TARGET_DIR:-target}/debug/capms-bench" --out target/bench-tiny ||
     failed=1
   return "$failed"
 }
@@ -61,13 +71,16 @@ set -m
 ) &
 lane_1_pid=$!
 set +m
-trap 'kill -- "-$lane_1_pid" 2>/dev/null' EXIT
+trap 'kill -- "-$lane_1_pid" "-$binaries" 2>/dev/null' EXIT
 stamp "lane 2: everything else"
 lane_2
 lane_2_status=$?
 stamp "lane 2 done (status $lane_2_status); waiting for lane 1"
 wait "$lane_1_pid"
 lane_1_status=$?
-trap - EXIT
 stamp "lane 1 done (status $lane_1_status)"
-[ "$lane_1_status" -eq 0 ] && [ "$lane_2_status" -eq 0 ]
+wait "$binaries"
+binaries_status=$?
+trap - EXIT
+[ "$binaries_status" -eq 0 ] || echo "tests/scripts/build.sh failed (status $binaries_status)" >&2
+[ "$lane_1_status" -eq 0 ] && [ "$lane_2_status" -eq 0 ] && [ "$binaries_status" -eq 0 ]

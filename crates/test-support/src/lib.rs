@@ -36,8 +36,25 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     if !built.iter().any(|b| b == name) {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(repo_root())
-            .args(["build", "--locked", "--quiet", "--bin", name]);
+        // The whole workspace's features, as `cargo test --workspace` built this binary already:
+        // the default members alone unify fewer features, and would build it all again.
+        cmd.current_dir(repo_root()).args([
+            "build",
+            "--locked",
+            "--quiet",
+            "--workspace",
+            "--bin",
+            name,
+        ]);
+        // What cargo set for the program asking (its package's name, version and manifest)
+        // would read as changed inputs of the build scripts that track those variables (ring's,
+        // through cc): each build from a test or the benchmark would rebuild them and
+        // everything above them, and the next build from a shell again.
+        for (key, _) in std::env::vars_os() {
+            if key.to_str().is_some_and(set_by_cargo_for_its_package) {
+                cmd.env_remove(key);
+            }
+        }
         if release {
             cmd.arg("--release");
         }
@@ -50,6 +67,19 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     target
         .join(if release { "release" } else { "debug" })
         .join(name)
+}
+
+/// Is `var` one that cargo sets for a package's program it runs (not for cargo itself)?
+fn set_by_cargo_for_its_package(var: &str) -> bool {
+    const PREFIXES: [&str; 3] = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_"];
+    const NAMES: [&str; 5] = [
+        "CARGO_CRATE_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+    ];
+    PREFIXES.iter().any(|p| var.starts_with(p)) || NAMES.contains(&var)
 }
 
 /// Paths of the binaries `tests/scripts/build.sh` built (building what is missing).
@@ -341,44 +371,6 @@ impl Drop for TestNamespace {
     }
 }
 
-/// A free TCP port on 127.0.0.1, for a process the test starts. It is taken below the kernel's
-/// ephemeral range (32768 and up), which the kernel hands out for `:0` and for every outgoing
-/// connection: there, a port found free could be taken by another connection before the
-/// process bound it (a Cluster API manager once failed with "address already in use"). This
-/// process never hands out a port twice; test binaries running at once are given ranges of
-/// their own ([`port_range`]).
-pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let range = port_range();
-    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
-    loop {
-        let port = rand::random_range(range.clone());
-        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            given.insert(port);
-            return port;
-        }
-    }
-}
-
-/// The ports [`free_port`] (and `tests/scripts/free_ports.py`) take: `CAPMS_TEST_PORTS`
-/// (`LOW-HIGH`, high exclusive) when set, so that test binaries run side by side
-/// (`tests/scripts/run-tests.sh`) never pick the same port; else 20000-32000. Both ends must
-/// lie below the kernel's ephemeral range.
-pub fn port_range() -> std::ops::Range<u16> {
-    const DEFAULT: std::ops::Range<u16> = 20_000..32_000;
-    let Ok(set) = std::env::var("CAPMS_TEST_PORTS") else {
-        return DEFAULT;
-    };
-    let parsed = set
-        .split_once('-')
-        .and_then(|(low, high)| Some((low.parse().ok()?, high.parse().ok()?)));
-    match parsed {
-        Some((low, high)) if low < high && high <= DEFAULT.end => low..high,
-        _ => panic!("CAPMS_TEST_PORTS={set:?}: expected LOW-HIGH with LOW < HIGH <= 32000"),
-    }
-}
-
 /// Polls `check` until it returns Some, for `timeout` but at least [`LOADED_MACHINE_WAIT`].
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where
@@ -439,6 +431,7 @@ mod go_provider;
 mod kube_faults;
 mod manager;
 pub mod mock_apiserver;
+mod ports;
 mod process;
 pub mod protos;
 mod registration;
@@ -448,6 +441,33 @@ pub use kube_faults::ConflictingWrites;
 pub use manager::{
     CapiManager, CapmsManager, KubeadmProviders, ManagerOn, Managers, spawn_core_manager,
 };
+pub use ports::free_port;
 pub use process::ChildProcess;
 pub use registration::{shipped_cluster_role, user_binding};
 pub use sim::RunningSim;
+
+#[cfg(test)]
+mod tests {
+    use super::set_by_cargo_for_its_package;
+
+    #[test]
+    fn a_workspace_build_from_a_test_forgets_what_cargo_set_for_the_test_s_package() {
+        for set in [
+            "CARGO_PKG_NAME",
+            "CARGO_MANIFEST_DIR",
+            "CARGO_CRATE_NAME",
+            "OUT_DIR",
+        ] {
+            assert!(set_by_cargo_for_its_package(set), "{set}");
+        }
+        for kept in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_INCREMENTAL",
+            "PATH",
+        ] {
+            assert!(!set_by_cargo_for_its_package(kept), "{kept}");
+        }
+    }
+}
