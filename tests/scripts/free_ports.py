@@ -2,7 +2,7 @@
 
 They are taken below the kernel's ephemeral range (32768 and up), which the kernel hands out
 for port 0 and for every outgoing connection: there, a port found free could be taken by
-another connection before the component bound it. See free_port in crates/test-support/src/lib.rs.
+another connection before the component bound it. See free_port in crates/test-support/src/ports.rs.
 """
 import os
 import random
@@ -10,7 +10,7 @@ import socket
 import sys
 
 wanted = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-# Test binaries run side by side are given ranges of their own (port_range in test-support).
+# Test binaries run side by side are given ranges of their own (port_range in ports.rs).
 low, high = (int(p) for p in os.environ.get("CAPMS_TEST_PORTS", "20000-32000").split("-"))
 found = []
 while len(found) < wanted:
