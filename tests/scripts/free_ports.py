@@ -10,8 +10,15 @@ import socket
 import sys
 
 wanted = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-# Test binaries run side by side are given ranges of their own (port_range in ports.rs).
-low, high = (int(p) for p in os.environ.get("CAPMS_TEST_PORTS", "20000-32000").split("-"))
+# Test binaries run side by side are given ranges of their own (port_range in ports.rs, whose
+# rule this follows).
+setting = os.environ.get("CAPMS_TEST_PORTS", "20000-32000")
+try:
+    low, high = (int(p) for p in setting.split("-"))
+except ValueError:
+    low = high = 0
+if not 20000 <= low < high <= 32000:
+    sys.exit(f"CAPMS_TEST_PORTS={setting!r}: expected LOW-HIGH within 20000-32000, LOW < HIGH")
 found = []
 while len(found) < wanted:
     port = random.randrange(low, high)

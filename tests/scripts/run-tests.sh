@@ -50,7 +50,7 @@ lane_1() {
 
 lane_2() {
   local failed=0
-  export CAPMS_TEST_PORTS=26000-32000
+  local -x CAPMS_TEST_PORTS=26000-32000
   local quick=()
   for suite in "${quick_suites[@]}"; do quick+=(--test "$suite"); done
   $cargo test --workspace --locked --no-fail-fast --lib --bins "${quick[@]}" || failed=1
