@@ -180,7 +180,7 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     let cp = ControlPlane::shared();
     let ns = cp.namespace("webhooks").await;
     let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
-    let tenant_sim = RunningSim::start(Inventory::seed000(), "/metal").await;
+    let tenant_sim = RunningSim::start(api_v2::constrained_inventory(), "/metal").await;
     let v2_sim = RunningSim::start(api_v2::constrained_inventory(), "/metal").await;
     let v2_tokens = [
         v2_sim.mint_capms_token(api_v2::PROJECT, None).await,
@@ -200,7 +200,7 @@ async fn kubectl_apply_fails_at_once_with_field_and_valid_choices() {
     go_provider_objects_are_checked_in_their_own_field_names(&admission);
     good_objects_are_admitted_and_defaulted(&admission);
     credentials::credentials_are_a_secret_of_the_namespace_of_the_right_shape(&admission);
-    credentials::a_tenant_is_judged_by_its_own_metal_api(&admission, &tenant_sim.url);
+    credentials::a_tenant_is_judged_by_its_own_metal_api(&admission, &tenant_sim);
     let v2_tokens = v2_tokens
         .each_ref()
         .map(|t| t["secret"].as_str().expect("a token"));

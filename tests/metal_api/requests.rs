@@ -57,6 +57,7 @@ fn base_body(template: &str, network: &str) -> Option<Value> {
         "/v1/partition/capacity" => json!({"projectid": PROJECT}),
         "/v1/image/find" => json!({"features": ["machine"]}),
         "/v1/project/find" => json!({"id": PROJECT}),
+        "/v1/size-image-constraint/try" => json!({"size": "v1-small-x86", "image": "debian-13"}),
         "/v1/network/find" => json!({"partitionid": PARTITION}),
         "/v1/network/allocate" => {
             json!({"projectid": PROJECT, "partitionid": PARTITION, "name": "variant"})
@@ -325,6 +326,16 @@ async fn master_data_networks_and_ips(client: &metal_api::Client, mode: Fill) {
     must(mode, "images", client.images().await);
     must(mode, "image", client.image("i").await);
     must(mode, "image latest", client.image_latest("i").await);
+    must(
+        mode,
+        "size image constraints",
+        client.size_image_constraints().await,
+    );
+    must(
+        mode,
+        "size image try",
+        client.try_size_image("s", "i").await,
+    );
     must(mode, "projects", client.projects().await);
     must(mode, "project", client.project("p").await);
     must(mode, "networks", client.networks().await);

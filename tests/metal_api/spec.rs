@@ -8,8 +8,8 @@ mod power;
 use crate::support;
 use capms_test_support::contract;
 
-use contract::{Anonymous, Caller, EDIT, Forged, Spec, VIEW, normalise};
-use metal_sim::inventory::Inventory;
+use contract::{ADMIN, Anonymous, Caller, EDIT, Forged, Spec, VIEW, normalise};
+use metal_sim::inventory::{Inventory, SizeImageConstraintSpec};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -130,6 +130,71 @@ async fn masterdata(c: &mut Caller<'_>) {
     );
     let find = json!({"id": PROJECT});
     c.expect(200, VIEW, "POST", "/v1/project/find", &[], Some(find))
+        .await;
+    size_image_constraints(c).await;
+}
+
+/// The lab whose size takes capms's Ubuntu from Kubernetes 1.34 only.
+fn constrained_lab() -> Inventory {
+    let mut inventory = Inventory::default_lab();
+    inventory
+        .sizeimageconstraints
+        .push(SizeImageConstraintSpec {
+            id: SIZE.into(),
+            images: [("capms-ubuntu".to_owned(), ">= 1.34".to_owned())].into(),
+        });
+    inventory
+}
+
+/// Anyone reads the constraints; only metal-api's admins may try a pair.
+async fn size_image_constraints(c: &mut Caller<'_>) {
+    const ONE: &str = "/v1/size-image-constraint/{id}";
+    const TRY: &str = "/v1/size-image-constraint/try";
+    let all = c
+        .call(VIEW, "GET", "/v1/size-image-constraint", &[], None)
+        .await;
+    assert_eq!(
+        all.body[0]["constraints"]["images"]["capms-ubuntu"],
+        json!(">= 1.34")
+    );
+    c.expect(200, VIEW, "GET", ONE, &[SIZE], None).await;
+    c.expect(404, VIEW, "GET", ONE, &["no-such-size"], None)
+        .await;
+    let pair = |size: &str, image: &str| Some(json!({"size": size, "image": image}));
+    c.expect(200, ADMIN, "POST", TRY, &[], pair(SIZE, "debian-13"))
+        .await;
+    c.expect(
+        200,
+        ADMIN,
+        "POST",
+        TRY,
+        &[],
+        pair(SIZE, "capms-ubuntu-1.34"),
+    )
+    .await;
+    let refused = c
+        .call(ADMIN, "POST", TRY, &[], pair(SIZE, "capms-ubuntu-1.33"))
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    let violation = "does violate image constraint:capms-ubuntu >=1.34";
+    assert!(
+        refused.body.to_string().contains(violation),
+        "{}",
+        refused.body
+    );
+    c.expect(
+        404,
+        ADMIN,
+        "POST",
+        TRY,
+        &[],
+        pair("no-such-size", "debian-13"),
+    )
+    .await;
+    c.expect(404, ADMIN, "POST", TRY, &[], pair(SIZE, "gentoo-1"))
+        .await;
+    c.expect(400, ADMIN, "POST", TRY, &[], pair(SIZE, "")).await;
+    c.expect(403, EDIT, "POST", TRY, &[], pair(SIZE, "debian-13"))
         .await;
 }
 
@@ -410,7 +475,7 @@ async fn free_networks(c: &mut Caller<'_>, network: &str) {
 #[tokio::test]
 async fn every_answer_of_a_scenario_over_every_route_matches_the_spec() {
     let Some(spec) = Spec::load() else { return };
-    let sim = RunningSim::start(Inventory::default_lab(), "/metal").await;
+    let sim = RunningSim::start(constrained_lab(), "/metal").await;
     let mut c = Caller::new(&spec, &sim.url);
     masterdata(&mut c).await;
     let network = networks(&mut c).await;

@@ -1,6 +1,7 @@
-//! A snapshot of what metal-api knows that a spec can name: partitions, sizes, images,
-//! projects, networks and machines.
+//! A snapshot of what metal-api knows that a spec can name: partitions, sizes, images (and,
+//! through v1, the sizes' image constraints), projects, networks and machines.
 
+use crate::size_images::SizeImageConstraint;
 use crate::types::{Image, Machine, MachineFindRequest, Network, Partition, Project, Size};
 use serde::{Deserialize, Serialize};
 
@@ -9,28 +10,43 @@ pub struct Catalog {
     pub partitions: Vec<Partition>,
     pub sizes: Vec<Size>,
     pub images: Vec<Image>,
+    /// Through v1; API v2 is asked about one size and image at a time.
+    pub size_image_constraints: Vec<SizeImageConstraint>,
     pub projects: Vec<Project>,
     pub networks: Vec<Network>,
     pub machines: Vec<MachineSummary>,
 }
 
 /// The parts of a catalog that every client of one metal-api reads alike, whoever's
-/// credentials it holds: partitions, sizes and images (metal-apiserver lists them to any token).
+/// credentials it holds: partitions, sizes and images (metal-apiserver lists them to any token),
+/// and through v1 the sizes' image constraints.
 #[derive(Debug, Default, Clone)]
 pub struct PublicParts {
     pub partitions: Vec<Partition>,
     pub sizes: Vec<Size>,
     pub images: Vec<Image>,
+    pub size_image_constraints: Vec<SizeImageConstraint>,
 }
 
 impl PublicParts {
     pub async fn fetch(client: &crate::Client) -> Result<PublicParts, crate::Error> {
-        let (partitions, sizes, images) =
-            tokio::try_join!(client.partitions(), client.sizes(), client.images())?;
+        let constraints = async {
+            if client.is_v2() {
+                return Ok(Vec::new());
+            }
+            client.size_image_constraints().await
+        };
+        let (partitions, sizes, images, size_image_constraints) = tokio::try_join!(
+            client.partitions(),
+            client.sizes(),
+            client.images(),
+            constraints
+        )?;
         Ok(PublicParts {
             partitions,
             sizes,
             images,
+            size_image_constraints,
         })
     }
 }
@@ -81,12 +97,13 @@ impl Catalog {
         }
     }
 
-    /// This catalog with `public`'s partitions, sizes and images.
+    /// This catalog with `public`'s partitions, sizes, images and size image constraints.
     pub fn with_public(self, public: &PublicParts) -> Catalog {
         Catalog {
             partitions: public.partitions.clone(),
             sizes: public.sizes.clone(),
             images: public.images.clone(),
+            size_image_constraints: public.size_image_constraints.clone(),
             ..self
         }
     }

@@ -12,6 +12,7 @@ pub mod hmac;
 pub mod images;
 pub mod json;
 pub mod provider_id;
+pub mod size_images;
 pub mod table;
 pub mod tags;
 mod tls;

@@ -243,6 +243,7 @@ pub enum Signer {
 pub use Signer::{Anonymous, Forged, Lab};
 pub const VIEW: Signer = Lab(AuthType::View);
 pub const EDIT: Signer = Lab(AuthType::Edit);
+pub const ADMIN: Signer = Lab(AuthType::Admin);
 
 /// An answer: status and body, the error body unwrapped from metal-api's string encoding.
 pub struct Answer {

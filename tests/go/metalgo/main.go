@@ -25,6 +25,7 @@ import (
 	"github.com/metal-stack/metal-go/api/client/partition"
 	"github.com/metal-stack/metal-go/api/client/project"
 	"github.com/metal-stack/metal-go/api/client/size"
+	"github.com/metal-stack/metal-go/api/client/sizeimageconstraint"
 	"github.com/metal-stack/metal-go/api/client/user"
 	"github.com/metal-stack/metal-go/api/client/version"
 	"github.com/metal-stack/metal-go/api/models"
@@ -162,6 +163,14 @@ func (r *run) masterdata() {
 	r.check("size list", err)
 	_, err = r.c.Size().FindSize(size.NewFindSizeParams().WithID(r.s.size), nil)
 	r.check("size describe", err)
+
+	_, err = r.c.Sizeimageconstraint().ListSizeImageConstraints(sizeimageconstraint.NewListSizeImageConstraintsParams(), nil)
+	r.check("size image constraint list", err)
+	_, err = r.c.Sizeimageconstraint().FindSizeImageConstraint(sizeimageconstraint.NewFindSizeImageConstraintParams().WithID("no-such-size"), nil)
+	r.check("size image constraint describe unknown is 404", expectStatus(err, 404))
+	try := &models.V1SizeImageConstraintTryRequest{Size: &r.s.size, Image: &r.s.image}
+	_, err = r.c.Sizeimageconstraint().TrySizeImageConstraint(sizeimageconstraint.NewTrySizeImageConstraintParams().WithBody(try), nil)
+	r.check("size image constraint try is metal-api's admins' only", expectStatus(err, 403))
 
 	_, err = r.c.Image().ListImages(image.NewListImagesParams(), nil)
 	r.check("image list", err)

@@ -118,7 +118,7 @@ pub(super) fn a_tenant_on_api_v2_is_refused_what_metal_apiserver_refuses(
         "v2-template.json",
         of_cluster(template("v2-old-ubuntu", "ubuntu-20.04"), "v2-a"),
         &[
-            "spec.template.spec.image: metal-apiserver does not let machines of machine type \"v1-small-x86\" take image \"ubuntu-20.04\" (ubuntu-20.04.20201126)",
+            "spec.template.spec.image: metal-api does not let machines of machine type \"v1-small-x86\" take image \"ubuntu-20.04\" (ubuntu-20.04.20201126)",
             violation,
         ],
     );
@@ -127,10 +127,7 @@ pub(super) fn a_tenant_on_api_v2_is_refused_what_metal_apiserver_refuses(
         a.refused(
             &format!("{name}.json"),
             of_cluster(machine(name, spec("ubuntu-20.04")), "v2-a"),
-            &[
-                "spec.image: metal-apiserver does not let machines",
-                violation,
-            ],
+            &["spec.image: metal-api does not let machines", violation],
         );
     }
     assert_eq!(tries(sim), before + 1, "one Try for one pair");

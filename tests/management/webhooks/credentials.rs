@@ -2,6 +2,7 @@
 //! namespace of the right shape, and a tenant's objects are judged by its own metal-api.
 
 use super::{Admission, machine, write};
+use crate::support::RunningSim;
 use serde_json::{Value, json};
 
 /// spec.credentialsRef names a Secret of the cluster's own namespace (kubectl refuses another
@@ -53,10 +54,13 @@ pub(super) fn credentials_are_a_secret_of_the_namespace_of_the_right_shape(a: &A
 
 /// A cluster naming credentials, and its machines, are judged by the catalog of the metal-api
 /// those credentials reach, never by capms's own: what only capms's own metal-api has is
-/// refused naming the tenant's choices, what only the tenant's has is admitted unwarned. A newly
-/// named Secret whose key the tenant's metal-api refuses is refused; one that goes bad later
-/// admits the cluster's machines with a warning naming the Secret, never the key.
-pub(super) fn a_tenant_is_judged_by_its_own_metal_api(a: &Admission<'_>, tenant_url: &str) {
+/// refused naming the tenant's choices, what only the tenant's has is admitted unwarned, and so
+/// is what the tenant's size image constraints refuse (read with its catalog, v1's `try` being
+/// metal-api's admins' only). A newly named Secret whose key the tenant's metal-api refuses is
+/// refused; one that goes bad later admits the cluster's machines with a warning naming the
+/// Secret, never the key.
+pub(super) fn a_tenant_is_judged_by_its_own_metal_api(a: &Admission<'_>, tenant: &RunningSim) {
+    let tenant_url = &tenant.url;
     let secret = |name: &str, key: &str| {
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
                "stringData": {"url": tenant_url, "hmac": key}})
@@ -90,8 +94,31 @@ pub(super) fn a_tenant_is_judged_by_its_own_metal_api(a: &Admission<'_>, tenant_
         &["spec.image", "ubuntu-20.04"],
     );
     tenant_machine["spec"]["image"] = json!("ubuntu-20.04");
+    a.refused(
+        "tenant-machine.json",
+        tenant_machine.clone(),
+        &[
+            "spec.image: metal-api does not let machines of machine type \"v1-small-x86\" take image \"ubuntu-20.04\" (ubuntu-20.04.20201126)",
+            "does violate image constraint:ubuntu >=22.04",
+        ],
+    );
+    tenant_machine["spec"]["image"] = json!("ubuntu-cloud-init-20.04");
     let warnings = a.admitted("tenant-machine.json", tenant_machine);
     assert!(!warnings.contains("Warning"), "{warnings}");
+    let asked = |route: &str| {
+        let report = tenant.sim.stats().report();
+        let asked = report.requests.iter().filter(|r| r.route == route);
+        asked.map(|r| r.count).sum::<u64>()
+    };
+    assert!(
+        asked("/v1/size-image-constraint") >= 1,
+        "read with the catalog"
+    );
+    assert_eq!(
+        asked("/v1/size-image-constraint/try"),
+        0,
+        "never tried: v1's try is its admins' only"
+    );
     // A newly named Secret whose key that metal-api refuses: refused at once.
     let origin = format!("Secret {}/refused", a.ns);
     let refusal = format!("Wrong HMAC found (the credentials of {origin})");

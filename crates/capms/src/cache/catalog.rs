@@ -3,7 +3,7 @@
 //! admission request waits on a cold metal-api call.
 
 use super::public_parts::SharedRead;
-use super::size_images::{Verdict, Verdicts, verdict_of};
+use super::size_images::{Verdict, Verdicts, verdict_in, verdict_of};
 use metal_api::{Catalog, ProjectParts, PublicParts};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -333,16 +333,22 @@ impl CatalogCache {
         Ok(self.refreshed_after_miss(cached).await)
     }
 
-    /// Through API v2, whether metal-apiserver lets machines of `size` take the image `image`
-    /// (a full id): a verdict kept a while, or asked within `max_wait`. None through v1.
-    pub(crate) async fn size_takes_image(&self, size: &str, image: &str) -> Option<Verdict> {
+    /// Whether metal-api lets machines of `size` take the image `image` (a full id): through v1,
+    /// as `catalog`'s size image constraints say (v1 lets only its admins ask); through API v2,
+    /// a verdict kept a while, or asked within `max_wait`.
+    pub(crate) async fn size_takes_image(
+        &self,
+        catalog: &Catalog,
+        size: &str,
+        image: &str,
+    ) -> Verdict {
         let client = self
             .client
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         if !client.is_v2() {
-            return None;
+            return verdict_in(&catalog.size_image_constraints, size, image);
         }
         let ask = async {
             // One question at a time: machines of one pair, admitted together, wait for the
@@ -350,18 +356,18 @@ impl CatalogCache {
             let _turn = self.trying.lock().await;
             let now = Instant::now();
             if let Some(kept) = self.verdicts.kept(size, image, now) {
-                return Some(kept);
+                return kept;
             }
-            let verdict = verdict_of(client.try_size_image(size, image).await?);
+            let verdict = verdict_of(client.try_size_image(size, image).await);
             self.verdicts.keep(size, image, &verdict, now);
-            Some(verdict)
+            verdict
         };
         match tokio::time::timeout(self.max_wait, ask).await {
             Ok(verdict) => verdict,
-            Err(_) => Some(Verdict::Unknown(format!(
+            Err(_) => Verdict::Unknown(format!(
                 "metal-apiserver did not answer within {:?}",
                 self.max_wait
-            ))),
+            )),
         }
     }
 

@@ -1,8 +1,10 @@
-//! metal-apiserver's verdicts on pairs of a size and an image (its size image constraints,
-//! `SizeImageConstraintService/Try`), kept a while per catalog: machines of a pair asked about
-//! once cost no further call for five minutes. (Cluster API's replicas of a template are not
-//! sent to admission at all; their template was.)
+//! Verdicts on pairs of a size and an image (metal-api's size image constraints). Through v1
+//! they follow from the constraints the catalog reads whole. metal-apiserver's
+//! (`SizeImageConstraintService/Try`) are kept a while per catalog: machines of a pair asked
+//! about once cost no further call for five minutes. (Cluster API's replicas of a template are
+//! not sent to admission at all; their template was.)
 
+use metal_api::size_images::SizeImageConstraint;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -10,11 +12,11 @@ use std::time::{Duration, Instant};
 /// How long a verdict is kept: a constraint an operator changes is heeded after this.
 const KEPT: Duration = Duration::from_secs(300);
 
-/// What metal-apiserver says of machines of a size with an image.
+/// What metal-api says of machines of a size with an image.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {
     Allowed,
-    /// Refused, in metal-apiserver's words.
+    /// Refused, in metal-api's words.
     Refused(String),
     /// It could not be asked (why); nothing is kept.
     Unknown(String),
@@ -31,6 +33,17 @@ pub(crate) fn verdict_of(answer: Result<(), metal_api::Error>) -> Verdict {
             Verdict::Refused(e.to_string())
         }
         Err(e) => Verdict::Unknown(e.to_string()),
+    }
+}
+
+/// What `constraints` (metal-api's, read through v1) say of machines of `size` taking `image`
+/// (a full id): refused in metal-api's words when the size's range for the image's OS leaves the
+/// image out.
+pub(crate) fn verdict_in(constraints: &[SizeImageConstraint], size: &str, image: &str) -> Verdict {
+    let of_size = constraints.iter().find(|c| c.id == size);
+    match of_size.and_then(|c| c.refusal(image)) {
+        Some(refusal) => Verdict::Refused(refusal),
+        None => Verdict::Allowed,
     }
 }
 
@@ -92,6 +105,41 @@ mod tests {
                 "{status}: {verdict:?}"
             );
         }
+    }
+
+    #[test]
+    fn through_v1_the_size_s_range_for_the_image_s_os_judges_it() {
+        let constraint = |size: &str, os: &str, range: &str| SizeImageConstraint {
+            id: size.into(),
+            constraints: metal_api::size_images::SizeImageConstraintBase {
+                images: [(os.to_owned(), range.to_owned())].into(),
+            },
+            ..Default::default()
+        };
+        let constraints = [
+            constraint("small", "ubuntu", ">= 22.04"),
+            constraint("large", "debian", "< 12"),
+        ];
+        let verdict = |size: &str, image: &str| verdict_in(&constraints, size, image);
+        assert_eq!(
+            verdict("small", "ubuntu-20.04.20201126"),
+            Verdict::Refused(
+                "given size:small with image:ubuntu-20.04.20201126 does violate image constraint:ubuntu >=22.04".into()
+            )
+        );
+        assert_eq!(verdict("small", "ubuntu-24.04.20250101"), Verdict::Allowed);
+        assert_eq!(verdict("small", "debian-13.0"), Verdict::Allowed);
+        assert_eq!(verdict("large", "ubuntu-20.04.20201126"), Verdict::Allowed);
+        assert_eq!(verdict("large", "debian-11.0"), Verdict::Allowed);
+        assert!(matches!(
+            verdict("large", "debian-13.0"),
+            Verdict::Refused(_)
+        ));
+        assert_eq!(verdict("other", "debian-11.0"), Verdict::Allowed);
+        assert_eq!(
+            verdict_in(&[], "small", "ubuntu-20.04.20201126"),
+            Verdict::Allowed
+        );
     }
 
     #[test]

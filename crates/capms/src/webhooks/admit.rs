@@ -280,10 +280,11 @@ where
     }
 }
 
-/// Once the catalog admitted `allowed`, through API v2: does metal-apiserver let machines of
-/// `spec`'s machine type take its image (its size image constraints)? A refusal names the field
-/// `{path}.image` and metal-apiserver's words, which name the constraint; when it cannot be
-/// asked, the object is admitted with a warning (denied with `deny_when_metal_unreachable`).
+/// Once the catalog admitted `allowed`: does metal-api let machines of `spec`'s machine type
+/// take its image (its size image constraints)? A refusal names the field `{path}.image` and
+/// metal-api's words, which name the constraint. Through API v2, metal-apiserver is asked; when
+/// it cannot be, the object is admitted with a warning (denied with
+/// `deny_when_metal_unreachable`).
 pub(crate) async fn with_size_image_tried(
     state: &WebhookState,
     (namespace, secret): (&str, Option<&str>),
@@ -306,13 +307,16 @@ pub(crate) async fn with_size_image_tried(
         let path = format!("{path}.image");
         Err(Denial::Refused(vec![rules::FieldError { path, message }]))
     };
-    match cache.size_takes_image(&spec.machine_type, image).await {
-        None | Some(Verdict::Allowed) => Ok(allowed),
-        Some(Verdict::Refused(why)) => refused(format!(
-            "metal-apiserver does not let machines of machine type {:?} take image {:?} ({image}): {why}",
+    match cache
+        .size_takes_image(&catalog, &spec.machine_type, image)
+        .await
+    {
+        Verdict::Allowed => Ok(allowed),
+        Verdict::Refused(why) => refused(format!(
+            "metal-api does not let machines of machine type {:?} take image {:?} ({image}): {why}",
             spec.machine_type, spec.image
         )),
-        Some(Verdict::Unknown(why)) => {
+        Verdict::Unknown(why) => {
             let unasked = format!(
                 "metal-apiserver could not be asked whether machine type {:?} takes image {image} ({why})",
                 spec.machine_type

@@ -59,16 +59,36 @@ impl Client {
             .await
     }
 
-    /// Through API v2, whether metal-apiserver lets machines of `size` take `image` (its size
-    /// image constraints, `SizeImageConstraintService/Try`): Err naming the violated constraint
-    /// when it does not. None through v1, whose constraints are checked when a machine is
-    /// allocated.
-    pub async fn try_size_image(&self, size: &str, image: &str) -> Option<Result<(), Error>> {
-        let v2 = self.v2.as_ref()?;
-        Some(
-            self.via_v2("size_image_try", v2.try_size_image(size, image))
-                .await,
-        )
+    /// Through v1, every size's image constraints (`GET /v1/size-image-constraint`, which any
+    /// credentials may read). A metal-api that predates size image constraints answers 404: it
+    /// has none.
+    pub async fn size_image_constraints(
+        &self,
+    ) -> Result<Vec<crate::size_images::SizeImageConstraint>, Error> {
+        let path = "v1/size-image-constraint";
+        match self.list("size_image_constraint_list", path).await {
+            Err(Error::Api { status: 404, .. }) => Ok(Vec::new()),
+            listed => listed,
+        }
+    }
+
+    /// Whether metal-api lets machines of `size` take `image` (its size image constraints):
+    /// Err naming the violated constraint when it does not. Through v1 only metal-api's admins
+    /// may ask (`POST /v1/size-image-constraint/try`); through API v2 any project token
+    /// (`SizeImageConstraintService/Try`).
+    pub async fn try_size_image(&self, size: &str, image: &str) -> Result<(), Error> {
+        if let Some(v2) = &self.v2 {
+            return self
+                .via_v2("size_image_try", v2.try_size_image(size, image))
+                .await;
+        }
+        let request = crate::size_images::SizeImageConstraintTryRequest {
+            size: size.to_owned(),
+            image: image.to_owned(),
+        };
+        let path = "v1/size-image-constraint/try";
+        let _: serde::de::IgnoredAny = self.find("size_image_try", path, &request).await?;
+        Ok(())
     }
 
     /// The image a name resolves to under metal-api's version rules.

@@ -92,6 +92,34 @@ pub(super) async fn image_query(State(sim): S, Path(id): Path<String>) -> Respon
     ok(StatusCode::OK, &matching)
 }
 
+/// No role: metal-api lists size image constraints to anyone who passes the HMAC and tenant
+/// filters, as it lists sizes.
+pub(super) async fn size_image_constraints(State(sim): S) -> Response {
+    let state = sim.state();
+    let all: Vec<_> = state.size_image_constraints.values().cloned().collect();
+    ok(StatusCode::OK, &all)
+}
+
+pub(super) async fn size_image_constraint(State(sim): S, Path(id): Path<String>) -> Response {
+    respond(
+        StatusCode::OK,
+        sim.state().size_image_constraint(&id).cloned(),
+    )
+}
+
+/// Admin only, as metal-api guards it.
+pub(super) async fn size_image_try(
+    State(sim): S,
+    Extension(identity): Id,
+    body: Bytes,
+) -> Response {
+    let result = require(&identity, Role::Admin)
+        .and_then(|()| parse::<SizeImageConstraintTryRequest>(&body))
+        .and_then(|req| sim.state().size_image_try(&req.size, &req.image))
+        .map(|()| serde_json::json!({}));
+    respond(StatusCode::OK, result)
+}
+
 pub(super) async fn projects(State(sim): S, Extension(identity): Id) -> Response {
     // metal-api's spec says array: an empty list is [], which every client reads.
     let result = require(&identity, Role::Viewer)

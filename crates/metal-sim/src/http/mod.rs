@@ -22,6 +22,7 @@ use axum::routing::{MethodFilter, MethodRouter, get, on};
 use axum::{Extension, Router};
 use metal_api::error::encode_error_body;
 use metal_api::hmac::{self, AuthType};
+use metal_api::size_images::SizeImageConstraintTryRequest;
 use metal_api::types::*;
 use rand::Rng;
 use serde::{Serialize, de::DeserializeOwned};
@@ -64,13 +65,16 @@ impl Identity {
 enum Role {
     Viewer,
     Editor,
+    Admin,
 }
 
 impl Role {
     fn accepts(self, auth: Option<AuthType>) -> bool {
         matches!(
             (self, auth),
-            (Role::Viewer, Some(_)) | (Role::Editor, Some(AuthType::Edit | AuthType::Admin))
+            (Role::Viewer, Some(_))
+                | (Role::Editor, Some(AuthType::Edit | AuthType::Admin))
+                | (Role::Admin, Some(AuthType::Admin))
         )
     }
 
@@ -334,6 +338,9 @@ fn metal_api_routes() -> Vec<Route> {
         route(Get, "/v1/image/{id}", image),
         route(Get, "/v1/image/{id}/latest", image_latest),
         route(Get, "/v1/image/{id}/query", image_query),
+        route(Get, "/v1/size-image-constraint", size_image_constraints),
+        route(Post, "/v1/size-image-constraint/try", size_image_try),
+        route(Get, "/v1/size-image-constraint/{id}", size_image_constraint),
         route(Get, "/v1/project", projects),
         route(Post, "/v1/project/find", project_find),
         route(Get, "/v1/project/{id}", project),

@@ -166,6 +166,7 @@ impl State {
             partitions: self.partitions.values().cloned().collect(),
             sizes: self.sizes.values().cloned().collect(),
             images: self.images.values().cloned().collect(),
+            size_image_constraints: self.size_image_constraints.values().cloned().collect(),
             projects: self.projects.values().cloned().collect(),
             networks: self.network_list(),
             machines: self

@@ -113,8 +113,8 @@ pub struct State {
     vrfs: BTreeSet<u32>,
     asns: BTreeSet<u64>,
     pub faults: Faults,
-    /// Per size, per image OS, the versions its machines take.
-    pub size_image_constraints: BTreeMap<String, BTreeMap<String, size_images::VersionConstraint>>,
+    /// Per size, the versions of each image OS its machines take.
+    pub size_image_constraints: BTreeMap<String, metal_api::size_images::SizeImageConstraint>,
 }
 
 fn uuid() -> String {
