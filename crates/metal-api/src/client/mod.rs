@@ -59,6 +59,9 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// The connections to one metal-api kept open between calls.
+const IDLE_CONNECTIONS: usize = 4;
+
 impl Client {
     pub fn new(config: Config) -> Result<Client, Error> {
         let tls = crate::tls::client_config(config.ca_pem.as_deref()).map_err(Error::Config)?;
@@ -66,6 +69,9 @@ impl Client {
             .use_preconfigured_tls(tls)
             .timeout(config.timeout)
             .connect_timeout(config.timeout.min(Duration::from_secs(5)))
+            // Each idle connection keeps the block it last read a listing into (up to about
+            // 400 kB); a burst of calls opens more than the calls that follow it need.
+            .pool_max_idle_per_host(IDLE_CONNECTIONS)
             .user_agent(concat!("capms/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))?;
