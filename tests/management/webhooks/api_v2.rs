@@ -32,10 +32,10 @@ fn of_cluster(mut object: Value, cluster: &str) -> Value {
     object
 }
 
-/// How often metal-apiserver was asked `procedure`.
-fn asked(sim: &RunningSim, procedure: &str) -> u64 {
+/// How often the simulator was asked `route` (a v1 route's template or a v2 procedure).
+pub(super) fn asked(sim: &RunningSim, route: &str) -> u64 {
     let report = sim.sim.stats().report();
-    let asked = report.requests.iter().filter(|r| r.route == procedure);
+    let asked = report.requests.iter().filter(|r| r.route == route);
     asked.map(|r| r.count).sum()
 }
 

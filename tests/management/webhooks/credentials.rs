@@ -105,11 +105,7 @@ pub(super) fn a_tenant_is_judged_by_its_own_metal_api(a: &Admission<'_>, tenant:
     tenant_machine["spec"]["image"] = json!("ubuntu-cloud-init-20.04");
     let warnings = a.admitted("tenant-machine.json", tenant_machine);
     assert!(!warnings.contains("Warning"), "{warnings}");
-    let asked = |route: &str| {
-        let report = tenant.sim.stats().report();
-        let asked = report.requests.iter().filter(|r| r.route == route);
-        asked.map(|r| r.count).sum::<u64>()
-    };
+    let asked = |route: &str| super::api_v2::asked(tenant, route);
     assert!(
         asked("/v1/size-image-constraint") >= 1,
         "read with the catalog"
