@@ -82,7 +82,6 @@ impl Comparison {
 /// A constraint's groups of comparisons: one group must hold in full.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionConstraint {
-    text: String,
     groups: Vec<Vec<Comparison>>,
 }
 
@@ -116,10 +115,7 @@ impl VersionConstraint {
             terms.into_iter().collect()
         };
         let groups = text.split("||").map(group).collect::<Result<_, _>>()?;
-        Ok(VersionConstraint {
-            text: text.to_owned(),
-            groups,
-        })
+        Ok(VersionConstraint { groups })
     }
 
     pub fn allows(&self, version: Version) -> bool {
