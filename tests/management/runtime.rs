@@ -40,6 +40,7 @@ async fn the_manager_runs_in_process_and_stops_on_shutdown() {
         sync_period: capms::reconciler::DEFAULT_SYNC_PERIOD,
         firewall_rollout_deadline: capms::reconciler::DEFAULT_FIREWALL_ROLLOUT_DEADLINE,
         machine_set_wait: capms::reconciler::DEFAULT_MACHINE_SET_WAIT,
+        handoff_window: capms::reconciler::DEFAULT_HANDOFF_WINDOW,
         orphan_sweep_interval: Duration::from_secs(300),
         orphan_grace: Duration::from_secs(600),
         health_addr,

@@ -253,6 +253,7 @@ where
 mod catalog;
 mod credentials;
 mod gates;
+mod handoffs;
 mod listing;
 mod ownership;
 mod provisioning;

@@ -128,6 +128,13 @@ struct ManagerArgs {
     /// than ten times this from the replica's creation (0s: no wait).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     machine_set_wait: Duration,
+    /// How many machines capms has reported provisioned may wait at once for Cluster API's
+    /// Machine controller to take them up (copy their spec.providerID); the next wait,
+    /// unwritten, until it has, or for 10 s at most. Each handoff sets that controller to
+    /// several writes, which an apiserver short of CPU refuses as conflicts when many come at
+    /// once; a window spares it those, at the cost of reporting machines later (0: no window).
+    #[arg(long, default_value_t = capms::reconciler::DEFAULT_HANDOFF_WINDOW)]
+    handoff_window: u16,
     /// How often capms looks in metal-api for what it allocated for a MetalStackMachine,
     /// MetalStackFirewall or MetalStackCluster that is gone without it being freed, in the
     /// clusters it manages (neither paused nor being moved), and frees it once the owner has been
@@ -298,6 +305,7 @@ impl ManagerArgs {
             sync_period: self.sync_period,
             firewall_rollout_deadline: self.firewall_rollout_deadline,
             machine_set_wait: self.machine_set_wait,
+            handoff_window: self.handoff_window,
             orphan_sweep_interval: self.orphan_sweep_interval,
             orphan_grace: self.orphan_grace,
             health_addr: self.health_addr,

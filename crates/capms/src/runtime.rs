@@ -55,6 +55,8 @@ pub struct ManagerConfig {
     pub firewall_rollout_deadline: Duration,
     /// How long a new machine waits while its MachineSet creates its other replicas.
     pub machine_set_wait: Duration,
+    /// How many machines reported provisioned may wait for Cluster API at once.
+    pub handoff_window: u16,
     /// How often the orphan sweep looks (zero: never) and how long an owner must be gone.
     pub orphan_sweep_interval: Duration,
     pub orphan_grace: Duration,
@@ -139,6 +141,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
         sync_period: config.sync_period,
         firewall_rollout_deadline: config.firewall_rollout_deadline,
         machine_set_wait: config.machine_set_wait,
+        handoff_window: config.handoff_window,
         orphan_sweep: (config.orphan_sweep_interval, config.orphan_grace),
     };
     let ctx = Arc::new(Context::new(

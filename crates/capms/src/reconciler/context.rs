@@ -4,6 +4,7 @@
 
 use super::backoff::Backoff;
 use super::events::Events;
+use super::handoffs::Handoffs;
 use super::own_writes::OwnWrites;
 use super::{Result, error::During};
 use crate::api::MetalStackCluster;
@@ -30,6 +31,10 @@ pub const DEFAULT_FIREWALL_ROLLOUT_DEADLINE: Duration = Duration::from_secs(20 *
 /// provision, so a replica can well wait this long for its siblings.
 pub const DEFAULT_MACHINE_SET_WAIT: Duration = Duration::from_secs(60);
 
+/// No handoff window unless asked for: where the apiserver has CPU to spare, handing machines
+/// over as they phone home has Cluster API take them up soonest (`docs/benchmarks.md`).
+pub const DEFAULT_HANDOFF_WINDOW: u16 = 0;
+
 /// Settings every controller honours.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -47,6 +52,9 @@ pub struct Settings {
     /// How long a new MetalStackMachine waits, untouched, while its MachineSet is still
     /// creating its other replicas (zero: not at all).
     pub machine_set_wait: Duration,
+    /// How many machines capms has reported provisioned may wait at once for Cluster API to
+    /// take them up (zero: any number).
+    pub handoff_window: u16,
     /// How often the orphan sweep looks (zero: never), and how long an allocation's owner must
     /// have been gone before it frees it.
     pub orphan_sweep: (Duration, Duration),
@@ -61,6 +69,7 @@ impl Default for Settings {
             sync_period: DEFAULT_SYNC_PERIOD,
             firewall_rollout_deadline: DEFAULT_FIREWALL_ROLLOUT_DEADLINE,
             machine_set_wait: DEFAULT_MACHINE_SET_WAIT,
+            handoff_window: DEFAULT_HANDOFF_WINDOW,
             orphan_sweep: (Duration::ZERO, Duration::ZERO),
         }
     }
@@ -84,6 +93,8 @@ pub struct Context {
     pub backoff: Backoff,
     /// The metal-api catalogs admission reads too: capms's own and each credentials Secret's.
     pub catalogs: Arc<Catalogs>,
+    /// The machines reported provisioned that Cluster API has yet to take up.
+    pub handoffs: Arc<Handoffs>,
 }
 
 impl Context {
@@ -95,6 +106,7 @@ impl Context {
         catalogs: Arc<Catalogs>,
     ) -> Context {
         Context {
+            handoffs: Arc::new(Handoffs::new(settings.handoff_window.into())),
             events: Events::new(client.clone(), instance),
             metal: catalogs.clients().clone(),
             client,

@@ -14,13 +14,14 @@ mod driver;
 mod error;
 pub mod events;
 pub mod gates;
+pub mod handoffs;
 mod own_writes;
 pub mod queue;
 pub mod writes;
 
 pub use context::{
-    Context, DEFAULT_FIREWALL_ROLLOUT_DEADLINE, DEFAULT_MACHINE_SET_WAIT, DEFAULT_SYNC_PERIOD,
-    Settings,
+    Context, DEFAULT_FIREWALL_ROLLOUT_DEADLINE, DEFAULT_HANDOFF_WINDOW, DEFAULT_MACHINE_SET_WAIT,
+    DEFAULT_SYNC_PERIOD, Settings,
 };
 pub use driver::drive;
 pub use error::{Category, During, Error, Result};

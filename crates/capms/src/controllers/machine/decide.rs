@@ -16,6 +16,7 @@ use crate::controllers::allocation::{self, Found, Lost, Target, health_condition
 use crate::reconciler::clock::age;
 use crate::reconciler::conditions::{self, Conditions, Reason, Type};
 use crate::reconciler::gates::report_pause;
+use crate::reconciler::handoffs::{HANDOFF_TIMEOUT, Handoff};
 use crate::reconciler::{Decision, Error, Phase, Requeue};
 use kube::ResourceExt;
 use metal_api::ProviderId;
@@ -158,6 +159,7 @@ fn allocate(
         );
     }
     match &open.found {
+        Found::Ours(_) if open.handoff == Handoff::Waiting => return awaiting_handoff(msm),
         Found::Ours(m) => return allocated(msm, m, &partition, status),
         Found::Lost(lost) => return lost_machine(msm, lost, status),
         _ => {}
@@ -196,6 +198,19 @@ fn allocate(
         MachineStep::Allocate(Box::new(request)),
         status,
         Requeue::Now,
+    )
+}
+
+/// A machine that has phoned home, beyond the handoff window: the object stays as it is,
+/// unwritten (a write would wake Cluster API's Machine controller, which is what the window
+/// spares), until Cluster API takes up an earlier machine (which wakes it) or the window's
+/// timeout.
+fn awaiting_handoff(msm: &MetalStackMachine) -> MachineDecision {
+    let unwritten = msm.status.clone().unwrap_or_default();
+    Decision::new(
+        MachineStep::Nothing,
+        unwritten,
+        Requeue::After(HANDOFF_TIMEOUT),
     )
 }
 

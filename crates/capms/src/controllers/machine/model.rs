@@ -7,6 +7,7 @@ use crate::controllers::allocation::AllocationStep;
 use crate::controllers::allocation::Found;
 use crate::reconciler::Decision;
 use crate::reconciler::clock::elapsed;
+use crate::reconciler::handoffs::Handoff;
 use kube::ResourceExt;
 use metal_api::catalog::MachineSummary;
 use metal_api::types::MachineAllocateRequest;
@@ -111,6 +112,9 @@ pub struct MachineInputs {
     /// allocated (metal-api only, so it installs meanwhile) but the object stays unwritten until
     /// the wait ends.
     pub held: Option<Duration>,
+    /// Whether a machine that has phoned home may be reported provisioned now, or waits for
+    /// Cluster API to take up those handed over before it (see [`crate::reconciler::handoffs`]).
+    pub handoff: Handoff,
 }
 
 /// The steps a MetalStackMachine reconcile can take.

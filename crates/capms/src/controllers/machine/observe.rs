@@ -12,13 +12,16 @@ use crate::ownership::retired_machines;
 use crate::reconciler::gates::{
     capi_owner, deletion_hands_off, is_externally_managed, paused_reason,
 };
+use crate::reconciler::handoffs::Handoff;
 use crate::reconciler::writes::has_finalizer;
 use crate::reconciler::{Context, During, Result};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 use metal_api::catalog::MachineSummary;
-use metal_api::types::{MachineFindRequest, ROLE_MACHINE};
+use metal_api::types::{MachineFindRequest, MachineHealth, ROLE_MACHINE};
 use std::collections::BTreeSet;
+use std::time::Instant;
 
 /// The Cluster a MetalStackMachine belongs to: its cluster-name label (Cluster API sets it), else
 /// its Machine's, while the Machine is still there.
@@ -171,6 +174,7 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context, now: jiff::Timestamp) -> R
         Found::Nothing => bootstrap_data(ctx, &ns, &secret).await?,
         _ => None,
     };
+    let handoff = handoff(msm, ctx, &machine, &found, held.is_some());
     let rack_candidates = match (&found, &machine.spec.failure_domain) {
         (Found::Nothing, Some(_)) if msm.spec.provider_id.is_none() => {
             Some(rack_candidates(msm, ctx, &msc).await?)
@@ -185,7 +189,29 @@ async fn gate(msm: &MetalStackMachine, ctx: &Context, now: jiff::Timestamp) -> R
         user_data,
         rack_candidates,
         held,
+        handoff,
     })))
+}
+
+/// The object's place in the handoff window, asked for only when this reconcile may report its
+/// machine provisioned for the first time: capms's machine has phoned home, the object does not
+/// say ready yet, its MachineSet no longer holds it and Cluster API has not taken it up.
+fn handoff(
+    msm: &MetalStackMachine,
+    ctx: &Context,
+    machine: &CapiMachine,
+    found: &Found,
+    held: bool,
+) -> Handoff {
+    let phoned_home = matches!(found, Found::Ours(m) if m.health() == MachineHealth::Ready);
+    let ready = msm.status.as_ref().is_some_and(|s| s.ready);
+    if !phoned_home || ready || held || machine.spec.provider_id.is_some() {
+        return Handoff::Admitted;
+    }
+    let ns = msm.namespace().unwrap_or_default();
+    let key = ObjectRef::new(&msm.name_any()).within(&ns);
+    let machine = ObjectRef::new(&machine.name_any()).within(&ns);
+    ctx.handoffs.admit(&key, &machine, Instant::now())
 }
 
 /// The machines of the object's size in `partition`, as metal-api has them now: the one capms

@@ -14,12 +14,14 @@ use crate::controllers::Watches;
 use crate::controllers::watches::cluster_gates;
 use crate::ownership::OwnerKind;
 use crate::reconciler::Context;
+use crate::reconciler::handoffs::Handoffs;
 use crate::reconciler::queue::{counted, counted_own, counted_refs};
 use crate::reconciler::writes::has_finalizer;
 use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The MetalStackMachine controller, woken by everything above.
 pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStackMachine> {
@@ -28,6 +30,7 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
     let machines = watches.metal_stack_machines.store();
     let (clusters, of_cluster) = (watches.clusters.store(), machines.clone());
     let (capi_machines, of_set) = (watches.machines.store(), machines.clone());
+    let handoffs = ctx.handoffs.clone();
     Controller::for_shared_stream(counted_own(queues, own), machines.clone())
         .reconcile_on(counted_refs(
             queues,
@@ -45,6 +48,12 @@ pub fn controller(watches: &mut Watches, ctx: &Context) -> Controller<MetalStack
                 let ns = m.namespace().unwrap_or_default();
                 m.metal_stack_machine()
                     .map(|name| ObjectRef::<MetalStackMachine>::new(name).within(&ns))
+            }),
+        )
+        .watches_shared_stream(
+            watches.machines.follow_changes(taken_up),
+            counted(queues, move |m: Arc<Machine>| {
+                woken_by_uptake(&handoffs, &m)
             }),
         )
         .watches_shared_stream(
@@ -70,6 +79,26 @@ pub(crate) fn machine_facts(machine: &Machine) -> u64 {
         machine.is_control_plane(),
         machine.metal_stack_machine(),
     ))
+}
+
+/// The fingerprint of a Machine having taken up its infrastructure (copied its spec.providerID):
+/// that frees a place in the handoff window, which wakes the next MetalStackMachine waiting.
+pub(crate) fn taken_up(machine: &Machine) -> u64 {
+    fingerprint(&(&machine.metadata.uid, machine.spec.provider_id.is_some()))
+}
+
+/// The MetalStackMachines `machine` wakes through the handoff window: once it has taken up its
+/// infrastructure, the next waiting for the place it frees.
+pub fn woken_by_uptake(
+    handoffs: &Handoffs,
+    machine: &Machine,
+) -> Vec<ObjectRef<MetalStackMachine>> {
+    if machine.spec.provider_id.is_none() {
+        return Vec::new();
+    }
+    let ns = machine.namespace().unwrap_or_default();
+    let key = ObjectRef::new(&machine.name_any()).within(&ns);
+    handoffs.taken_up(&key, Instant::now())
 }
 
 /// The fingerprint of what a new replica waits for in its MachineSet: the end of its creating.

@@ -157,3 +157,31 @@ fn a_lost_machine_is_reported_never_replaced() {
         assert_eq!(condition(&d, Type::MachineAllocated).1, "MachineLost");
     }
 }
+
+#[test]
+fn a_machine_beyond_the_handoff_window_waits_unwritten_and_then_is_handed_over() {
+    let beyond = |found: Found, msm: &MetalStackMachine| {
+        let live = at_gate(MachineGate::Open(Box::new(MachineInputs {
+            handoff: Handoff::Waiting,
+            ..open(found)
+        })));
+        live_run(msm, live)
+    };
+    // Neither named nor reported ready: nothing written, looked at again by the window's
+    // timeout at the latest (a place freed wakes it sooner).
+    for obj in [msm(), named()] {
+        let d = beyond(ours(event::PHONED_HOME), &obj);
+        assert_eq!(d.step, MachineStep::Nothing);
+        assert_eq!(
+            d.status,
+            obj.status.clone().unwrap_or_default(),
+            "unwritten"
+        );
+        assert_eq!(requeue(&d), Requeue::After(HANDOFF_TIMEOUT));
+    }
+    // Given its place, it is named, then reported ready.
+    let d = live_run(&msm(), live(ours(event::PHONED_HOME)));
+    assert!(matches!(d.step, MachineStep::Record(_)), "{:?}", d.step);
+    let d = live_run(&named(), live(ours(event::PHONED_HOME)));
+    assert!(d.status.ready, "reported ready once admitted");
+}

@@ -14,6 +14,7 @@ use crate::controllers::allocation::Found;
 use crate::controllers::allocation::Lost;
 use crate::reconciler::Requeue;
 use crate::reconciler::conditions::Type;
+use crate::reconciler::handoffs::{HANDOFF_TIMEOUT, Handoff};
 use crate::reconciler::{Category, Error};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use metal_api::types::{
@@ -88,6 +89,7 @@ fn open(found: Found) -> MachineInputs {
         user_data: Some("#cloud-config\nhostname: node-1\n".into()),
         rack_candidates: None,
         held: None,
+        handoff: Handoff::Admitted,
     }
 }
 
