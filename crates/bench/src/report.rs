@@ -163,6 +163,8 @@ pub struct Provisioning {
     pub admission_calls: f64,
     /// MetalStackMachines without a Machine that capms never wrote to (Cluster API's).
     pub orphans_left_by_cluster_api: usize,
+    /// When Cluster API had taken the workers up, as seen at the end of the idle phase.
+    pub taken_up: TakenUp,
     /// (seconds, MetalStackMachines ready) at each readiness.
     pub ready_curve: Vec<(f64, usize)>,
     /// (seconds, MetalStackMachines created) at each creation.
@@ -246,8 +248,45 @@ impl Provisioning {
             queue_wait_mean_s: mean_queue_wait(capms),
             admission_calls: capms.total(ADMISSIONS),
             orphans_left_by_cluster_api: 0,
+            taken_up: TakenUp::default(),
             ready_curve: curve(workers.iter().filter_map(|t| t.ready).collect()),
             created_curve: curve(created),
+        }
+    }
+}
+
+/// Ready as Cluster API sees it: each worker's Machine having copied its spec.providerID, which
+/// capms reports first. capms's all ready says when it reported the last one; this says when
+/// Cluster API had taken them all up.
+#[derive(Serialize, Default)]
+pub struct TakenUp {
+    /// Workers (still there) whose Machine had taken them up by the end of the idle phase.
+    pub count: usize,
+    /// When the last of them was taken up; NaN unless every worker was.
+    pub last_seconds: f64,
+    pub ready_to_taken_up_s: Percentiles,
+}
+
+impl TakenUp {
+    pub fn of(seen: &Seen, workers: usize) -> TakenUp {
+        let present: Vec<_> = seen
+            .machines
+            .values()
+            .filter(|t| t.gone.is_none())
+            .collect();
+        let taken: Vec<f64> = present.iter().filter_map(|t| t.taken_up).collect();
+        let mut spans: Vec<f64> = present
+            .iter()
+            .filter_map(|t| Some(t.taken_up? - t.ready?))
+            .collect();
+        TakenUp {
+            count: taken.len(),
+            last_seconds: if taken.len() >= workers {
+                taken.iter().copied().fold(0.0, f64::max)
+            } else {
+                f64::NAN
+            },
+            ready_to_taken_up_s: Percentiles::of(&mut spans),
         }
     }
 }

@@ -5,7 +5,9 @@ use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
 use crate::audit::{self, ConflictCauses};
 use crate::kubelets::Kubelets;
 use crate::measure::{ApiserverScrape, Counters, CpuClock, ProcessUsage, Scrape};
-use crate::report::{ADMISSIONS, Deletion, Idle, KUBE_REQUESTS, Provisioning, Report, Size};
+use crate::report::{
+    ADMISSIONS, Deletion, Idle, KUBE_REQUESTS, Provisioning, Report, Size, TakenUp,
+};
 use crate::support::{
     CapiManager, CapmsManager, ControlPlane, ManagerOn, Managers, RunningSim, TestNamespace,
     repo_root,
@@ -228,11 +230,13 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     let scrape = Scrape::new(stack.capms.metrics_port);
     let timelines = Timelines::start(stack.ns.client.clone(), &stack.ns.name);
     let mut cpu = CpuClock::start(stack.capms.process.pid());
-    let (provisioning, apiserver_until_owned, apiserver) =
+    let (mut provisioning, apiserver_until_owned, apiserver) =
         provision_measured(args, &stack, &scrape, &timelines).await;
     cpu.phase("provisioning");
     let idle = idle(args, &stack, &scrape).await;
     cpu.phase("idle");
+    let seen = timelines.snapshot().resolved(|_| None);
+    provisioning.taken_up = TakenUp::of(&seen, args.clusters * args.workers);
     let admission = admission::run(args, &stack.capms, &stack.sim).await;
     cpu.phase("admission");
     let deletion = delete(args, &stack, &scrape, &timelines).await;

@@ -73,6 +73,17 @@ impl Report {
                 p.p50, p.p90, p.max
             );
         }
+        let up = &p.taken_up;
+        let _ = writeln!(
+            t,
+            "  taken up by CAPI       last {:.1} s ({} of {} workers by the end of idle); ready → taken up p50 {:.1} s  p90 {:.1} s  max {:.1} s",
+            up.last_seconds,
+            up.count,
+            s.clusters * s.workers_per_cluster,
+            up.ready_to_taken_up_s.p50,
+            up.ready_to_taken_up_s.p90,
+            up.ready_to_taken_up_s.max
+        );
     }
 
     /// Cluster API's pace and the apiserver's load, against the baseline when there is one.

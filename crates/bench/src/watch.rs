@@ -29,6 +29,9 @@ pub struct Timeline {
     /// When the allocated machine phoned home, as the simulator recorded it.
     pub phoned_home: Option<f64>,
     pub ready: Option<f64>,
+    /// When its Machine took the machine up (copied its spec.providerID): ready as Cluster API
+    /// sees it.
+    pub taken_up: Option<f64>,
     pub gone: Option<f64>,
     /// The owning Machine's name, once Cluster API named it.
     pub machine: Option<String>,
@@ -52,6 +55,8 @@ pub struct MachineSeen {
     pub machine_set: Option<String>,
     /// When it first named its bootstrap data Secret.
     pub bootstrap: Option<f64>,
+    /// When it first had a spec.providerID.
+    pub taken_up: Option<f64>,
 }
 
 /// What the benchmark saw of a MachineSet.
@@ -133,6 +138,7 @@ impl Seen {
                 continue;
             };
             t.bootstrap = machine.bootstrap;
+            t.taken_up = machine.taken_up;
             let set = machine.machine_set.as_deref();
             let released = set.and_then(|s| self.machine_sets.get(s)?.reported);
             t.released = released.map(|r| t.owned.map_or(r, |owned| r.max(owned)));
@@ -164,13 +170,13 @@ impl Seen {
     pub fn csv(&self) -> String {
         let cell = |t: Option<f64>| t.map_or(String::new(), |t| format!("{t:.3}"));
         let mut out = String::from(
-            "kind,name,created,owned,released,bootstrap,allocated,phoned_home,ready,gone,machine\n",
+            "kind,name,created,owned,released,bootstrap,allocated,phoned_home,ready,taken_up,gone,machine\n",
         );
         let kinds = [("machine", &self.machines), ("firewall", &self.firewalls)];
         for (kind, objects) in kinds {
             for (name, t) in objects {
                 out.push_str(&format!(
-                    "{kind},{name},{:.3},{},{},{},{},{},{},{},{}\n",
+                    "{kind},{name},{:.3},{},{},{},{},{},{},{},{},{}\n",
                     t.created,
                     cell(t.owned),
                     cell(t.released),
@@ -178,6 +184,7 @@ impl Seen {
                     cell(t.allocated),
                     cell(t.phoned_home),
                     cell(t.ready),
+                    cell(t.taken_up),
                     cell(t.gone),
                     t.machine.as_deref().unwrap_or_default()
                 ));
@@ -351,6 +358,9 @@ fn machine_milestones(seen: &mut Seen, machine: &Machine, gone: bool, now: f64) 
     let entry = seen.capi_machines.entry(machine.name_any()).or_default();
     if machine.spec.bootstrap.data_secret_name.is_some() {
         entry.bootstrap.get_or_insert(now);
+    }
+    if machine.spec.provider_id.is_some() {
+        entry.taken_up.get_or_insert(now);
     }
     let owners = machine.owner_references().iter();
     let mut set = owners.filter(|o| o.kind == "MachineSet").map(|o| &o.name);
