@@ -15,6 +15,9 @@ go_dir="$here/../go"
 # and their commands built.
 cd "$go_dir/k8s"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+# The binaries are stripped (-s -w), so the debug information the compiler would emit is thrown
+# away at link time; not emitting it saves about a tenth of a cold build.
+nodwarf=-gcflags=all=-dwarf=false
 CAPI_VERSION=${CAPI_VERSION:-v1.13.6}
 cache=${CAPMS_CACHE:-$HOME/.cache/capms}
 # One build at a time per cache: a second caller (a test binary, `make test` while CI's early
@@ -38,7 +41,7 @@ build_metalgo() {
     local start=$SECONDS
     mkdir -p "$(dirname "$out")"
     (cd "$src" && GONOSUMDB=github.com/metal-stack GOFLAGS=-mod=readonly \
-      go build -trimpath -ldflags "-s -w" -o "$out.partial" .)
+      go build -trimpath "$nodwarf" -ldflags "-s -w" -o "$out.partial" .)
     mv "$out.partial" "$out"
     progress "built metalgo-check in $((SECONDS - start)) s"
   fi
@@ -71,7 +74,7 @@ build_k8s() { # name package
   [ -x "$out" ] && return 0
   progress "building $1 $k8s_version (cold builds take several minutes)"
   local start=$SECONDS
-  go build -trimpath -pgo=off -tags selinux,notest -ldflags "$ldflags" -o "$out.partial" "$2"
+  go build -trimpath "$nodwarf" -pgo=off -tags selinux,notest -ldflags "$ldflags" -o "$out.partial" "$2"
   mv "$out.partial" "$out"
   progress "built $1 in $((SECONDS - start)) s"
 }
@@ -85,7 +88,7 @@ build_kubelet() {
   if [ ! -x "$out" ]; then
     progress "building the kubelet stand-in (k8s.io/cri-streaming from the Go module proxy)"
     mkdir -p "$(dirname "$out")"
-    (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out.partial" .)
+    (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath "$nodwarf" -ldflags "-s -w" -o "$out.partial" .)
     mv "$out.partial" "$out"
   fi
   kubelet_bin=$out
@@ -127,7 +130,7 @@ install_capi() { # name package
   progress "building $1 (Cluster API $CAPI_VERSION)"
   local start=$SECONDS tmp
   tmp=$(mktemp -d)
-  GOBIN="$tmp" GOFLAGS= go install -trimpath -ldflags "-s -w" "$2@$CAPI_VERSION"
+  GOBIN="$tmp" GOFLAGS= go install -trimpath "$nodwarf" -ldflags "-s -w" "$2@$CAPI_VERSION"
   mv "$tmp"/* "$out"
   rmdir "$tmp"
   progress "built $1 in $((SECONDS - start)) s"
@@ -175,7 +178,7 @@ for cmd in controller cainjector; do
   [ -x "$cm_bin_dir/$cmd" ] && continue
   progress "building cert-manager $cmd $cm_bin"
   start=$SECONDS
-  (cd "$go_dir/cert-manager" && go build -trimpath -ldflags "-s -w" -o "$cm_bin_dir/$cmd.partial" "github.com/cert-manager/cert-manager/cmd/$cmd")
+  (cd "$go_dir/cert-manager" && go build -trimpath "$nodwarf" -ldflags "-s -w" -o "$cm_bin_dir/$cmd.partial" "github.com/cert-manager/cert-manager/cmd/$cmd")
   mv "$cm_bin_dir/$cmd.partial" "$cm_bin_dir/$cmd"
   progress "built cert-manager $cmd in $((SECONDS - start)) s"
 done
