@@ -33,9 +33,14 @@ impl Env {
 
     /// Waits until capms reports the MetalStackCluster paused (or not): its Paused condition.
     pub(super) async fn paused_seen(&self, paused: bool) {
+        self.paused_seen_on(MSC, paused).await;
+    }
+
+    /// Waits until capms reports MetalStackCluster `name` paused (or not).
+    pub(super) async fn paused_seen_on(&self, name: &str, paused: bool) {
         let clusters: Api<MetalStackCluster> = Api::namespaced(self.client(), &self.ns.name);
         let status = if paused { "True" } else { "False" };
-        wait_condition(&clusters, MSC, &format!("Paused={status}"), |c| {
+        wait_condition(&clusters, name, &format!("Paused={status}"), |c| {
             c.status
                 .as_ref()
                 .and_then(|s| condition(&s.conditions, "Paused"))

@@ -31,6 +31,10 @@ async fn the_way_back_leaves_what_the_go_provider_reads() {
         )
         .await
         .expect("pause the Cluster");
+    // Seen before the firewall goes (step 4): a reconcile of the firewall by a capms that had
+    // not seen it could put its finalizer back, and the deletion would then free the firewall's
+    // machine (as happened to a MetalStackMachine in `orphans`).
+    env.paused_seen_on(CLUSTER, true).await;
     // 2. v1alpha1 becomes the storage version.
     for (plural, _) in CONVERTED {
         let crd = format!("{plural}.infrastructure.cluster.x-k8s.io");
