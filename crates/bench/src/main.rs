@@ -20,6 +20,7 @@ mod admission;
 mod alone;
 mod apiserver_load;
 mod audit;
+mod capi_log;
 mod kubelets;
 mod measure;
 mod report;

@@ -260,15 +260,24 @@ impl Provisioning {
 /// Cluster API had taken them all up.
 #[derive(Serialize, Default)]
 pub struct TakenUp {
-    /// Workers (still there) whose Machine had taken them up by the end of the idle phase.
+    /// Workers (still there) whose Machine Cluster API had logged provisioned by the end of the
+    /// idle phase.
     pub count: usize,
-    /// When the last of them was taken up; NaN unless every worker was.
+    /// When the last of them was; NaN unless every worker was.
     pub last_seconds: f64,
     pub ready_to_taken_up_s: Percentiles,
+    /// Cluster API's completion lines per Machine it logged provisioned: more than one when it
+    /// reconciled a Machine again from a cache without its own write.
+    pub completions_per_machine: f64,
 }
 
 impl TakenUp {
-    pub fn of(seen: &Seen, workers: usize) -> TakenUp {
+    /// From `seen` resolved with Cluster API's log (`provisioned`, by Machine name).
+    pub fn of(
+        seen: &Seen,
+        workers: usize,
+        provisioned: &BTreeMap<String, crate::capi_log::Provisioned>,
+    ) -> TakenUp {
         let present: Vec<_> = seen
             .machines
             .values()
@@ -287,6 +296,8 @@ impl TakenUp {
                 f64::NAN
             },
             ready_to_taken_up_s: Percentiles::of(&mut spans),
+            completions_per_machine: provisioned.values().map(|p| p.lines).sum::<usize>() as f64
+                / provisioned.len().max(1) as f64,
         }
     }
 }

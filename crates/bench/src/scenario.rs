@@ -175,7 +175,7 @@ fn kubeconfig_secret(namespace: &str, cluster: &str, kubeconfig: &str) -> String
 struct Stack {
     sim: RunningSim,
     capms: CapmsManager,
-    _capi: CapiManager,
+    capi: CapiManager,
     ns: TestNamespace,
     /// Logs, certificates and manifests of the run (kept in the output directory).
     work: std::path::PathBuf,
@@ -217,7 +217,7 @@ async fn start(args: &Args) -> Stack {
     Stack {
         sim,
         capms,
-        _capi: capi,
+        capi,
         ns,
         work,
         _kubelets: kubelets,
@@ -235,8 +235,11 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     cpu.phase("provisioning");
     let idle = idle(args, &stack, &scrape).await;
     cpu.phase("idle");
-    let seen = timelines.snapshot().resolved(|_| None);
-    provisioning.taken_up = TakenUp::of(&seen, args.clusters * args.workers);
+    let provisioned =
+        crate::capi_log::provisioned(&stack.capi.process.log_text(), timelines.origin_wall());
+    let seen = timelines.snapshot().taken_up_as(&provisioned);
+    let workers = args.clusters * args.workers;
+    provisioning.taken_up = TakenUp::of(&seen.resolved(|_| None), workers, &provisioned);
     let admission = admission::run(args, &stack.capms, &stack.sim).await;
     cpu.phase("admission");
     let deletion = delete(args, &stack, &scrape, &timelines).await;
@@ -246,6 +249,7 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     let phoned_home = phoned_home(&stack.sim.sim, timelines.origin_wall());
     let csv = timelines
         .snapshot()
+        .taken_up_as(&provisioned)
         .resolved(|id| phoned_home.get(id).copied())
         .csv();
     std::fs::write(stack.work.join("timelines.csv"), csv).expect("write timelines.csv");

@@ -76,13 +76,14 @@ impl Report {
         let up = &p.taken_up;
         let _ = writeln!(
             t,
-            "  taken up by CAPI       last {:.1} s ({} of {} workers by the end of idle); ready → taken up p50 {:.1} s  p90 {:.1} s  max {:.1} s",
+            "  taken up by CAPI       last {:.1} s ({} of {} workers by the end of idle, its log); ready → taken up p50 {:.1} s  p90 {:.1} s  max {:.1} s; {:.2} completions per Machine",
             up.last_seconds,
             up.count,
             s.clusters * s.workers_per_cluster,
             up.ready_to_taken_up_s.p50,
             up.ready_to_taken_up_s.p90,
-            up.ready_to_taken_up_s.max
+            up.ready_to_taken_up_s.max,
+            up.completions_per_machine
         );
     }
 

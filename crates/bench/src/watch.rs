@@ -2,6 +2,7 @@
 //! went away, and when its Machine named bootstrap data and its MachineSet reported every
 //! replica: one watch per kind (no polling: the benchmark must not load the apiserver).
 
+use crate::capi_log::Provisioned;
 use capms::api::{MetalStackFirewall, MetalStackMachine};
 use capms::capi::{Machine, MachineSet};
 use futures::StreamExt;
@@ -29,8 +30,7 @@ pub struct Timeline {
     /// When the allocated machine phoned home, as the simulator recorded it.
     pub phoned_home: Option<f64>,
     pub ready: Option<f64>,
-    /// When its Machine took the machine up (copied its spec.providerID): ready as Cluster API
-    /// sees it.
+    /// When Cluster API logged its Machine provisioned: ready as Cluster API sees it.
     pub taken_up: Option<f64>,
     pub gone: Option<f64>,
     /// The owning Machine's name, once Cluster API named it.
@@ -55,7 +55,7 @@ pub struct MachineSeen {
     pub machine_set: Option<String>,
     /// When it first named its bootstrap data Secret.
     pub bootstrap: Option<f64>,
-    /// When it first had a spec.providerID.
+    /// When Cluster API first logged it provisioned (see [`crate::capi_log`]).
     pub taken_up: Option<f64>,
 }
 
@@ -142,6 +142,16 @@ impl Seen {
             let set = machine.machine_set.as_deref();
             let released = set.and_then(|s| self.machine_sets.get(s)?.reported);
             t.released = released.map(|r| t.owned.map_or(r, |owned| r.max(owned)));
+        }
+        seen
+    }
+
+    /// What was seen, with when Cluster API logged each Machine provisioned (`provisioned`, by
+    /// Machine name) as its Machine's `taken_up`.
+    pub fn taken_up_as(&self, provisioned: &BTreeMap<String, Provisioned>) -> Seen {
+        let mut seen = self.clone();
+        for (name, p) in provisioned {
+            seen.capi_machines.entry(name.clone()).or_default().taken_up = Some(p.first);
         }
         seen
     }
@@ -358,9 +368,6 @@ fn machine_milestones(seen: &mut Seen, machine: &Machine, gone: bool, now: f64) 
     let entry = seen.capi_machines.entry(machine.name_any()).or_default();
     if machine.spec.bootstrap.data_secret_name.is_some() {
         entry.bootstrap.get_or_insert(now);
-    }
-    if machine.spec.provider_id.is_some() {
-        entry.taken_up.get_or_insert(now);
     }
     let owners = machine.owner_references().iter();
     let mut set = owners.filter(|o| o.kind == "MachineSet").map(|o| &o.name);
