@@ -21,9 +21,12 @@ pub struct Provisioned {
 /// Each Machine's completions in `log` (klog lines, local time), by Machine name, in seconds
 /// since `origin`. A Cluster's completion names no Machine and is not counted.
 pub fn provisioned(log: &str, origin: jiff::Timestamp) -> BTreeMap<String, Provisioned> {
+    let zone = jiff::tz::TimeZone::system();
+    let origin_date = origin.to_zoned(zone.clone()).date();
     let mut seen: BTreeMap<String, Provisioned> = BTreeMap::new();
     for line in log.lines().filter(|l| l.contains(COMPLETED)) {
-        let (Some(at), Some(machine)) = (klog_time(line, origin), machine_of(line)) else {
+        let at = klog_time(line, &zone, origin_date);
+        let (Some(at), Some(machine)) = (at, machine_of(line)) else {
             continue;
         };
         let since = at.duration_since(origin).as_secs_f64();
@@ -46,19 +49,22 @@ fn machine_of(line: &str) -> Option<&str> {
     Some(value.rsplit_once('/').map_or(value, |(_, name)| name))
 }
 
-/// The time of a klog line (`I1207 11:59:07.359131 …`: month, day and local time of day), in
-/// the year of `origin` (the next one for a line of January after an origin in December).
-fn klog_time(line: &str, origin: jiff::Timestamp) -> Option<jiff::Timestamp> {
+/// The time of a klog line (`I1207 11:59:07.359131 …`: month, day and time of day in `zone`),
+/// in the year of `origin_date` (the next one for a line of January after an origin in
+/// December).
+fn klog_time(
+    line: &str,
+    zone: &jiff::tz::TimeZone,
+    origin_date: jiff::civil::Date,
+) -> Option<jiff::Timestamp> {
     let mut fields = line.get(1..)?.split_whitespace();
     let (date, time) = (fields.next()?, fields.next()?);
     let month: i8 = date.get(0..2)?.parse().ok()?;
     let day: i8 = date.get(2..4)?.parse().ok()?;
-    let zone = jiff::tz::TimeZone::system();
-    let origin_date = origin.to_zoned(zone.clone()).date();
     let year = origin_date.year() + i16::from(month < origin_date.month());
     let time: jiff::civil::Time = time.parse().ok()?;
     let at = jiff::civil::date(year, month, day).to_datetime(time);
-    Some(at.to_zoned(zone).ok()?.timestamp())
+    zone.to_timestamp(at).ok()
 }
 
 #[cfg(test)]
