@@ -44,6 +44,20 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
     let counters = apiserver.counters().await.minus(&before);
     let seen = timelines.snapshot();
     let cpu_seconds = cpu.usage().cpu_seconds_by_phase["provisioning"];
+    // After its pace, Cluster API's MachineSets go over their Machines once more before they
+    // report them all, which is what ends capms's wait for a MachineSet: how long that takes
+    // with no provider at all. Not part of the pace, nor of the apiserver's load above.
+    timelines
+        .wait(
+            "Cluster API alone's MachineSets to report every replica",
+            timeout(args),
+            |s| {
+                let sets = s.machine_sets.values().filter(|m| m.wanted > 0).count();
+                sets >= args.clusters && s.machine_sets_reported().is_some()
+            },
+        )
+        .await;
+    let reported = timelines.snapshot().machine_sets_reported();
 
     // Out of the way before the provider run, with Cluster API still there for its finalizers.
     cp.kubectl(
@@ -74,6 +88,7 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
     ClusterApiAlone {
         last_machine_created_seconds: last(seen.machines.values().map(|t| t.created).collect()),
         last_owned_seconds: last(seen.machines.values().filter_map(|t| t.owned).collect()),
+        machine_sets_reported_seconds: reported.unwrap_or(f64::NAN),
         apiserver: ApiserverLoad::new(
             // No firewalls: no provider.
             (workers, workers),

@@ -69,5 +69,8 @@ pub struct ClusterApiAlone {
     /// When the last MetalStackMachine's Machine owned it: Cluster API's pace, the contract's
     /// signal for a provider to start.
     pub last_owned_seconds: f64,
+    /// When the last MachineSet reported every replica it wants (what ends capms's wait for
+    /// it), after a second pass over its Machines.
+    pub machine_sets_reported_seconds: f64,
     pub apiserver: ApiserverLoad,
 }

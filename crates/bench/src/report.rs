@@ -139,6 +139,8 @@ pub struct Provisioning {
     pub owned_bound_seconds: f64,
     /// When the last MetalStackMachine's Machine owned it: Cluster API's pace in this run.
     pub last_owned_seconds: f64,
+    /// When the last MachineSet reported every replica it wants (NaN if one never did).
+    pub machine_sets_reported_seconds: f64,
     pub owned_bound_times_lower_bound: f64,
     /// The p90 creation → ready of that provider: creation → owner reference plus the lifecycle.
     pub owned_bound_created_to_ready_p90_s: f64,
@@ -226,6 +228,7 @@ impl Provisioning {
             times_lower_bound: elapsed.as_secs_f64() / lower_bound.max(0.001),
             owned_bound_seconds: owned_bound,
             last_owned_seconds: last_owned,
+            machine_sets_reported_seconds: seen.machine_sets_reported().unwrap_or(f64::NAN),
             owned_bound_times_lower_bound: owned_bound / lower_bound.max(0.001),
             // A constant added to every sample adds the same to its p90.
             owned_bound_created_to_ready_p90_s: worker_latency.created_to_owned_s.p90

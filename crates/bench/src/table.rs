@@ -100,6 +100,12 @@ impl Report {
             self.pace_times_alone(),
             self.all_ready_times_alone_bound()
         );
+        let _ = writeln!(
+            t,
+            "  MachineSets reported   every replica {:.1} s with capms, {:.1} s alone (what ends capms's wait for a MachineSet)",
+            p.machine_sets_reported_seconds,
+            or_none(|a| a.machine_sets_reported_seconds),
+        );
         let (o, whole) = (&self.apiserver_until_owned, &self.apiserver);
         let _ = writeln!(
             t,

@@ -156,6 +156,17 @@ impl Seen {
         seen
     }
 
+    /// When the last of the MachineSets that want replicas first reported them all (what ends
+    /// capms's wait for them); `None` while one of them has not, or none wants any.
+    pub fn machine_sets_reported(&self) -> Option<f64> {
+        let mut last: Option<f64> = None;
+        for set in self.machine_sets.values().filter(|s| s.wanted > 0) {
+            let reported = set.reported?;
+            last = Some(last.map_or(reported, |l| l.max(reported)));
+        }
+        last
+    }
+
     /// MetalStackMachines a Machine owns.
     pub fn owned_machines(&self) -> usize {
         self.machines.values().filter(|t| t.owned.is_some()).count()
@@ -387,5 +398,32 @@ fn machine_set_milestones(seen: &mut Seen, set: &MachineSet, gone: bool, now: f6
     entry.wanted = usize::try_from(set.spec.replicas.unwrap_or(0)).unwrap_or(0);
     if entry.wanted > 0 && !set.creating() {
         entry.reported.get_or_insert(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(wanted: usize, reported: Option<f64>) -> MachineSetSeen {
+        MachineSetSeen { wanted, reported }
+    }
+
+    #[test]
+    fn machine_sets_reported_once_every_set_wanting_replicas_has() {
+        let mut seen = Seen::default();
+        assert_eq!(seen.machine_sets_reported(), None, "no MachineSet yet");
+        seen.machine_sets.insert("a".into(), set(40, Some(12.5)));
+        seen.machine_sets.insert("b".into(), set(40, None));
+        seen.machine_sets.insert("old".into(), set(0, None));
+        assert_eq!(seen.machine_sets_reported(), None, "b has not reported");
+        seen.machine_sets.insert("b".into(), set(40, Some(30.0)));
+        seen.machine_sets.insert("c".into(), set(40, Some(20.0)));
+        let last = seen.machine_sets_reported();
+        assert_eq!(
+            last,
+            Some(30.0),
+            "the last report; one wanting none waits for nothing"
+        );
     }
 }
