@@ -49,20 +49,8 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
     let counters = apiserver.counters().await.minus(&before);
     let seen = timelines.snapshot();
     let cpu_seconds = cpu.usage().cpu_seconds_by_phase["provisioning"];
-    // After its pace, Cluster API's MachineSets go over their Machines once more before they
-    // report them all, which is what ends capms's wait for a MachineSet: how long that takes
-    // with no provider at all. Not part of the pace, nor of the apiserver's load above.
-    timelines
-        .wait(
-            "Cluster API alone's MachineSets to report every replica",
-            timeout(args),
-            |s| {
-                let sets = s.machine_sets.values().filter(|m| m.wanted > 0).count();
-                sets >= args.clusters && s.machine_sets_reported().is_some()
-            },
-        )
-        .await;
-    let reported = timelines.snapshot().machine_sets_reported();
+    // Not part of the pace, nor of the apiserver's load above.
+    let reported = machine_sets_reported(&timelines, args).await;
 
     // Out of the way before the provider run, with Cluster API still there for its finalizers.
     cp.kubectl(
@@ -102,6 +90,20 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
             (0.0, 0.0),
         ),
     }
+}
+
+/// When the last of the run's MachineSets reported every replica. After its pace, Cluster API's
+/// MachineSets go over their Machines once more before they report them all, which is what ends
+/// capms's wait for a MachineSet: how long that takes with no provider at all.
+async fn machine_sets_reported(timelines: &Timelines, args: &Args) -> Option<f64> {
+    let what = "Cluster API alone's MachineSets to report every replica";
+    timelines
+        .wait(what, timeout(args), |s| {
+            let sets = s.machine_sets.values().filter(|m| m.wanted > 0).count();
+            sets >= args.clusters && s.machine_sets_reported().is_some()
+        })
+        .await;
+    timelines.snapshot().machine_sets_reported()
 }
 
 /// Marks every MetalStackCluster of `ns` provisioned, as a provider taking no time would: its
