@@ -11,7 +11,10 @@ use crate::measure::{ApiserverScrape, CpuClock};
 use crate::scenario::{apply, fresh_work_dir, timeout, write_clusters};
 use crate::watch::Timelines;
 use capms::api::MetalStackCluster;
-use capms_test_support::{CapiManager, ControlPlane, ManagerOn, TestNamespace, eventually};
+use capms::capi::Cluster;
+use capms_test_support::{
+    CapiManager, ControlPlane, ManagerOn, TestNamespace, eventually, eventually_seen,
+};
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::json;
@@ -107,7 +110,8 @@ async fn machine_sets_reported(timelines: &Timelines, args: &Args) -> Option<f64
 }
 
 /// Marks every MetalStackCluster of `ns` provisioned, as a provider taking no time would: its
-/// control plane endpoint set and its status ready. Cluster API does more for a cluster whose
+/// control plane endpoint set and its status ready; returns once Cluster API has taken each
+/// Cluster's infrastructure as provisioned. Cluster API does more for a cluster whose
 /// infrastructure is ready than for one still provisioning (it writes the Cluster's status more
 /// often and reads more), and in a provider run every cluster is ready within seconds: a
 /// baseline left unready would set a pace no provider could keep.
@@ -116,21 +120,53 @@ async fn provision_clusters(ns: &TestNamespace, args: &Args) {
     let endpoint = json!({"spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}}});
     let ready = json!({"status": {"ready": true, "initialization": {"provisioned": true}}});
     let what = "the baseline's MetalStackClusters marked provisioned";
-    eventually(what, timeout(args), || async {
-        let clusters = api.list_metadata(&Default::default()).await.ok()?;
-        if clusters.items.len() < args.clusters {
-            return None;
+    eventually_seen(what, timeout(args), || async {
+        let clusters = api.list_metadata(&Default::default()).await;
+        let clusters = clusters.map_err(|e| format!("listing them: {e}"))?.items;
+        if clusters.len() < args.clusters {
+            return Err(format!("{} of {} there", clusters.len(), args.clusters));
         }
         let params = PatchParams::default();
-        for name in clusters.items.iter().map(ResourceExt::name_any) {
-            api.patch(&name, &params, &Patch::Merge(&endpoint))
-                .await
-                .ok()?;
-            api.patch_status(&name, &params, &Patch::Merge(&ready))
-                .await
-                .ok()?;
+        for name in clusters.iter().map(ResourceExt::name_any) {
+            let spec = api.patch(&name, &params, &Patch::Merge(&endpoint)).await;
+            spec.map_err(|e| format!("setting {name}'s endpoint: {e}"))?;
+            let status = api
+                .patch_status(&name, &params, &Patch::Merge(&ready))
+                .await;
+            status.map_err(|e| format!("setting {name}'s status: {e}"))?;
         }
-        Some(())
+        Ok(())
+    })
+    .await;
+    clusters_taken_as_provisioned(ns, args).await;
+}
+
+/// Waits until Cluster API has copied every MetalStackCluster's readiness into its Cluster:
+/// the proof that the baseline's marking took.
+async fn clusters_taken_as_provisioned(ns: &TestNamespace, args: &Args) {
+    let api: Api<Cluster> = Api::namespaced(ns.client.clone(), &ns.name);
+    let what = "Cluster API to take the baseline's clusters as provisioned";
+    eventually_seen(what, timeout(args), || async {
+        let clusters = api.list(&Default::default()).await;
+        let clusters = clusters
+            .map_err(|e| format!("listing the Clusters: {e}"))?
+            .items;
+        let provisioned = |c: &Cluster| {
+            let initialization = c.status.as_ref().and_then(|s| s.initialization.as_ref());
+            initialization.and_then(|i| i.infrastructure_provisioned) == Some(true)
+        };
+        let waiting: Vec<String> = clusters
+            .iter()
+            .filter(|c| !provisioned(c))
+            .map(ResourceExt::name_any)
+            .collect();
+        if clusters.len() >= args.clusters && waiting.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "{} Clusters, not yet provisioned: {waiting:?}",
+            clusters.len()
+        ))
     })
     .await;
 }
