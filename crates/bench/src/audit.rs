@@ -75,9 +75,9 @@ struct Write {
     status: bool,
 }
 
-/// Reads `log` (None when there is none: the run was not audited).
+/// Reads `log` with its rotated parts (None when there is none: the run was not audited).
 pub fn analyse(log: &Path, run: &Run) -> Option<ConflictCauses> {
-    let text = std::fs::read_to_string(log).ok()?;
+    let text = read_rotated(log)?;
     let (mut capms, mut capi) = (BTreeMap::<String, Vec<Write>>::new(), Vec::new());
     for line in text.lines() {
         let Ok(line) = serde_json::from_str::<Line>(line) else {
@@ -125,6 +125,28 @@ pub fn analyse(log: &Path, run: &Run) -> Option<ConflictCauses> {
         conflicts_per_worker: per_worker(conflicts),
         capms_writes_per_worker: per_worker(by_kind),
     })
+}
+
+/// The text of `log` (`DIR/NAME.EXT`), after that of the parts the apiserver rotated out of it
+/// (`DIR/NAME-<time>.EXT`, oldest first); None without `log`.
+fn read_rotated(log: &Path) -> Option<String> {
+    let (dir, stem) = (log.parent()?, log.file_stem()?.to_str()?);
+    let ext = log.extension().and_then(|e| e.to_str()).unwrap_or_default();
+    let prefix = format!("{stem}-");
+    let mut parts: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&prefix) && n.ends_with(&format!(".{ext}")))
+        .collect();
+    // The rotated parts' names carry their time, so that their order is the name's.
+    parts.sort();
+    let mut text = String::new();
+    for part in &parts {
+        text.push_str(&std::fs::read_to_string(dir.join(part)).ok()?);
+        text.push('\n');
+    }
+    text.push_str(&std::fs::read_to_string(log).ok()?);
+    Some(text)
 }
 
 /// The write of `line` to a Machine or MetalStackMachine of the run, within its span.
@@ -257,6 +279,17 @@ mod tests {
             causes.capms_writes_per_worker,
             halves(&[("record", 0.5), ("status 1", 0.5), ("status 2", 0.5)])
         );
+        // The same, with its first half rotated out (as kube-apiserver names the part).
+        let (older, newer) = lines.split_at(5);
+        let rotated = dir.join("audit-2026-11-28T10-00-05.000.log");
+        std::fs::write(&rotated, older.join("\n")).expect("rotated part");
+        std::fs::write(&log, newer.join("\n")).expect("log");
+        let again = analyse(&log, &run).expect("analysed");
+        assert_eq!(
+            again.status_writes_per_worker, causes.status_writes_per_worker,
+            "the rotated part is read too"
+        );
+        assert_eq!(again.conflicts_per_worker, causes.conflicts_per_worker);
         let _ = std::fs::remove_dir_all(dir);
     }
 }
