@@ -7,7 +7,7 @@
 
 use crate::Args;
 use crate::apiserver_load::{ApiserverLoad, ClusterApiAlone};
-use crate::measure::{ApiserverScrape, CpuClock};
+use crate::measure::{ApiserverScrape, Counters, CpuClock};
 use crate::scenario::{apply, fresh_work_dir, timeout, write_clusters};
 use crate::watch::Timelines;
 use capms::api::MetalStackCluster;
@@ -20,27 +20,89 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use serde_json::json;
 use std::time::Instant;
 
-pub async fn run(args: &Args) -> ClusterApiAlone {
-    let cp = ControlPlane::shared();
-    let ns = cp.namespace("bench-alone").await;
-    let work = fresh_work_dir(args, "work-alone");
-    let on = ManagerOn {
-        cp,
-        namespace: &ns.name,
-        work: &work,
-    };
-    let capi = CapiManager::start(&on).await;
-    let manifest = write_clusters(args, &ns.name, &work, None);
+/// A run of the workload with Cluster API and no capms: a namespace of its own, Cluster API's
+/// manager, the clusters applied with their MetalStackClusters marked provisioned, and what the
+/// benchmark watches and counts from before the clusters were applied.
+pub(crate) struct Baseline {
+    pub(crate) ns: TestNamespace,
+    capi: CapiManager,
+    pub(crate) timelines: Timelines,
+    apiserver: ApiserverScrape,
+    before: Counters,
+    pub(crate) cpu: CpuClock,
+}
 
-    let timelines = Timelines::start(ns.client.clone(), &ns.name);
-    let apiserver = ApiserverScrape::new(ns.client.clone());
-    let before = apiserver.counters().await;
-    let mut cpu = CpuClock::start(cp.apiserver_pid());
-    let started = Instant::now();
-    timelines.set_origin(started);
-    apply(&manifest);
-    provision_clusters(&ns, args).await;
+impl Baseline {
+    /// Starts Cluster API in a fresh namespace `name`-..., its logs in `work` under `--out`,
+    /// applies the clusters and marks them provisioned.
+    pub(crate) async fn start(args: &Args, name: &str, work: &str) -> Baseline {
+        let cp = ControlPlane::shared();
+        let ns = cp.namespace(name).await;
+        let work = fresh_work_dir(args, work);
+        let on = ManagerOn {
+            cp,
+            namespace: &ns.name,
+            work: &work,
+        };
+        let capi = CapiManager::start(&on).await;
+        let manifest = write_clusters(args, &ns.name, &work, None);
+
+        let timelines = Timelines::start(ns.client.clone(), &ns.name);
+        let apiserver = ApiserverScrape::new(ns.client.clone());
+        let before = apiserver.counters().await;
+        let cpu = CpuClock::start(cp.apiserver_pid());
+        timelines.set_origin(Instant::now());
+        apply(&manifest);
+        provision_clusters(&ns, args).await;
+        Baseline {
+            ns,
+            capi,
+            timelines,
+            apiserver,
+            before,
+            cpu,
+        }
+    }
+
+    /// The apiserver's requests since the clusters were applied.
+    pub(crate) async fn counters(&self) -> Counters {
+        self.apiserver.counters().await.minus(&self.before)
+    }
+
+    /// Deletes the clusters, with Cluster API still there for its finalizers, and waits until
+    /// they are gone: out of the way of the next run.
+    pub(crate) async fn end(self, args: &Args) {
+        let ns = &self.ns;
+        ControlPlane::shared().kubectl(
+            &[
+                "delete",
+                "clusters.cluster.x-k8s.io",
+                "--all",
+                "-n",
+                &ns.name,
+                "--wait=false",
+            ],
+            &[],
+        );
+        let (machines, clusters) = (capi_api(ns, "Machine"), capi_api(ns, "Cluster"));
+        eventually(
+            "the baseline's Machines and Clusters gone",
+            timeout(args),
+            || async {
+                let machines = machines.list_metadata(&Default::default()).await.ok()?;
+                let clusters = clusters.list_metadata(&Default::default()).await.ok()?;
+                (machines.items.is_empty() && clusters.items.is_empty()).then_some(())
+            },
+        )
+        .await;
+        drop(self.capi);
+    }
+}
+
+pub async fn run(args: &Args) -> ClusterApiAlone {
+    let mut baseline = Baseline::start(args, "bench-alone", "work-alone").await;
     let workers = args.clusters * args.workers;
+    let timelines = &baseline.timelines;
     timelines
         .wait(
             "Cluster API alone to create and own every MetalStackMachine",
@@ -48,42 +110,17 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
             |s| s.owned_machines() >= workers,
         )
         .await;
-    cpu.phase("provisioning");
-    let counters = apiserver.counters().await.minus(&before);
+    baseline.cpu.phase("provisioning");
+    let counters = baseline.counters().await;
     let seen = timelines.snapshot();
-    let cpu_seconds = cpu.usage().cpu_seconds_by_phase["provisioning"];
+    let cpu_seconds = baseline.cpu.usage().cpu_seconds_by_phase["provisioning"];
     // Not part of the pace, nor of the apiserver's load above.
-    let reported = machine_sets_reported(&timelines, args).await;
+    let reported = machine_sets_reported(timelines, args).await;
+    baseline.end(args).await;
 
-    // Out of the way before the provider run, with Cluster API still there for its finalizers.
-    cp.kubectl(
-        &[
-            "delete",
-            "clusters.cluster.x-k8s.io",
-            "--all",
-            "-n",
-            &ns.name,
-            "--wait=false",
-        ],
-        &[],
-    );
-    let (machines, clusters) = (capi_api(&ns, "Machine"), capi_api(&ns, "Cluster"));
-    eventually(
-        "the baseline's Machines and Clusters gone",
-        timeout(args),
-        || async {
-            let machines = machines.list_metadata(&Default::default()).await.ok()?;
-            let clusters = clusters.list_metadata(&Default::default()).await.ok()?;
-            (machines.items.is_empty() && clusters.items.is_empty()).then_some(())
-        },
-    )
-    .await;
-    drop(capi);
-
-    let last = |times: Vec<f64>| times.into_iter().fold(0.0, f64::max);
     ClusterApiAlone {
-        last_machine_created_seconds: last(seen.machines.values().map(|t| t.created).collect()),
-        last_owned_seconds: last(seen.machines.values().filter_map(|t| t.owned).collect()),
+        last_machine_created_seconds: last(seen.machines.values().map(|t| t.created)),
+        last_owned_seconds: last(seen.machines.values().filter_map(|t| t.owned)),
         machine_sets_reported_seconds: reported.unwrap_or(f64::NAN),
         apiserver: ApiserverLoad::new(
             // No firewalls: no provider.
@@ -92,13 +129,19 @@ pub async fn run(args: &Args) -> ClusterApiAlone {
             &counters,
             (0.0, 0.0),
         ),
+        ideal: None,
     }
+}
+
+/// The latest of `times`, 0 for none.
+pub(crate) fn last(times: impl Iterator<Item = f64>) -> f64 {
+    times.fold(0.0, f64::max)
 }
 
 /// When the last of the run's MachineSets reported every replica. After its pace, Cluster API's
 /// MachineSets go over their Machines once more before they report them all, which is what ends
 /// capms's wait for a MachineSet: how long that takes with no provider at all.
-async fn machine_sets_reported(timelines: &Timelines, args: &Args) -> Option<f64> {
+pub(crate) async fn machine_sets_reported(timelines: &Timelines, args: &Args) -> Option<f64> {
     let what = "Cluster API alone's MachineSets to report every replica";
     timelines
         .wait(what, timeout(args), |s| {

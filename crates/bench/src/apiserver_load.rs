@@ -73,4 +73,30 @@ pub struct ClusterApiAlone {
     /// it), after a second pass over its Machines.
     pub machine_sets_reported_seconds: f64,
     pub apiserver: ApiserverLoad,
+    /// The same workload with a provider that takes no time (`--ideal`).
+    pub ideal: Option<IdealProvider>,
+}
+
+/// When the provider taking no time takes up a MetalStackMachine.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IdealStart {
+    /// As soon as its Machine owns it.
+    Owned,
+    /// Once its MachineSet has reported every replica, as capms waits for it.
+    Reported,
+}
+
+/// The run with the provider taking no time.
+#[derive(Clone, Debug, Serialize)]
+pub struct IdealProvider {
+    pub start: IdealStart,
+    /// When the last MetalStackMachine was ready.
+    pub all_ready_seconds: f64,
+    /// When the last MetalStackMachine was owned: Cluster API's pace beside this provider.
+    pub last_owned_seconds: f64,
+    /// When the last MachineSet reported every replica.
+    pub machine_sets_reported_seconds: f64,
+    /// The apiserver's load from the clusters' creation to all ready.
+    pub apiserver: ApiserverLoad,
 }

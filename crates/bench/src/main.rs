@@ -21,6 +21,7 @@ mod alone;
 mod apiserver_load;
 mod audit;
 mod capi_log;
+mod ideal;
 mod kubelets;
 mod measure;
 mod report;
@@ -81,6 +82,11 @@ pub struct Args {
     /// API's pace and the apiserver's load with capms are compared with.
     #[arg(long)]
     no_baseline: bool,
+    /// After the baseline, the same workload with a provider that takes no time, started when
+    /// each MetalStackMachine is owned or once its MachineSet reported every replica: the
+    /// soonest any provider could reach all ready on this apiserver.
+    #[arg(long, value_enum, conflicts_with = "no_baseline")]
+    ideal: Option<apiserver_load::IdealStart>,
     /// Where the report (report.json, report.txt, ready.svg) goes.
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
@@ -164,7 +170,13 @@ fn main() {
     let report = runtime.block_on(async {
         let alone = match args.no_baseline {
             true => None,
-            false => Some(alone::run(&args).await),
+            false => {
+                let mut alone = alone::run(&args).await;
+                if let Some(start) = args.ideal {
+                    alone.ideal = Some(ideal::run(&args, start).await);
+                }
+                Some(alone)
+            }
         };
         scenario::run(&args, alone).await
     });

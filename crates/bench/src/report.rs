@@ -436,7 +436,7 @@ impl Report {
     }
 
     /// The simulated lifecycle of a machine: its phases' steps, as the lower bound counts them.
-    fn lifecycle(&self) -> f64 {
+    pub(crate) fn lifecycle(&self) -> f64 {
         let p = &self.provisioning;
         p.lower_bound_seconds - p.last_machine_created_seconds
     }

@@ -1,7 +1,8 @@
 //! The benchmark's short table for people: times, Cluster API's pace beside capms, costs,
 //! admission and capms's own usage.
 
-use crate::apiserver_load::ClusterApiAlone;
+use crate::apiserver_load::{ClusterApiAlone, IdealStart};
+
 use crate::report::Report;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -106,6 +107,23 @@ impl Report {
             p.machine_sets_reported_seconds,
             or_none(|a| a.machine_sets_reported_seconds),
         );
+        if let Some(ideal) = alone.and_then(|a| a.ideal.as_ref()) {
+            let _ = writeln!(
+                t,
+                "  provider taking no time  (started once {}) all ready {:.1} s: {:.2}× (pace alone + lifecycle), capms {:.2}× its time; pace {:.1} s, MachineSets reported {:.1} s; apiserver {:.1} CPU-s, {:.2} requests per machine",
+                match ideal.start {
+                    IdealStart::Owned => "owned",
+                    IdealStart::Reported => "its MachineSet reported",
+                },
+                ideal.all_ready_seconds,
+                ideal.all_ready_seconds / (or_none(|a| a.last_owned_seconds) + self.lifecycle()),
+                p.seconds_to_all_ready / ideal.all_ready_seconds,
+                ideal.last_owned_seconds,
+                ideal.machine_sets_reported_seconds,
+                ideal.apiserver.cpu_seconds,
+                ideal.apiserver.requests_per_machine,
+            );
+        }
         let (o, whole) = (&self.apiserver_until_owned, &self.apiserver);
         let _ = writeln!(
             t,
