@@ -9,7 +9,7 @@ use crate::Args;
 use crate::alone::{Baseline, last, machine_sets_reported};
 use crate::apiserver_load::{ApiserverLoad, IdealProvider, IdealStart};
 use crate::scenario::timeout;
-use crate::watch::Timeline;
+use crate::watch::{Seen, Timeline};
 use capms::api::MetalStackMachine;
 use futures::{StreamExt, stream};
 use kube::api::{Api, Patch, PatchParams};
@@ -36,6 +36,8 @@ pub async fn run(args: &Args, start: IdealStart) -> IdealProvider {
     let api: Api<MetalStackMachine> = Api::namespaced(client.clone(), &baseline.ns.name);
     let deadline = Instant::now() + timeout(args);
     let mut marked = BTreeSet::new();
+    // Every mark tried takes the next number: a retried one gets a machine of its own.
+    let mut next = 0;
     loop {
         let seen = baseline.timelines.snapshot().resolved(|_| None);
         if seen.ready_machines() >= workers {
@@ -51,25 +53,18 @@ pub async fn run(args: &Args, start: IdealStart) -> IdealProvider {
             .machines
             .iter()
             .filter(|(name, t)| !marked.contains(*name) && is_due(t, start));
-        let offset = marked.len();
+        let due: Vec<String> = due.map(|(name, _)| name.clone()).collect();
+        let first = next;
+        next += due.len();
         let marks = due
+            .into_iter()
             .enumerate()
-            .map(|(i, (name, _))| mark(&api, name.clone(), offset + i));
+            .map(|(i, name)| mark(&api, name, first + i));
         let results: Vec<_> = stream::iter(marks)
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
-        let mut failed = vec![];
-        for result in results {
-            match result {
-                Ok((name, node)) => {
-                    wanted.lock().expect("lock").insert(name.clone(), node);
-                    marked.insert(name);
-                }
-                // Tried again at the next look.
-                Err(e) => failed.push(e),
-            }
-        }
+        let failed = record(results, &wanted, &seen, &mut marked);
         if let Some(first) = failed.first() {
             let n = failed.len();
             eprintln!("bench: the provider taking no time failed {n} time(s), first: {first}");
@@ -97,6 +92,30 @@ pub async fn run(args: &Args, start: IdealStart) -> IdealProvider {
         machine_sets_reported_seconds: reported.unwrap_or(f64::NAN),
         apiserver: ApiserverLoad::new((workers, workers), cpu_seconds, &counters, (0.0, 0.0)),
     }
+}
+
+/// Takes the marks' `results` down: the machines marked, and the Nodes `wanted` (those of the
+/// MetalStackMachines `seen` gone removed). Returns what failed, to be tried again.
+fn record(
+    results: Vec<Result<(String, WantedNode), String>>,
+    wanted: &Mutex<BTreeMap<String, WantedNode>>,
+    seen: &Seen,
+    marked: &mut BTreeSet<String>,
+) -> Vec<String> {
+    let mut nodes = wanted.lock().expect("lock");
+    // A machine whose MetalStackMachine went (a replica too many) takes its Node along.
+    nodes.retain(|name, _| seen.machines.get(name).is_some_and(|t| t.gone.is_none()));
+    let mut failed = vec![];
+    for result in results {
+        match result {
+            Ok((name, node)) => {
+                nodes.insert(name.clone(), node);
+                marked.insert(name);
+            }
+            Err(e) => failed.push(e),
+        }
+    }
+    failed
 }
 
 /// May the provider take up the MetalStackMachine of timeline `t`?
@@ -192,6 +211,38 @@ mod tests {
         assert!(is_due(&released, owned) && is_due(&released, reported));
         let gone = timeline(Some(1.0), Some(2.0), Some(3.0));
         assert!(!is_due(&gone, owned) && !is_due(&gone, reported));
+    }
+
+    #[test]
+    fn marks_are_recorded_failures_kept_for_later_and_nodes_of_gone_machines_dropped() {
+        let node = |n: usize| WantedNode {
+            provider_id: machine(n).0,
+            address: None,
+            control_plane: false,
+            version: None,
+            ready: true,
+            boot_id: String::new(),
+        };
+        let mut seen = Seen::default();
+        for (name, gone) in [("kept", None), ("gone", Some(5.0)), ("new", None)] {
+            seen.machines
+                .insert(name.into(), timeline(Some(1.0), Some(2.0), gone));
+        }
+        let wanted = Mutex::new(BTreeMap::from([
+            ("kept".to_owned(), node(0)),
+            ("gone".to_owned(), node(1)),
+        ]));
+        let mut marked = BTreeSet::from(["kept".to_owned(), "gone".to_owned()]);
+        let results = vec![Ok(("new".to_owned(), node(2))), Err("refused".to_owned())];
+        let failed = record(results, &wanted, &seen, &mut marked);
+        assert_eq!(failed, ["refused"]);
+        assert!(
+            marked.contains("new"),
+            "a machine marked is not marked again"
+        );
+        let nodes = wanted.into_inner().expect("lock");
+        let names: Vec<&str> = nodes.keys().map(String::as_str).collect();
+        assert_eq!(names, ["kept", "new"], "the Node of a gone machine goes");
     }
 
     #[test]
