@@ -30,6 +30,8 @@ pub(crate) struct Baseline {
     apiserver: ApiserverScrape,
     before: Counters,
     pub(crate) cpu: CpuClock,
+    /// When the clusters were applied: the timelines' origin.
+    pub(crate) origin: Instant,
 }
 
 impl Baseline {
@@ -51,7 +53,8 @@ impl Baseline {
         let apiserver = ApiserverScrape::new(ns.client.clone());
         let before = apiserver.counters().await;
         let cpu = CpuClock::start(cp.apiserver_pid());
-        timelines.set_origin(Instant::now());
+        let origin = Instant::now();
+        timelines.set_origin(origin);
         apply(&manifest);
         provision_clusters(&ns, args).await;
         Baseline {
@@ -61,6 +64,7 @@ impl Baseline {
             apiserver,
             before,
             cpu,
+            origin,
         }
     }
 

@@ -36,8 +36,9 @@ pub async fn run(args: &Args, start: IdealStart) -> IdealProvider {
     let api: Api<MetalStackMachine> = Api::namespaced(client.clone(), &baseline.ns.name);
     let deadline = Instant::now() + timeout(args);
     let mut marked = BTreeSet::new();
-    // Every mark tried takes the next number: a retried one gets a machine of its own.
-    let mut next = 0;
+    // Each MetalStackMachine's machine number, given when it boots or is marked.
+    let mut numbers = BTreeMap::new();
+    let lifecycle = 3.0 * args.step;
     loop {
         let seen = baseline.timelines.snapshot().resolved(|_| None);
         if seen.ready_machines() >= workers {
@@ -54,12 +55,12 @@ pub async fn run(args: &Args, start: IdealStart) -> IdealProvider {
             .iter()
             .filter(|(name, t)| !marked.contains(*name) && is_due(t, start));
         let due: Vec<String> = due.map(|(name, _)| name.clone()).collect();
-        let first = next;
-        next += due.len();
-        let marks = due
-            .into_iter()
-            .enumerate()
-            .map(|(i, name)| mark(&api, name, first + i));
+        let now = baseline.origin.elapsed().as_secs_f64();
+        register(&booted(&seen, now, lifecycle), &mut numbers, &wanted);
+        let marks = due.into_iter().map(|name| {
+            let n = number(&mut numbers, &name);
+            mark(&api, name, n)
+        });
         let results: Vec<_> = stream::iter(marks)
             .buffer_unordered(CONCURRENCY)
             .collect()
@@ -94,10 +95,10 @@ pub async fn run(args: &Args, start: IdealStart) -> IdealProvider {
     }
 }
 
-/// Takes the marks' `results` down: the machines marked, and the Nodes `wanted` (those of the
-/// MetalStackMachines `seen` gone removed). Returns what failed, to be tried again.
+/// Takes the marks' `results` down: the machines marked, and the Nodes `wanted` of the
+/// MetalStackMachines `seen` gone removed. Returns what failed, to be tried again.
 fn record(
-    results: Vec<Result<(String, WantedNode), String>>,
+    results: Vec<Result<String, String>>,
     wanted: &Mutex<BTreeMap<String, WantedNode>>,
     seen: &Seen,
     marked: &mut BTreeSet<String>,
@@ -108,14 +109,57 @@ fn record(
     let mut failed = vec![];
     for result in results {
         match result {
-            Ok((name, node)) => {
-                nodes.insert(name.clone(), node);
+            Ok(name) => {
                 marked.insert(name);
             }
             Err(e) => failed.push(e),
         }
     }
     failed
+}
+
+/// The MetalStackMachines `seen` whose machine has booted at `now`: owned for `lifecycle`
+/// seconds or longer. In a provider run the machine installs during the wait for its
+/// MachineSet, and its kubelet registers the Node once it boots, before the provider names it.
+fn booted(seen: &Seen, now: f64, lifecycle: f64) -> Vec<String> {
+    let booted = |t: &Timeline| t.gone.is_none() && t.owned.is_some_and(|o| now - o >= lifecycle);
+    let machines = seen.machines.iter();
+    machines
+        .filter(|(_, t)| booted(t))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// The number of `name`'s machine: the next one for a MetalStackMachine without one.
+fn number(numbers: &mut BTreeMap<String, usize>, name: &str) -> usize {
+    let next = numbers.len();
+    *numbers.entry(name.to_owned()).or_insert(next)
+}
+
+/// Wants the Node of each of the `booted` MetalStackMachines' machines.
+fn register(
+    booted: &[String],
+    numbers: &mut BTreeMap<String, usize>,
+    wanted: &Mutex<BTreeMap<String, WantedNode>>,
+) {
+    let mut nodes = wanted.lock().expect("lock");
+    for name in booted {
+        let n = number(numbers, name);
+        nodes.entry(name.clone()).or_insert_with(|| node(n));
+    }
+}
+
+/// The Node of the `n`th machine's kubelet.
+fn node(n: usize) -> WantedNode {
+    let (provider_id, address) = machine(n);
+    WantedNode {
+        provider_id,
+        address: Some(address.to_string()),
+        control_plane: false,
+        version: None,
+        ready: true,
+        boot_id: format!("ideal-{n}"),
+    }
 }
 
 /// May the provider take up the MetalStackMachine of timeline `t`?
@@ -138,13 +182,8 @@ fn machine(n: usize) -> (String, Ipv4Addr) {
     )
 }
 
-/// Names `name`'s machine, the `n`th, and marks it ready, in the two writes a provider makes;
-/// the Node its kubelet would register.
-async fn mark(
-    api: &Api<MetalStackMachine>,
-    name: String,
-    n: usize,
-) -> Result<(String, WantedNode), String> {
+/// Names `name`'s machine, the `n`th, and marks it ready, in the two writes a provider makes.
+async fn mark(api: &Api<MetalStackMachine>, name: String, n: usize) -> Result<String, String> {
     let (provider_id, address) = machine(n);
     let params = PatchParams::default();
     let spec = json!({"spec": {"providerID": provider_id}});
@@ -159,15 +198,7 @@ async fn mark(
     api.patch_status(&name, &params, &Patch::Merge(&status))
         .await
         .map_err(|e| format!("marking {name} ready: {e}"))?;
-    let node = WantedNode {
-        provider_id,
-        address: Some(address.to_string()),
-        control_plane: false,
-        version: None,
-        ready: true,
-        boot_id: format!("ideal-{name}"),
-    };
-    Ok((name, node))
+    Ok(name)
 }
 
 /// Registers the `wanted` Nodes once a second, as the simulator's node agent does in a provider
@@ -213,27 +244,27 @@ mod tests {
         assert!(!is_due(&gone, owned) && !is_due(&gone, reported));
     }
 
+    fn seen(machines: &[(&str, Timeline)]) -> Seen {
+        let mut seen = Seen::default();
+        for (name, t) in machines {
+            seen.machines.insert((*name).into(), t.clone());
+        }
+        seen
+    }
+
     #[test]
     fn marks_are_recorded_failures_kept_for_later_and_nodes_of_gone_machines_dropped() {
-        let node = |n: usize| WantedNode {
-            provider_id: machine(n).0,
-            address: None,
-            control_plane: false,
-            version: None,
-            ready: true,
-            boot_id: String::new(),
-        };
-        let mut seen = Seen::default();
-        for (name, gone) in [("kept", None), ("gone", Some(5.0)), ("new", None)] {
-            seen.machines
-                .insert(name.into(), timeline(Some(1.0), Some(2.0), gone));
-        }
+        let seen = seen(&[
+            ("kept", timeline(Some(1.0), Some(2.0), None)),
+            ("gone", timeline(Some(1.0), Some(2.0), Some(5.0))),
+            ("new", timeline(Some(1.0), Some(2.0), None)),
+        ]);
         let wanted = Mutex::new(BTreeMap::from([
             ("kept".to_owned(), node(0)),
             ("gone".to_owned(), node(1)),
         ]));
         let mut marked = BTreeSet::from(["kept".to_owned(), "gone".to_owned()]);
-        let results = vec![Ok(("new".to_owned(), node(2))), Err("refused".to_owned())];
+        let results = vec![Ok("new".to_owned()), Err("refused".to_owned())];
         let failed = record(results, &wanted, &seen, &mut marked);
         assert_eq!(failed, ["refused"]);
         assert!(
@@ -242,7 +273,35 @@ mod tests {
         );
         let nodes = wanted.into_inner().expect("lock");
         let names: Vec<&str> = nodes.keys().map(String::as_str).collect();
-        assert_eq!(names, ["kept", "new"], "the Node of a gone machine goes");
+        assert_eq!(names, ["kept"], "the Node of a gone machine goes");
+    }
+
+    #[test]
+    fn a_machine_boots_a_lifecycle_after_it_is_owned_and_keeps_its_number() {
+        let seen = seen(&[
+            ("early", timeline(Some(1.0), None, None)),
+            ("late", timeline(Some(9.0), None, None)),
+            ("unowned", timeline(None, None, None)),
+            ("gone", timeline(Some(1.0), None, Some(5.0))),
+        ]);
+        assert_eq!(booted(&seen, 10.0, 3.0), ["early"]);
+        assert_eq!(booted(&seen, 12.0, 3.0), ["early", "late"]);
+        let (mut numbers, wanted) = (BTreeMap::new(), Mutex::new(BTreeMap::new()));
+        assert_eq!(number(&mut numbers, "late"), 0, "marked before it booted");
+        register(&booted(&seen, 12.0, 3.0), &mut numbers, &wanted);
+        assert_eq!(number(&mut numbers, "early"), 1);
+        assert_eq!(
+            number(&mut numbers, "late"),
+            0,
+            "a machine keeps its number"
+        );
+        let nodes = wanted.into_inner().expect("lock");
+        let ids: Vec<&str> = nodes.values().map(|n| n.provider_id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [machine(1).0, machine(0).0],
+            "each Node names its machine"
+        );
     }
 
     #[test]

@@ -110,7 +110,7 @@ impl Report {
         if let Some(ideal) = alone.and_then(|a| a.ideal.as_ref()) {
             let _ = writeln!(
                 t,
-                "  provider taking no time  (started once {}) all ready {:.1} s: {:.2}× (pace alone + lifecycle), capms {:.2}× its time; pace {:.1} s, MachineSets reported {:.1} s; apiserver {:.1} CPU-s, {:.2} requests per machine",
+                "  provider taking no time  (started once {}) all ready {:.1} s: {:.2}× (pace alone + lifecycle), capms {:.2}× its time; pace {:.1} s, MachineSets reported {:.1} s; apiserver {:.1} CPU-s, {:.2} requests per machine; Machine status conflicts {:.2} per worker",
                 match ideal.start {
                     IdealStart::Owned => "owned",
                     IdealStart::Reported => "its MachineSet reported",
@@ -122,6 +122,7 @@ impl Report {
                 ideal.machine_sets_reported_seconds,
                 ideal.apiserver.cpu_seconds,
                 ideal.apiserver.requests_per_machine,
+                ideal.apiserver.machine_status_conflicts_per_worker,
             );
         }
         let (o, whole) = (&self.apiserver_until_owned, &self.apiserver);
