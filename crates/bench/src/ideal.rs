@@ -1,9 +1,10 @@
 //! The workload with Cluster API and a provider that takes no time (`--ideal`): the benchmark
 //! names each MetalStackMachine's machine and marks it ready the moment it may, and with
-//! `--nodes` registers its Node as a kubelet would. No metal-api, no bootstrap data, no
-//! lifecycle: what is left is Cluster API's own work, creating the machines and taking each one
-//! up as ready, on this apiserver. When that run reaches all ready is the soonest any provider
-//! could, and tells how much of a provider run's time is the provider's.
+//! `--nodes` registers its Node as a kubelet would, once the machine has gone through the
+//! lifecycle after its MetalStackMachine was owned. No metal-api, no bootstrap data: what is
+//! left is Cluster API's own work, creating the machines and taking each one up as ready, on
+//! this apiserver. When that run reaches all ready is the soonest any provider could, and tells
+//! how much of a provider run's time is the provider's.
 
 use crate::Args;
 use crate::alone::{Baseline, last, machine_sets_reported};
