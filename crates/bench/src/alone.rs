@@ -30,8 +30,6 @@ pub(crate) struct Baseline {
     apiserver: ApiserverScrape,
     before: Counters,
     pub(crate) cpu: CpuClock,
-    /// When the clusters were applied: the timelines' origin.
-    pub(crate) origin: Instant,
 }
 
 impl Baseline {
@@ -53,8 +51,7 @@ impl Baseline {
         let apiserver = ApiserverScrape::new(ns.client.clone());
         let before = apiserver.counters().await;
         let cpu = CpuClock::start(cp.apiserver_pid());
-        let origin = Instant::now();
-        timelines.set_origin(origin);
+        timelines.set_origin(Instant::now());
         apply(&manifest);
         provision_clusters(&ns, args).await;
         Baseline {
@@ -64,7 +61,6 @@ impl Baseline {
             apiserver,
             before,
             cpu,
-            origin,
         }
     }
 
@@ -146,7 +142,7 @@ pub(crate) fn last(times: impl Iterator<Item = f64>) -> f64 {
 /// MachineSets go over their Machines once more before they report them all, which is what ends
 /// capms's wait for a MachineSet: how long that takes with no provider at all.
 pub(crate) async fn machine_sets_reported(timelines: &Timelines, args: &Args) -> Option<f64> {
-    let what = "Cluster API alone's MachineSets to report every replica";
+    let what = "Cluster API's MachineSets (no capms) to report every replica";
     timelines
         .wait(what, timeout(args), |s| {
             let sets = s.machine_sets.values().filter(|m| m.wanted > 0).count();

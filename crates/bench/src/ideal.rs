@@ -56,7 +56,7 @@ pub async fn run(args: &Args, start: IdealStart) -> IdealProvider {
             .iter()
             .filter(|(name, t)| !marked.contains(*name) && is_due(t, start));
         let due: Vec<String> = due.map(|(name, _)| name.clone()).collect();
-        let now = baseline.origin.elapsed().as_secs_f64();
+        let now = baseline.timelines.now();
         register(&booted(&seen, now, lifecycle), &mut numbers, &wanted);
         let marks = due.into_iter().map(|name| {
             let n = number(&mut numbers, &name);
@@ -208,14 +208,9 @@ fn spawn_kubelets(
     client: kube::Client,
     wanted: Arc<Mutex<BTreeMap<String, WantedNode>>>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            let nodes = wanted.lock().expect("lock").clone();
-            if let Err(e) = nodes::sync(&client, &nodes).await {
-                eprintln!("bench: the provider taking no time's kubelets: {e}");
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+    let agent = "the provider taking no time".to_owned();
+    nodes::spawn_with(client, Duration::from_secs(1), agent, move || {
+        wanted.lock().expect("lock").clone()
     })
 }
 

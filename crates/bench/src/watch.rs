@@ -287,6 +287,16 @@ impl Timelines {
         *self.shared.origin_wall.lock().expect("lock") = now.checked_sub(since).unwrap_or(now);
     }
 
+    /// Seconds since the origin.
+    pub fn now(&self) -> f64 {
+        self.shared
+            .origin
+            .lock()
+            .expect("lock")
+            .elapsed()
+            .as_secs_f64()
+    }
+
     /// The origin on the wall clock.
     pub fn origin_wall(&self) -> jiff::Timestamp {
         *self.shared.origin_wall.lock().expect("lock")

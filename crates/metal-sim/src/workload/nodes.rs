@@ -228,11 +228,25 @@ pub fn spawn(
     workload: kube::Client,
     period: Duration,
 ) -> tokio::task::JoinHandle<()> {
+    let agent = format!("the clusters {cluster_tags:?}");
+    spawn_with(workload, period, agent, move || {
+        let wanted = cluster_tags.iter().flat_map(|t| phoned_home(&sim, t));
+        wanted.collect()
+    })
+}
+
+/// Runs [`sync`] for the Nodes `wanted` gives, every `period` until the task is aborted,
+/// logging what fails with the `agent` it is.
+pub fn spawn_with(
+    workload: kube::Client,
+    period: Duration,
+    agent: String,
+    wanted: impl Fn() -> BTreeMap<String, WantedNode> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let wanted = cluster_tags.iter().flat_map(|t| phoned_home(&sim, t));
-            if let Err(error) = sync(&workload, &wanted.collect()).await {
-                tracing::warn!(%error, clusters = ?cluster_tags, "node agent");
+            if let Err(error) = sync(&workload, &wanted()).await {
+                tracing::warn!(%error, %agent, "node agent");
             }
             tokio::time::sleep(period).await;
         }
