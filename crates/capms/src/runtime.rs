@@ -130,6 +130,7 @@ pub async fn run_manager(config: ManagerConfig, shutdown: Shutdown) -> Result<()
     let observer = crate::reconciler::crash_points::observing(metrics.clone());
     let metal = metal_api::Client::new(config.metal.clone())?.with_observer(observer);
     let clients = Arc::new(MetalClients::new(metal.clone(), client.clone()));
+    clients.spawn_token_keeper();
     let own = CatalogCache::new(metal, config.catalog_refresh);
     let catalogs = Catalogs::new(own, clients, config.catalog_refresh);
     catalogs.spawn_refresher();

@@ -2,26 +2,34 @@
 //! MetalStackCluster names in spec.credentialsRef. A Secret is read again once its client is
 //! older than [`REREAD`], so a rotated Secret is taken up without a restart; a client whose
 //! Secret did not change is kept, with its connections. An API v2 project token is refreshed
-//! once half its lifetime or less is left, and written back to its Secret.
+//! once half its lifetime or less is left, and written back to its Secret: by the call that finds
+//! it due, or by the keeper that looks every [`KEEPER_TICK`], so that a cluster whose objects
+//! are not reconciled for a while (a long `--sync-period`) keeps a working token.
 
+use super::credentials_secret::config_of;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
-use metal_api::hmac::AuthType;
-use metal_api::{Auth, Client, Config};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use metal_api::Client;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use url::Url;
 
 /// How long a client made from a Secret serves before the Secret is read again.
 pub const REREAD: Duration = Duration::from_secs(30);
 
-/// What a credentials Secret holds, for error messages.
-const SHAPE: &str = "a credentials Secret holds `url`, and `hmac` (with `hmacAuthType`: \
-                     Metal-View, Metal-Edit or Metal-Admin; default Metal-Edit) or `token`, \
-                     and optionally `caBundle` (PEM); for metal-apiserver (`apiVersion`: v2; \
-                     default v1) its `url`, a project `token` and that `project`";
+/// How often the keeper looks for API v2 tokens due for refresh (a look without one costs no
+/// call). metal-apiserver's tokens live 10 minutes or more.
+const KEEPER_TICK: Duration = Duration::from_secs(5);
+
+/// A Secret whose client nothing asked for in this long (its cluster deleted or moved away; a
+/// live cluster's objects are reconciled every `--sync-period`) is no longer kept fresh.
+const KEPT_WHILE_USED: SignedDuration = SignedDuration::from_secs(3600);
+
+/// How long after a failed refresh (or write back) of a token the next is tried: not every
+/// [`KEEPER_TICK`] while metal-apiserver refuses it.
+const RETRY_AFTER_FAILURE: SignedDuration = SignedDuration::from_secs(30);
 
 /// Why a cluster's credentials cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -49,10 +57,14 @@ impl CredentialsError {
 /// One Secret's client, as read last.
 struct Made {
     read_at: Instant,
+    /// When a caller other than the keeper last asked for the client.
+    used: Timestamp,
     resource_version: Option<String>,
     client: Client,
     /// A refreshed API v2 token the client calls with, not yet written to the Secret.
     unwritten: Option<String>,
+    /// When refreshing the token or writing it back last failed, unless it succeeded since.
+    failed_at: Option<Timestamp>,
 }
 
 /// A Secret, by namespace and name.
@@ -98,8 +110,43 @@ impl MetalClients {
         };
         let key = (namespace.to_owned(), name.to_owned());
         let client = self.read(&key).await?;
-        self.keep_fresh(&key, &client).await;
+        let now = Timestamp::now();
+        if let Some(made) = self.lock().get_mut(&key) {
+            made.used = now;
+        }
+        self.keep_fresh(&key, &client, now).await;
         Ok(client)
+    }
+
+    /// Keeps the API v2 tokens of the Secrets in use fresh, every [`KEEPER_TICK`], until the
+    /// process ends.
+    pub(crate) fn spawn_token_keeper(self: &Arc<Self>) {
+        let clients = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(KEEPER_TICK).await;
+                clients.keep_all_fresh(Timestamp::now()).await;
+            }
+        });
+    }
+
+    /// Refreshes each token in use that is due (or refreshed and not yet written), the Secret
+    /// read first (when its client is older than [`REREAD`]): a token someone else refreshed is
+    /// taken up rather than refreshed again, and a Secret gone is let go.
+    async fn keep_all_fresh(&self, now: Timestamp) {
+        let due: Vec<Key> = self
+            .lock()
+            .iter()
+            .filter(|(_, m)| now.duration_since(m.used) < KEPT_WHILE_USED)
+            .filter(|(_, m)| m.unwritten.is_some() || m.client.token_refresh_due(now))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in due {
+            match self.read(&key).await {
+                Ok(client) => self.keep_fresh(&key, &client, now).await,
+                Err(e) => tracing::debug!(error = %e, "keeping an API v2 token fresh"),
+            }
+        }
     }
 
     /// The client of Secret `key`: the one made before, while it is younger than [`REREAD`] or
@@ -138,7 +185,8 @@ impl MetalClients {
             kept.read_at = Instant::now();
             return Ok(kept.client.clone());
         }
-        made.remove(&key);
+        // The keeper's reads make no use: a changed Secret keeps when it was last used.
+        let used = made.remove(&key).map_or_else(Timestamp::now, |m| m.used);
         let invalid = |detail: String| CredentialsError::Invalid {
             secret: origin.clone(),
             detail,
@@ -152,9 +200,11 @@ impl MetalClients {
             key,
             Made {
                 read_at: Instant::now(),
+                used,
                 resource_version,
                 client: client.clone(),
                 unwritten: None,
+                failed_at: None,
             },
         );
         Ok(client)
@@ -162,10 +212,17 @@ impl MetalClients {
 
     /// An API v2 token with half its lifetime or less left is refreshed and written
     /// back to its Secret by one caller; a token refreshed but not yet written is written again.
-    /// A failure leaves the old token in use while it lasts, and is tried again by a later call.
-    async fn keep_fresh(&self, key: &Key, client: &Client) {
-        let unwritten = self.lock().get(key).and_then(|m| m.unwritten.clone());
-        if unwritten.is_none() && !client.token_refresh_due(jiff::Timestamp::now()) {
+    /// A failure leaves the old token in use while it lasts, and is tried again once
+    /// [`RETRY_AFTER_FAILURE`] has passed (a revoked or expired token is refused every time).
+    async fn keep_fresh(&self, key: &Key, client: &Client, now: Timestamp) {
+        let (unwritten, failed_at) = match self.lock().get(key) {
+            Some(m) => (m.unwritten.clone(), m.failed_at),
+            None => (None, None),
+        };
+        if unwritten.is_none() && !client.token_refresh_due(now) {
+            return;
+        }
+        if failed_at.is_some_and(|t| now.duration_since(t) < RETRY_AFTER_FAILURE) {
             return;
         }
         if !self.refreshing().insert(key.clone()) {
@@ -173,6 +230,9 @@ impl MetalClients {
         }
         let result = self.refresh(key, client, unwritten).await;
         self.refreshing().remove(key);
+        if let Some(made) = self.lock().get_mut(key) {
+            made.failed_at = result.is_err().then_some(now);
+        }
         if let Err(e) = result {
             let secret = format!("{}/{}", key.0, key.1);
             tracing::warn!(%secret, error = %e, "keeping the API v2 token of the Secret fresh");
@@ -234,220 +294,172 @@ impl MetalClients {
     }
 }
 
-/// The client configuration a credentials Secret's `data` describes; the error names the key
-/// that is wrong and what the Secret should hold. `origin` names the Secret in metal-api's
-/// refusals.
-pub(crate) fn config_of(
-    data: &BTreeMap<String, ByteString>,
-    origin: &str,
-) -> Result<Config, String> {
-    let text = |key: &str| -> Result<Option<String>, String> {
-        match data.get(key) {
-            None => Ok(None),
-            Some(bytes) => match std::str::from_utf8(&bytes.0) {
-                Ok(t) if t.trim().is_empty() => Ok(None),
-                Ok(t) => Ok(Some(t.trim().to_owned())),
-                Err(_) => Err(format!("`{key}` is not UTF-8 text; {SHAPE}")),
-            },
-        }
-    };
-    let url = text("url")?.ok_or_else(|| format!("it holds no `url`; {SHAPE}"))?;
-    let url = Url::parse(&url)
-        .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-        .ok_or_else(|| format!("`url` is not an http or https URL; {SHAPE}"))?;
-    let (auth, v2_project) = match text("apiVersion")?.as_deref() {
-        None | Some("v1") => {
-            let auth = v1_auth(text("hmac")?, text("token")?, text("hmacAuthType")?)?;
-            (auth, None)
-        }
-        Some("v2") => {
-            let (token, project) = v2_auth(text("token")?, text("project")?)?;
-            (token, Some(project))
-        }
-        Some(other) => {
-            return Err(format!(
-                "`apiVersion` {other:?} is not one of v1, v2; {SHAPE}"
-            ));
-        }
-    };
-    let mut config = Config::new(url, auth);
-    config.v2_project = v2_project;
-    config.ca_pem = data.get("caBundle").map(|b| b.0.clone());
-    config.origin = Some(origin.to_owned());
-    Ok(config)
-}
-
-/// metal-api's credentials: an HMAC key (Metal-Edit unless `hmacAuthType` says otherwise) or,
-/// without one, a bearer token.
-fn v1_auth(
-    hmac: Option<String>,
-    token: Option<String>,
-    auth_type: Option<String>,
-) -> Result<Auth, String> {
-    match (hmac, token) {
-        (Some(key), _) => {
-            let auth_type = match auth_type {
-                Some(t) => t
-                    .parse::<AuthType>()
-                    .map_err(|e| format!("`hmacAuthType`: {e}"))?,
-                None => AuthType::Edit,
-            };
-            Ok(Auth::Hmac { key, auth_type })
-        }
-        (None, Some(token)) => Ok(Auth::Bearer(token)),
-        (None, None) => Err(format!("it holds neither `hmac` nor `token`; {SHAPE}")),
-    }
-}
-
-/// metal-apiserver's credentials (API v2): a project token and its project. v1's `hmac` and
-/// `hmacAuthType` are left unread: a Secret moved from v1 by `kubectl apply` keeps the keys its
-/// new manifest leaves out.
-fn v2_auth(token: Option<String>, project: Option<String>) -> Result<(Auth, String), String> {
-    let token = token.ok_or_else(|| format!("it holds no `token`; {SHAPE}"))?;
-    let project = project
-        .filter(|p| p.len() == 36 && p.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
-        .ok_or_else(|| format!("`project` is not a project's UUID; {SHAPE}"))?;
-    Ok((Auth::Bearer(token), project))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use metal_sim::v2::tokens::{MethodPermission, ProjectRole};
+    use serde_json::{Value, json};
 
-    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
-            .collect()
+    const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+    const REFRESH: &str = "/metalstack.api.v2.TokenService/Refresh";
+
+    /// One credentials Secret `ns/creds` as an apiserver keeps it: its token and resourceVersion,
+    /// and the patches written to it.
+    #[derive(Default)]
+    struct Stored {
+        url: String,
+        token: String,
+        version: u64,
+        patches: usize,
     }
 
-    fn error(pairs: &[(&str, &str)]) -> String {
-        match config_of(&data(pairs), "Secret ns/creds") {
-            Ok(c) => panic!("accepted: {c:?}"),
-            Err(e) => e,
-        }
+    fn secret(stored: &Stored) -> Value {
+        let b64 = |s: &str| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s);
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "creds", "namespace": "ns",
+                         "resourceVersion": stored.version.to_string()},
+            "data": {"apiVersion": b64("v2"), "url": b64(&stored.url),
+                     "token": b64(&stored.token), "project": b64(PROJECT)}})
     }
 
-    #[test]
-    fn an_hmac_secret_defaults_to_metal_edit_and_names_its_origin() {
-        let c = config_of(
-            &data(&[("url", "http://127.0.0.1:8080/metal\n"), ("hmac", "k")]),
-            "Secret ns/creds",
-        )
-        .expect("accepted");
-        assert_eq!(c.url.as_str(), "http://127.0.0.1:8080/metal");
-        assert!(matches!(c.auth, Auth::Hmac { ref key, auth_type: AuthType::Edit } if key == "k"));
-        assert_eq!(c.origin.as_deref(), Some("Secret ns/creds"));
-    }
-
-    #[test]
-    fn a_token_secret_authenticates_by_bearer_and_hmac_wins_when_both_are_given() {
-        let token =
-            config_of(&data(&[("url", "https://a/"), ("token", "t")]), "s").expect("accepted");
-        assert!(matches!(token.auth, Auth::Bearer(ref t) if t == "t"));
-        let both = [
-            ("url", "https://a/"),
-            ("token", "t"),
-            ("hmac", "k"),
-            ("hmacAuthType", "Metal-Admin"),
-        ];
-        let both = config_of(&data(&both), "s").expect("accepted");
-        assert!(matches!(
-            both.auth,
-            Auth::Hmac {
-                auth_type: AuthType::Admin,
-                ..
+    /// An apiserver serving `stored` to GET and merge PATCH.
+    fn apiserver(stored: Arc<Mutex<Stored>>) -> kube::Client {
+        let service = tower::service_fn(move |request: axum::http::Request<kube::client::Body>| {
+            let stored = stored.clone();
+            async move {
+                let patch = request.method() == axum::http::Method::PATCH;
+                let body =
+                    axum::body::to_bytes(axum::body::Body::new(request.into_body()), 1 << 20);
+                let body = body.await.unwrap_or_default();
+                let mut stored = stored.lock().unwrap_or_else(|p| p.into_inner());
+                if patch {
+                    let patch: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let token = patch["data"]["token"].as_str().unwrap_or_default();
+                    let token =
+                        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, token);
+                    stored.token = String::from_utf8(token.unwrap_or_default()).unwrap_or_default();
+                    stored.version += 1;
+                    stored.patches += 1;
+                }
+                let answer = secret(&stored).to_string().into_bytes();
+                Ok::<_, std::convert::Infallible>(
+                    axum::http::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(answer))
+                        .expect("a response"),
+                )
             }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    async fn simulator() -> (metal_sim::Sim, String) {
+        crate::tls::install_default_provider();
+        let inventory = metal_sim::inventory::Inventory::default_lab();
+        let config = metal_sim::SimConfig {
+            base_path: "/metal".into(),
+            keys: metal_sim::HmacKeys::lab(),
+            timings: metal_sim::Timings::fast(),
+            rate_limit: metal_sim::DEFAULT_RATE_LIMIT,
+        };
+        let sim = metal_sim::Sim::new(&inventory, config).expect("the lab inventory");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("an address"));
+        tokio::spawn(metal_sim::serve(
+            listener,
+            sim.clone(),
+            std::future::pending(),
         ));
+        (sim, url)
     }
 
-    #[test]
-    fn each_wrong_shape_names_the_key_and_what_the_secret_should_hold() {
-        let cases: [(&[(&str, &str)], &str); 5] = [
-            (&[("hmac", "k")], "holds no `url`"),
-            (
-                &[("url", "ftp://a"), ("hmac", "k")],
-                "`url` is not an http or https URL",
-            ),
-            (&[("url", "http://a")], "neither `hmac` nor `token`"),
-            (
-                &[("url", "http://a"), ("hmac", " ")],
-                "neither `hmac` nor `token`",
-            ),
-            (
-                &[("url", "http://a"), ("hmac", "k"), ("hmacAuthType", "edit")],
-                "Metal-View, Metal-Edit, Metal-Admin",
-            ),
-        ];
-        for (pairs, expected) in cases {
-            let e = error(pairs);
-            assert!(e.contains(expected), "{pairs:?}: {e}");
-            assert!(e.contains("Metal-Edit"), "{pairs:?} names no choices: {e}");
-        }
-        let mut binary = data(&[("url", "http://a")]);
-        binary.insert("hmac".into(), ByteString(vec![0xff, 0xfe]));
-        let e = config_of(&binary, "s").expect_err("refused");
-        assert!(e.contains("`hmac` is not UTF-8"), "{e}");
+    fn refreshes(sim: &metal_sim::Sim) -> u64 {
+        let report = sim.stats().report();
+        report
+            .requests
+            .iter()
+            .filter(|r| r.route == REFRESH)
+            .map(|r| r.count)
+            .sum()
     }
 
-    #[test]
-    fn a_v2_secret_calls_metal_apiserver_with_its_token_in_its_project() {
-        let project = "00000000-0000-0000-0000-000000000001";
-        let v2 = [
-            ("url", "https://api.example/"),
-            ("token", "a.b.c"),
-            ("project", project),
-            ("apiVersion", "v2"),
-        ];
-        let c = config_of(&data(&v2), "s").expect("accepted");
-        assert_eq!(c.v2_project.as_deref(), Some(project));
-        assert!(matches!(c.auth, Auth::Bearer(ref t) if t == "a.b.c"));
-        let v1 = config_of(&data(&[("url", "https://a/"), ("token", "t")]), "s");
-        assert_eq!(v1.expect("accepted").v2_project, None);
-        let leftover = [
-            ("url", "https://api.example/"),
-            ("token", "a.b.c"),
-            ("project", project),
-            ("apiVersion", "v2"),
-            ("hmac", "k"),
-        ];
-        let moved = config_of(&data(&leftover), "s").expect("v1's key left unread");
-        assert!(matches!(moved.auth, Auth::Bearer(_)));
-        let cases: [(&[(&str, &str)], &str); 3] = [
-            (
-                &[
-                    ("url", "http://a"),
-                    ("project", project),
-                    ("apiVersion", "v2"),
-                ],
-                "holds no `token`",
-            ),
-            (
-                &[("url", "http://a"), ("token", "t"), ("apiVersion", "v2")],
-                "`project` is not",
-            ),
-            (
-                &[("url", "http://a"), ("token", "t"), ("apiVersion", "2")],
-                "not one of v1, v2",
-            ),
-        ];
-        for (pairs, expected) in cases {
-            let e = error(pairs);
-            assert!(e.contains(expected), "{pairs:?}: {e}");
-            assert!(
-                e.contains("`apiVersion`: v2"),
-                "{pairs:?} names no choices: {e}"
-            );
-        }
-    }
+    #[tokio::test]
+    async fn the_keeper_refreshes_a_due_token_no_reconcile_asks_for_and_waits_after_a_refusal() {
+        let (sim, url) = simulator().await;
+        let roles = [(PROJECT.to_owned(), ProjectRole::Editor)].into();
+        let permissions = vec![MethodPermission {
+            subject: String::new(),
+            methods: vec![REFRESH.into()],
+        }];
+        let lifetime = SignedDuration::from_mins(2);
+        let start = Timestamp::now();
+        let (first, jwt) = sim.tokens().mint("op", roles, permissions, lifetime, start);
+        let stored = Arc::new(Mutex::new(Stored {
+            url: url.clone(),
+            token: jwt.clone(),
+            version: 1,
+            ..Default::default()
+        }));
+        let own = Client::new(metal_api::Config::new(
+            url::Url::parse(&url).expect("url"),
+            metal_api::Auth::None,
+        ))
+        .expect("a client");
+        let clients = MetalClients::new(own, apiserver(stored.clone()));
+        clients
+            .of("ns", Some("creds"))
+            .await
+            .expect("the Secret's client");
+        let after = |secs: i64| {
+            start
+                .saturating_add(SignedDuration::from_secs(secs))
+                .expect("a time")
+        };
+        let token = || {
+            stored
+                .lock()
+                .map(|s| (s.token.clone(), s.patches))
+                .expect("stored")
+        };
 
-    #[test]
-    fn no_error_carries_what_the_secret_holds() {
-        let e = error(&[("url", "ftp://host.example"), ("hmac", "super-secret")]);
-        assert!(
-            !e.contains("super-secret") && !e.contains("host.example"),
-            "{e}"
+        clients.keep_all_fresh(after(50)).await;
+        assert_eq!(
+            (refreshes(&sim), token()),
+            (0, (jwt.clone(), 0)),
+            "refreshed with more than half its lifetime left"
+        );
+
+        clients.keep_all_fresh(after(70)).await;
+        let (second, patches) = token();
+        assert_eq!(
+            (refreshes(&sim), patches),
+            (1, 1),
+            "not refreshed with less than half left"
+        );
+        assert_ne!(second, jwt, "the Secret still holds the first token");
+
+        // The refreshed token revoked: refused, and not asked again for 30 s.
+        let uuid = sim
+            .tokens()
+            .authenticate(Some(&format!("Bearer {second}")), Timestamp::now())
+            .expect("a token")
+            .map(|t| t.uuid)
+            .expect("known");
+        assert!(sim.tokens().revoke(&uuid, None) && first.uuid != uuid);
+        clients.keep_all_fresh(after(200)).await;
+        clients.keep_all_fresh(after(220)).await;
+        assert_eq!(refreshes(&sim), 2, "refused and asked again within 30 s");
+        clients.keep_all_fresh(after(231)).await;
+        assert_eq!(refreshes(&sim), 3, "never asked again after a refusal");
+
+        // Nothing asked for the client in an hour: its token is let be.
+        clients.keep_all_fresh(after(3700)).await;
+        assert_eq!(
+            (refreshes(&sim), token().1),
+            (3, 1),
+            "an unused Secret's token kept fresh"
         );
     }
 }

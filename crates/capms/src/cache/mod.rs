@@ -2,7 +2,7 @@
 //! cluster's machines as metal-api last listed them ([`listings`]), metal-api's master data
 //! for admission ([`catalog`]), one such catalog per set of credentials ([`catalogs`]), the
 //! parts those of one metal-api share ([`public_parts`]) and each cluster's metal-api client
-//! ([`credentials`]).
+//! ([`credentials`], made from what its Secret holds: [`credentials_secret`]).
 //! Controllers and webhooks both read here; neither imports the other.
 
 /// The half of `Resource` a wrapper around a resource `$inner` takes from it (its kind, group,
@@ -34,6 +34,7 @@ macro_rules! resource_type_of {
 pub mod catalog;
 pub mod catalogs;
 pub mod credentials;
+pub(crate) mod credentials_secret;
 pub mod listings;
 pub(crate) mod public_parts;
 pub(crate) mod size_images;

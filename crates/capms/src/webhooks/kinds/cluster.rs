@@ -5,7 +5,7 @@
 use super::firewall_template;
 use crate::api::{MetalStackCluster, MetalStackClusterTemplate};
 use crate::cache::catalog::Unavailable;
-use crate::cache::credentials::config_of;
+use crate::cache::credentials_secret::config_of;
 use crate::conversion::Schema;
 use crate::webhooks::admit::{self, Admit, Allowed, Denial, Review};
 use crate::webhooks::rules::{self, Report};
