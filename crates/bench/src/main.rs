@@ -99,6 +99,12 @@ pub struct Args {
     /// minute).
     #[arg(long, value_enum, default_value_t = Api::V1)]
     api: Api,
+    /// With `--api v2`: each cluster's token lives this many seconds (metal-apiserver's
+    /// shortest is 600; the simulator mints shorter ones), so that capms refreshes it while the
+    /// run goes on. The report says how many Secrets ended on a refreshed token, and the run
+    /// misses its targets unless all did and no call was refused as unauthenticated.
+    #[arg(long)]
+    token_lifetime: Option<u64>,
 }
 
 /// The API the clusters reach metal-stack through.
@@ -148,7 +154,15 @@ impl Args {
         if self.admission_rate == 0 || self.admission_seconds == 0 {
             return Err("--admission-rate and --admission-seconds: at least 1 each".into());
         }
-        Ok(())
+        match self.token_lifetime {
+            Some(_) if self.api != Api::V2 => Err(
+                "--token-lifetime: only clusters on API v2 have tokens; valid with --api v2".into(),
+            ),
+            Some(seconds) if seconds < 10 => Err(format!(
+                "--token-lifetime {seconds}: valid: 10 seconds or more"
+            )),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -90,9 +90,10 @@ fn by_route(stats: &StatsReport) -> BTreeMap<String, u64> {
     out
 }
 
-/// Calls metal-apiserver answered `resource_exhausted` (HTTP 429): over a token's rate limit.
-fn rate_limited(stats: &StatsReport) -> u64 {
-    let refused = stats.requests.iter().filter(|r| r.status == 429);
+/// Calls answered with HTTP `status`: 429 is metal-apiserver's `resource_exhausted` (over a
+/// token's rate limit), 401 its `unauthenticated` (a token expired or revoked).
+fn answered(stats: &StatsReport, status: u16) -> u64 {
+    let refused = stats.requests.iter().filter(|r| r.status == status);
     refused.map(|r| r.count).sum()
 }
 
@@ -149,6 +150,8 @@ pub struct Provisioning {
     pub metal_calls: BTreeMap<String, u64>,
     /// Calls answered `resource_exhausted` (API v2's rate limit per token).
     pub metal_calls_rate_limited: u64,
+    /// Calls answered `unauthenticated` (API v2: a token expired or revoked).
+    pub metal_calls_unauthenticated: u64,
     pub apiserver_requests_per_machine: f64,
     pub apiserver_requests_per_machine_by_method: BTreeMap<String, f64>,
     pub apiserver_requests_by_resource: BTreeMap<String, f64>,
@@ -236,7 +239,8 @@ impl Provisioning {
             worker_latency,
             metal_calls_per_machine: metal.total as f64 / machines as f64,
             metal_calls: by_route(metal),
-            metal_calls_rate_limited: rate_limited(metal),
+            metal_calls_rate_limited: answered(metal, 429),
+            metal_calls_unauthenticated: answered(metal, 401),
             apiserver_requests_per_machine: capms.total(KUBE_REQUESTS) / machines as f64,
             apiserver_requests_per_machine_by_method: per(
                 capms.by(KUBE_REQUESTS, "method"),
@@ -348,6 +352,8 @@ pub struct Deletion {
     pub metal_calls: BTreeMap<String, u64>,
     /// Calls answered `resource_exhausted` (API v2's rate limit per token).
     pub metal_calls_rate_limited: u64,
+    /// Calls answered `unauthenticated` (API v2: a token expired or revoked).
+    pub metal_calls_unauthenticated: u64,
     pub apiserver_requests_per_machine: f64,
 }
 
@@ -358,7 +364,8 @@ impl Deletion {
             seconds: elapsed.as_secs_f64(),
             metal_calls_per_machine: metal.total as f64 / machines,
             metal_calls: by_route(metal),
-            metal_calls_rate_limited: rate_limited(metal),
+            metal_calls_rate_limited: answered(metal, 429),
+            metal_calls_unauthenticated: answered(metal, 401),
             apiserver_requests_per_machine: capms.total(KUBE_REQUESTS) / machines,
         }
     }
@@ -393,6 +400,18 @@ pub struct Report {
     /// Cluster API's Machine status writes and conflicts by the capms write before them, when
     /// the apiserver kept an audit log.
     pub conflict_causes: Option<ConflictCauses>,
+    /// With `--token-lifetime`: how many clusters' Secrets held a token other than the one
+    /// minted for them once the clusters were deleted (capms refreshed it).
+    pub v2_tokens: Option<TokenRefreshes>,
+}
+
+/// The API v2 tokens of a run whose tokens live shorter than it.
+#[derive(Serialize)]
+pub struct TokenRefreshes {
+    pub lifetime_seconds: u64,
+    pub clusters: usize,
+    /// Clusters whose Secret holds a token other than the one minted for it.
+    pub refreshed: usize,
 }
 
 impl Report {

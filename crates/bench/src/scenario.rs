@@ -6,7 +6,7 @@ use crate::audit::{self, ConflictCauses};
 use crate::kubelets::Kubelets;
 use crate::measure::{ApiserverScrape, Counters, CpuClock, ProcessUsage, Scrape};
 use crate::report::{
-    ADMISSIONS, Deletion, Idle, KUBE_REQUESTS, Provisioning, Report, Size, TakenUp,
+    ADMISSIONS, Deletion, Idle, KUBE_REQUESTS, Provisioning, Report, Size, TakenUp, TokenRefreshes,
 };
 use crate::support::{
     CapiManager, CapmsManager, ControlPlane, ManagerOn, Managers, RunningSim, TestNamespace,
@@ -60,17 +60,37 @@ pub(crate) struct V2Credentials {
 
 impl V2Credentials {
     /// A token of the benchmark's project for each of `clusters`, minted by `sim` as an
-    /// operator gives capms one.
-    async fn minted(sim: &RunningSim, clusters: usize) -> V2Credentials {
+    /// operator gives capms one, living `lifetime` seconds (8 hours when None).
+    async fn minted(sim: &RunningSim, clusters: usize, lifetime: Option<u64>) -> V2Credentials {
+        let lifetime = lifetime.map(|seconds| format!("{seconds}s"));
         let mut tokens = Vec::new();
         for _ in 0..clusters {
-            let minted = sim.mint_capms_token(PROJECT, None).await;
+            let minted = sim.mint_capms_token(PROJECT, lifetime.as_deref()).await;
             tokens.push(minted["secret"].as_str().expect("a token").to_owned());
         }
         V2Credentials {
             url: sim.v2_url(),
             tokens,
         }
+    }
+
+    /// How many clusters' credentials Secrets in `namespace` hold a token other than the one
+    /// minted for them.
+    async fn refreshed(&self, client: &kube::Client, namespace: &str) -> usize {
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(client.clone(), namespace);
+        let mut refreshed = 0;
+        for (i, minted) in self.tokens.iter().enumerate() {
+            let name = format!("{}-metal", cluster_name(i));
+            let secret = secrets
+                .get(&name)
+                .await
+                .expect("a cluster's credentials Secret");
+            let data = secret.data.unwrap_or_default();
+            let token = data.get("token").map(|t| t.0.as_slice());
+            refreshed += usize::from(token != Some(minted.as_bytes()));
+        }
+        refreshed
     }
 
     /// Cluster number `i`'s credentials Secret `name`.
@@ -230,8 +250,14 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     let scrape = Scrape::new(stack.capms.metrics_port);
     let timelines = Timelines::start(stack.ns.client.clone(), &stack.ns.name);
     let mut cpu = CpuClock::start(stack.capms.process.pid());
+    let v2 = match args.api {
+        Api::V1 => None,
+        Api::V2 => {
+            Some(V2Credentials::minted(&stack.sim, args.clusters, args.token_lifetime).await)
+        }
+    };
     let (mut provisioning, apiserver_until_owned, apiserver) =
-        provision_measured(args, &stack, &scrape, &timelines).await;
+        provision_measured(args, &stack, &scrape, &timelines, v2.as_ref()).await;
     cpu.phase("provisioning");
     let idle = idle(args, &stack, &scrape).await;
     cpu.phase("idle");
@@ -245,6 +271,14 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     let deletion = delete(args, &stack, &scrape, &timelines).await;
     cpu.phase("deletion");
     let usage = cpu.usage();
+    let v2_tokens = match (&v2, args.token_lifetime) {
+        (Some(v2), Some(lifetime_seconds)) => Some(TokenRefreshes {
+            lifetime_seconds,
+            clusters: args.clusters,
+            refreshed: v2.refreshed(&stack.ns.client, &stack.ns.name).await,
+        }),
+        _ => None,
+    };
     let conflict_causes = conflict_causes(args, &stack, &timelines, &provisioning);
     let phoned_home = phoned_home(&stack.sim.sim, timelines.origin_wall());
     let csv = timelines
@@ -264,6 +298,7 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
         deletion,
         capms: usage,
         conflict_causes,
+        v2_tokens,
     }
 }
 
@@ -302,6 +337,7 @@ async fn provision_measured(
     stack: &Stack,
     scrape: &Scrape,
     timelines: &Timelines,
+    v2: Option<&V2Credentials>,
 ) -> (Provisioning, ApiserverLoad, ApiserverLoad) {
     let apiserver = ApiserverScrape::new(stack.ns.client.clone());
     let pid = ControlPlane::shared().apiserver_pid();
@@ -331,7 +367,8 @@ async fn provision_measured(
             .await;
         moment().await
     };
-    let (provisioning, at_owned) = tokio::join!(provision(args, stack, scrape, timelines), owned);
+    let (provisioning, at_owned) =
+        tokio::join!(provision(args, stack, scrape, timelines, v2), owned);
     let at_ready = moment().await;
     (provisioning, load(&at_owned), load(&at_ready))
 }
@@ -345,12 +382,9 @@ async fn provision(
     stack: &Stack,
     scrape: &Scrape,
     timelines: &Timelines,
+    v2: Option<&V2Credentials>,
 ) -> Provisioning {
-    let v2 = match args.api {
-        Api::V1 => None,
-        Api::V2 => Some(V2Credentials::minted(&stack.sim, args.clusters).await),
-    };
-    let manifest = write_clusters(args, &stack.ns.name, &stack.work, v2.as_ref());
+    let manifest = write_clusters(args, &stack.ns.name, &stack.work, v2);
     stack.sim.sim.stats().reset();
     let before = scrape.counters().await;
     let started = Instant::now();

@@ -171,12 +171,20 @@ impl Report {
         let (p, i, d) = (&self.provisioning, &self.idle, &self.deletion);
         let _ = writeln!(
             t,
-            "  metal-api calls        {:>8.2} per machine to provision, {:.2} to delete, {:.3}/s idle; {} answered resource_exhausted",
+            "  metal-api calls        {:>8.2} per machine to provision, {:.2} to delete, {:.3}/s idle; {} answered resource_exhausted, {} unauthenticated",
             p.metal_calls_per_machine,
             d.metal_calls_per_machine,
             i.metal_calls_per_second,
-            p.metal_calls_rate_limited + d.metal_calls_rate_limited
+            p.metal_calls_rate_limited + d.metal_calls_rate_limited,
+            p.metal_calls_unauthenticated + d.metal_calls_unauthenticated
         );
+        if let Some(tokens) = &self.v2_tokens {
+            let _ = writeln!(
+                t,
+                "  API v2 tokens          {} of {} refreshed by capms (each minted to live {} s)",
+                tokens.refreshed, tokens.clusters, tokens.lifetime_seconds
+            );
+        }
         let _ = writeln!(
             t,
             "  apiserver requests     {:>8.2} per machine to provision, {:.2} to delete, {:.2}/s idle",

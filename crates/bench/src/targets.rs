@@ -55,6 +55,8 @@ pub enum Scope {
     SharedApiserver,
     /// Clusters on metal-apiserver (API v2), a project token each.
     ApiV2,
+    /// Clusters on API v2 whose tokens live shorter than the run (`--token-lifetime`).
+    ShortTokens,
 }
 
 impl Scope {
@@ -68,6 +70,7 @@ impl Scope {
             Scope::FullRate => "500 AdmissionReviews/s or more for 60 s or longer",
             Scope::SharedApiserver => "5 × 40 and 10 × 100 workers, 1 s steps, with the baseline",
             Scope::ApiV2 => "clusters on API v2",
+            Scope::ShortTokens => "API v2 tokens living shorter than the run",
         }
     }
 
@@ -87,6 +90,7 @@ impl Scope {
                     && report.capi_alone.is_some()
             }
             Scope::ApiV2 => s.api == crate::Api::V2,
+            Scope::ShortTokens => report.v2_tokens.is_some(),
         }
     }
 }
@@ -257,6 +261,30 @@ const SPECS: &[Spec] = &[
         scope: Scope::ApiV2,
         measure: |r| {
             (r.provisioning.metal_calls_rate_limited + r.deletion.metal_calls_rate_limited) as f64
+        },
+    },
+    Spec {
+        what: "calls metal-apiserver answered unauthenticated (provisioning and deletion)",
+        bound: Bound::AtMost,
+        limit: 0.0,
+        unit: "",
+        decimals: 0,
+        scope: Scope::ApiV2,
+        measure: |r| {
+            let (p, d) = (&r.provisioning, &r.deletion);
+            (p.metal_calls_unauthenticated + d.metal_calls_unauthenticated) as f64
+        },
+    },
+    Spec {
+        what: "clusters whose token capms did not refresh",
+        bound: Bound::AtMost,
+        limit: 0.0,
+        unit: "",
+        decimals: 0,
+        scope: Scope::ShortTokens,
+        measure: |r| match &r.v2_tokens {
+            Some(tokens) => (tokens.clusters - tokens.refreshed.min(tokens.clusters)) as f64,
+            None => f64::NAN,
         },
     },
     Spec {
