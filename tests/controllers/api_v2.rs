@@ -206,21 +206,9 @@ async fn a_revoked_or_foreign_token_is_a_condition_naming_the_secret_and_frees_n
     let running = allocated(&env.sim);
     let origin = format!("Secret {}/{V2_SECRET}", env.ns.name);
 
-    let refused = |what: &'static str| {
-        let origin = origin.clone();
-        move |msc: &MetalStackCluster| {
-            let ready = msc
-                .status
-                .as_ref()
-                .and_then(|s| condition(&s.conditions, "Ready"));
-            ready.is_some_and(|r| {
-                r.status == "False"
-                    && r.reason == "MetalUnauthorized"
-                    && r.message.contains(&origin)
-                    && r.message.contains("/metalstack.api.v2.")
-                    && r.message.contains(what)
-            })
-        }
+    let refused = |what: &str| {
+        let naming = [origin.as_str(), "/metalstack.api.v2.", what];
+        not_ready("MetalUnauthorized", naming.map(String::from).to_vec())
     };
     env.sim.revoke_v2(&first.uuid).await;
     let revoked = "a condition naming the Secret, the call and the revoked token";
@@ -234,13 +222,13 @@ async fn a_revoked_or_foreign_token_is_a_condition_naming_the_secret_and_frees_n
         .as_str()
         .expect("a token")
         .to_owned();
-    set_token(&env, &foreign).await;
+    set_in_secret(&env, "token", &foreign).await;
     let other = "a condition naming the Secret, the call and the project refused";
     wait_condition(&clusters, MSC, other, refused("not allowed")).await;
     quiet_and_unchanged(&env, &running).await;
 
     let fresh = env.sim.mint_capms_token(LAB_PROJECT, None).await;
-    set_token(&env, fresh["secret"].as_str().expect("a token")).await;
+    set_in_secret(&env, "token", fresh["secret"].as_str().expect("a token")).await;
     wait_ready(&env, &clusters, MSC, |c| {
         c.status.as_ref().is_some_and(|s| s.ready)
     })
@@ -254,14 +242,30 @@ async fn a_revoked_or_foreign_token_is_a_condition_naming_the_secret_and_frees_n
     deleted_and_freed(&env, &initial, "everything freed with the valid token").await;
 }
 
-/// The token of the credentials Secret replaced by `token`.
-async fn set_token(env: &Env, token: &str) {
+/// Is the MetalStackCluster's Ready condition False with `reason` and a message holding each
+/// of `naming`?
+fn not_ready(reason: &'static str, naming: Vec<String>) -> impl Fn(&MetalStackCluster) -> bool {
+    move |msc: &MetalStackCluster| {
+        let ready = msc
+            .status
+            .as_ref()
+            .and_then(|s| condition(&s.conditions, "Ready"));
+        ready.is_some_and(|r| {
+            r.status == "False"
+                && r.reason == reason
+                && naming.iter().all(|n| r.message.contains(n.as_str()))
+        })
+    }
+}
+
+/// The credentials Secret's `key` (its `token`, its `url`) replaced by `value`.
+async fn set_in_secret(env: &Env, key: &str, value: &str) {
     let secrets: Api<Secret> = Api::namespaced(env.client(), &env.ns.name);
-    let patch = json!({"stringData": {"token": token}});
+    let patch = json!({"stringData": {key: value}});
     secrets
         .patch(V2_SECRET, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .expect("the new token in the Secret");
+        .unwrap_or_else(|e| panic!("the new {key} in the Secret: {e}"));
 }
 
 /// Over 30 s of refusals capms calls metal-apiserver a few times, not again and again, and
@@ -285,4 +289,97 @@ async fn deleted_and_freed(env: &Env, before: &(usize, usize, Vec<String>), what
         (allocated(&env.sim) == *before).then_some(())
     })
     .await;
+}
+
+/// A credentials Secret of API v2 whose URL does not lead to metal-apiserver: nothing answers
+/// there, a server answers with what does not fit the protos, or metal-api v1 answers (its
+/// URL given for v2's). Each is a Ready False condition on the MetalStackCluster naming the
+/// Secret and the call; nothing is allocated; the misfit answers are not asked for again and
+/// again. The right URL is taken up without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v2_url_that_is_not_metal_apiserver_s_is_a_condition_naming_the_secret() {
+    let mut env = Env::with_inventory("v2-wrong-url", Inventory::default_lab()).await;
+    env.start_capms(&["--sync-period=5s"]);
+    let clusters: Api<MetalStackCluster> = Api::namespaced(env.client(), &env.ns.name);
+    let initial = allocated(&env.sim);
+    env.use_api_v2(None).await;
+    let origin = format!("Secret {}/{V2_SECRET}", env.ns.name);
+
+    set_in_secret(
+        &env,
+        "url",
+        &format!("http://127.0.0.1:{}", support::free_port()),
+    )
+    .await;
+    env.apply_seed_cluster(MSC, lab_cluster()).await;
+    let unreachable = vec![format!("(as {origin} gives it) could not be reached")];
+    let what = "a condition naming the Secret of the unanswering URL";
+    wait_condition(
+        &clusters,
+        MSC,
+        what,
+        not_ready("MetalUnreachable", unreachable),
+    )
+    .await;
+
+    let (misfit, answered) = misfit_server().await;
+    set_in_secret(&env, "url", &misfit).await;
+    let naming = vec![
+        format!("(as {origin} gives it) sent a response capms cannot read"),
+        "/metalstack.api.v2.NetworkService/List: the answer does not fit its message".into(),
+    ];
+    let what = "a condition naming the Secret, the call and the answer that does not fit";
+    wait_condition(&clusters, MSC, what, not_ready("MetalBadResponse", naming)).await;
+    let before = answered.load(std::sync::atomic::Ordering::Relaxed);
+    // sleep-ok: a window to count the calls capms makes while the answers do not fit.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let made = answered.load(std::sync::atomic::Ordering::Relaxed) - before;
+    assert!(
+        made <= 30,
+        "{made} calls in 30 s of answers that do not fit"
+    );
+
+    set_in_secret(&env, "url", &env.sim.url.clone()).await;
+    let naming = vec![
+        "/metalstack.api.v2.NetworkService/List: Unimplemented".into(),
+        format!("(the URL {origin} gives does not serve metal-apiserver's API v2)"),
+    ];
+    let what = "a condition naming the Secret, the call and metal-api v1's 404";
+    wait_condition(&clusters, MSC, what, not_ready("MetalServerError", naming)).await;
+    assert_eq!(
+        allocated(&env.sim),
+        initial,
+        "allocated through a wrong URL"
+    );
+
+    set_in_secret(&env, "url", &env.sim.v2_url()).await;
+    wait_ready(&env, &clusters, MSC, |c| {
+        c.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+    deleted_and_freed(&env, &initial, "everything freed through the right URL").await;
+}
+
+/// A server on loopback answering every call 200 with JSON that fits none of metal-apiserver's
+/// messages (a list where each answer holds a message, or a string); its URL and the count of
+/// calls it answered.
+async fn misfit_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = answered.clone();
+    let app = axum::Router::new().fallback(move || {
+        let counted = counted.clone();
+        async move {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let body = r#"{"networks": "none", "ips": "none", "machines": "none",
+                "network": [], "ip": [], "machine": [], "project": [], "partitions": "none",
+                "sizes": "none", "images": "none", "token": []}"#;
+            ([("content-type", "application/json")], body)
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, answered)
 }

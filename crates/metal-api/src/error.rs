@@ -27,10 +27,12 @@ pub enum Error {
         via: String,
         timeout: std::time::Duration,
     },
-    /// The answer was not the JSON we expect.
-    #[error("metal-api {endpoint} sent a response capms cannot read: {detail}")]
+    /// The answer was not the JSON we expect (at a URL that is not metal-api's, say). `via`
+    /// names where the URL came from, when not from capms's own settings.
+    #[error("metal-api {endpoint}{via} sent a response capms cannot read: {detail}")]
     Decode {
         endpoint: &'static str,
+        via: String,
         detail: String,
     },
     /// The client configuration is unusable.
@@ -156,9 +158,15 @@ impl Error {
 /// Secret is the Secret's, so an error with credentials from one names the Secret, not the URL.
 pub(crate) fn as_given_by(origin: Option<&str>, e: reqwest::Error) -> (String, reqwest::Error) {
     match origin {
-        Some(origin) => (format!(" (as {origin} gives it)"), e.without_url()),
+        Some(_) => (via(origin), e.without_url()),
         None => (String::new(), e),
     }
+}
+
+/// Where a call's URL came from, to follow the endpoint in a message: ` (as Secret ns/name
+/// gives it)`, or nothing for capms's own settings.
+pub(crate) fn via(origin: Option<&str>) -> String {
+    origin.map_or_else(String::new, |o| format!(" (as {o} gives it)"))
 }
 
 /// Reads an error body in any of the forms metal-api sends: a JSON string wrapping the compact

@@ -310,6 +310,7 @@ impl Client {
         }
         let answer = super::json::decode(&bytes).map_err(|e| Error::Decode {
             endpoint,
+            via: crate::error::via(self.origin.as_deref()),
             detail: e.to_string(),
         });
         self.noted(answer)

@@ -52,6 +52,21 @@ impl Failure {
                     source,
                 };
             }
+            // An answer of another shape: what answers there is not metal-apiserver, or not one
+            // of the version whose protos capms speaks.
+            Failure::Call(e @ metalstack_api::Error::Decode { .. }) => {
+                return Error::Decode {
+                    endpoint,
+                    via: crate::error::via(origin),
+                    detail: e.to_string(),
+                };
+            }
+            // Every procedure capms calls is metal-apiserver's: what answers there is not.
+            Failure::Call(e) if e.code() == metalstack_api::Code::Unimplemented => {
+                let url = origin.map_or_else(|| "the URL".into(), |o| format!("the URL {o} gives"));
+                let message = format!("{e} ({url} does not serve metal-apiserver's API v2)");
+                (v1_status(e.code()), message)
+            }
             Failure::Call(e) => (v1_status(e.code()), e.to_string()),
         };
         Error::Api {
@@ -149,5 +164,33 @@ mod tests {
         assert!(!failed(Code::PermissionDenied).is_transient());
         let refused = Failure::Unsupported("pinning".into()).into_error("machine_allocate", None);
         assert!(!refused.is_transient());
+    }
+
+    #[test]
+    fn an_answer_not_metal_apiserver_s_names_where_the_url_came_from() {
+        let origin = Some("Secret ns/creds");
+        let misfit = metalstack_api::Error::Decode {
+            procedure: "/p".into(),
+            message: "invalid type".into(),
+        };
+        let misfit = Failure::Call(misfit).into_error("network_find", origin);
+        assert_eq!(misfit.category(), crate::error::Category::BadResponse);
+        assert_eq!(
+            misfit.to_string(),
+            "metal-api network_find (as Secret ns/creds gives it) sent a response capms cannot \
+             read: /p: the answer does not fit its message: invalid type"
+        );
+        let unserved = metalstack_api::Error::Connect {
+            procedure: "/p".into(),
+            code: Code::Unimplemented,
+            message: "404 page not found".into(),
+        };
+        let unserved = Failure::Call(unserved).into_error("network_find", origin);
+        assert!(
+            unserved.to_string().ends_with(
+                "(the URL Secret ns/creds gives does not serve metal-apiserver's API v2)"
+            ),
+            "{unserved}"
+        );
     }
 }
