@@ -54,6 +54,9 @@ pub enum Category {
     /// Its reason goes without the prefix: it says what to do.
     NoMachineAvailable,
     ServerError,
+    /// 429: over a rate limit (API v2's per token; or not sent, the client's budget of calls
+    /// a minute spent). Passes by itself.
+    RateLimited,
     Unreachable,
     Timeout,
     BadResponse,
@@ -70,6 +73,7 @@ impl Category {
             Category::Rejected => "metal_rejected",
             Category::NoMachineAvailable => "metal_no_machine_available",
             Category::ServerError => "metal_server_error",
+            Category::RateLimited => "metal_rate_limited",
             Category::Unreachable => "metal_unreachable",
             Category::Timeout => "metal_timeout",
             Category::BadResponse => "metal_bad_response",
@@ -93,6 +97,7 @@ impl Category {
             Category::Conflict
                 | Category::NoMachineAvailable
                 | Category::ServerError
+                | Category::RateLimited
                 | Category::Unreachable
                 | Category::Timeout
         )
@@ -116,6 +121,7 @@ impl Error {
             Error::Api {
                 status: 400 | 422, ..
             } => Category::Rejected,
+            Error::Api { status: 429, .. } => Category::RateLimited,
             Error::Api { .. } => Category::ServerError,
             Error::Transport { .. } => Category::Unreachable,
             Error::Timeout { .. } => Category::Timeout,
@@ -219,6 +225,10 @@ mod tests {
         assert!(!refused.category().is_transient());
         assert_eq!(api(503, "x").category().reason(), "MetalServerError");
         assert_eq!(api(404, "x").category().label(), "metal_not_found");
+        let limited = api(429, "not sent, the token's calls per minute are spent");
+        assert_eq!(limited.category().reason(), "MetalRateLimited");
+        assert_eq!(limited.category().label(), "metal_rate_limited");
+        assert!(limited.category().is_transient(), "the minute passes");
     }
 
     use super::*;

@@ -59,7 +59,14 @@ fn error_policy<K: Resource<DynamicType = ()>>(
         tracing::debug!(%kind, object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), error = %error, "object changed during reconcile; retrying");
         return Action::requeue(Duration::from_secs(1));
     }
-    tracing::warn!(%kind, object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), category = error.category().label(), transient = error.category().is_transient(), error = %error, "reconcile failed");
+    if error.category() == Category::Metal(metal_api::error::Category::RateLimited) {
+        // A token's calls a minute spent: expected while a big cluster on API v2 provisions,
+        // said by the object's condition (MetalRateLimited); a warning for each object waiting
+        // would fill the log (about 10 a second for 150 machines on one token).
+        tracing::debug!(%kind, object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), error = %error, "reconcile waits for the token's rate limit");
+    } else {
+        tracing::warn!(%kind, object = %obj.name_any(), namespace = obj.namespace().unwrap_or_default(), category = error.category().label(), transient = error.category().is_transient(), error = %error, "reconcile failed");
+    }
     Action::requeue(ctx.backoff.next_poll(&obj.uid().unwrap_or_default()))
 }
 
