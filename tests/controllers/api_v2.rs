@@ -184,10 +184,11 @@ fn v2_calls(env: &Env) -> u64 {
     v2.map(|r| r.count).sum()
 }
 
-/// A running cluster's token revoked, then replaced by one of another project: each is a Ready
-/// False condition on the MetalStackCluster naming the Secret, the call and what metal-apiserver
-/// said; nothing is freed or allocated, and capms does not call again and again. A valid token
-/// in the Secret is taken up without a restart, and the cluster is freed with it.
+/// A running cluster's token revoked, then replaced by one of another project, then by one
+/// that has expired: each is a Ready False condition on the MetalStackCluster naming the
+/// Secret, the call and what metal-apiserver said; nothing is freed or allocated, and capms
+/// does not call again and again. A valid token in the Secret is taken up without a restart,
+/// and the cluster is freed with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_or_foreign_token_is_a_condition_naming_the_secret_and_frees_nothing() {
     let mut env = Env::with_inventory("v2-refused", Inventory::default_lab()).await;
@@ -225,6 +226,13 @@ async fn a_revoked_or_foreign_token_is_a_condition_naming_the_secret_and_frees_n
     set_in_secret(&env, "token", &foreign).await;
     let other = "a condition naming the Secret, the call and the project refused";
     wait_condition(&clusters, MSC, other, refused("not allowed")).await;
+    quiet_and_unchanged(&env, &running).await;
+
+    // A token that expired before capms could refresh it (a lifetime of a second).
+    let expired = env.sim.mint_capms_token(LAB_PROJECT, Some("1s")).await;
+    set_in_secret(&env, "token", expired["secret"].as_str().expect("a token")).await;
+    let expiry = "a condition naming the Secret, the call and the expired token";
+    wait_condition(&clusters, MSC, expiry, refused("token is expired")).await;
     quiet_and_unchanged(&env, &running).await;
 
     let fresh = env.sim.mint_capms_token(LAB_PROJECT, None).await;
