@@ -30,7 +30,7 @@ use support::{
 
 const CLUSTER: &str = "moved";
 /// The project of the fixture's cluster, in the lab inventory.
-const LAB_PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+use support::LAB_PROJECT;
 
 /// The tests of this file run one at a time: each brings up a second management cluster's
 /// managers, more than two cores carry beside another.

@@ -42,7 +42,7 @@ struct Env {
 }
 
 /// The project of the lab's clusters.
-const LAB_PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+use support::LAB_PROJECT;
 
 /// The credentials Secret of API v2 made by [`Env::use_api_v2`].
 const V2_SECRET: &str = "metal-v2";

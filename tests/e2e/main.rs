@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use std::time::Duration;
 use support::{
-    CapiManager, CapmsManager, ControlPlane, ManagerOn, Managers, RunningSim, TestNamespace,
-    eventually, repo_root,
+    CapiManager, CapmsManager, ControlPlane, LAB_PROJECT, ManagerOn, Managers, RunningSim,
+    TestNamespace, eventually, repo_root,
 };
 
 /// The demo's cluster (firewall, MachineDeployment of two workers) in a namespace of its own,
@@ -35,6 +35,13 @@ struct Demo {
 impl Demo {
     /// Starts everything, capms with `extra` arguments.
     async fn start(prefix: &str, extra: &[&str]) -> Demo {
+        Demo::start_on(prefix, extra, false).await
+    }
+
+    /// Starts everything, capms with `extra` arguments; with `api_v2`, the cluster reaches the
+    /// simulator through metal-apiserver's API v2, with a project token of its own in a
+    /// credentials Secret its MetalStackCluster names.
+    async fn start_on(prefix: &str, extra: &[&str], api_v2: bool) -> Demo {
         capms::tls::install_default_provider();
         let cp = ControlPlane::shared();
         let ns = cp.namespace(prefix).await;
@@ -54,12 +61,23 @@ impl Demo {
         let text =
             std::fs::read_to_string(repo_root().join("tests/fixtures/infrastructure/cluster.yaml"))
                 .expect("demo cluster");
+        let mut text = text.replace("namespace: demo", &format!("namespace: {}", ns.name));
+        if api_v2 {
+            let minted = sim.mint_capms_token(LAB_PROJECT, None).await;
+            let secret = json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "metal-v2", "namespace": ns.name},
+                "stringData": {"apiVersion": "v2", "url": sim.v2_url(), "project": LAB_PROJECT,
+                               "token": minted["secret"].as_str().expect("a token")}});
+            let reference = "\nspec:\n  credentialsRef:\n    name: metal-v2\n  partition:";
+            text = text.replace("\nspec:\n  partition:", reference);
+            assert!(
+                text.contains(reference),
+                "the demo's MetalStackCluster names no partition"
+            );
+            text = format!("{text}\n---\n{secret}");
+        }
         let file = work.path().join("cluster.yaml");
-        std::fs::write(
-            &file,
-            text.replace("namespace: demo", &format!("namespace: {}", ns.name)),
-        )
-        .expect("write");
+        std::fs::write(&file, text).expect("write");
         cp.apply(&file);
         Demo {
             capms,
@@ -177,11 +195,37 @@ impl Demo {
 
 #[tokio::test(flavor = "current_thread")]
 async fn machine_deployment_scales_and_deletion_frees_everything() {
-    let demo = Demo::start("demo", &[]).await;
+    scales_and_frees(Demo::start("demo", &[]).await, false).await;
+}
+
+/// The same through metal-apiserver's API v2: every machine is made through v2 (it carries the
+/// labels of a v2 allocation) and freed through it.
+#[tokio::test(flavor = "current_thread")]
+async fn machine_deployment_scales_and_deletion_frees_everything_through_api_v2() {
+    scales_and_frees(Demo::start_on("demo-v2", &[], true).await, true).await;
+}
+
+/// The demo's cluster ready (with `api_v2`, each machine made through v2), scaled down by one
+/// worker, whose machine is freed, and deleted, with everything it allocated freed.
+async fn scales_and_frees(demo: Demo, api_v2: bool) {
     let metal = demo.sim.editor();
     let before_ips = metal.ip_find(&IpFindRequest::default()).await.expect("ips");
     demo.wait_ready(2, "cluster, firewall and two workers ready")
         .await;
+    if api_v2 {
+        let state = demo.sim.sim.state();
+        let allocated = state.machines.values().filter(|m| m.allocation.is_some());
+        let labels: Vec<bool> = allocated
+            .map(|m| {
+                m.allocation_labels
+                    .contains_key(metal_api::tags::CLUSTER_ID)
+            })
+            .collect();
+        assert_eq!(
+            labels, [true; 3],
+            "firewall and two workers made through v2"
+        );
+    }
     // Cluster API copied providerID and provisioning from our MetalStackMachines.
     let capi_machines = demo.capi("Machine");
     eventually(

@@ -444,7 +444,7 @@ pub use manager::{
 pub use ports::free_port;
 pub use process::ChildProcess;
 pub use registration::{shipped_cluster_role, user_binding};
-pub use sim::RunningSim;
+pub use sim::{LAB_PROJECT, RunningSim};
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,9 @@
 use metalstack_api::types::token::TokenServiceCreateRequest;
 use std::time::Duration;
 
+/// The project of the lab inventory's machines and of the tokens tests mint for it.
+pub const LAB_PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+
 /// A metal-api simulator running inside the test's runtime on a free loopback port.
 pub struct RunningSim {
     pub sim: metal_sim::Sim,
