@@ -350,7 +350,7 @@ async fn a_v2_url_that_is_not_metal_apiserver_s_is_a_condition_naming_the_secret
     set_in_secret(&env, "url", &env.sim.url.clone()).await;
     let naming = vec![
         "/metalstack.api.v2.NetworkService/List: Unimplemented".into(),
-        format!("(the URL {origin} gives does not serve metal-apiserver's API v2)"),
+        format!("(the URL {origin} gives serves no such procedure: not metal-apiserver"),
     ];
     let what = "a condition naming the Secret, the call and metal-api v1's 404";
     wait_condition(&clusters, MSC, what, not_ready("MetalServerError", naming)).await;

@@ -61,10 +61,13 @@ impl Failure {
                     detail: e.to_string(),
                 };
             }
-            // Every procedure capms calls is metal-apiserver's: what answers there is not.
+            // Every procedure capms calls is metal-apiserver's: what answers there is not, or is
+            // of a version without it.
             Failure::Call(e) if e.code() == metalstack_api::Code::Unimplemented => {
                 let url = origin.map_or_else(|| "the URL".into(), |o| format!("the URL {o} gives"));
-                let message = format!("{e} ({url} does not serve metal-apiserver's API v2)");
+                let message = format!(
+                    "{e} ({url} serves no such procedure: not metal-apiserver, or a version without it)"
+                );
                 (v1_status(e.code()), message)
             }
             Failure::Call(e) => (v1_status(e.code()), e.to_string()),
@@ -188,7 +191,7 @@ mod tests {
         let unserved = Failure::Call(unserved).into_error("network_find", origin);
         assert!(
             unserved.to_string().ends_with(
-                "(the URL Secret ns/creds gives does not serve metal-apiserver's API v2)"
+                "(the URL Secret ns/creds gives serves no such procedure: not metal-apiserver, or a version without it)"
             ),
             "{unserved}"
         );
