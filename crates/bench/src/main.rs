@@ -28,6 +28,7 @@ mod report;
 mod scenario;
 mod table;
 mod targets;
+mod v2_tokens;
 mod watch;
 
 use clap::Parser;

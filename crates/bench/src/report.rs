@@ -402,16 +402,7 @@ pub struct Report {
     pub conflict_causes: Option<ConflictCauses>,
     /// With `--token-lifetime`: how many clusters' Secrets held a token other than the one
     /// minted for them once the clusters were deleted (capms refreshed it).
-    pub v2_tokens: Option<TokenRefreshes>,
-}
-
-/// The API v2 tokens of a run whose tokens live shorter than it.
-#[derive(Serialize)]
-pub struct TokenRefreshes {
-    pub lifetime_seconds: u64,
-    pub clusters: usize,
-    /// Clusters whose Secret holds a token other than the one minted for it.
-    pub refreshed: usize,
+    pub v2_tokens: Option<crate::v2_tokens::TokenRefreshes>,
 }
 
 impl Report {

@@ -6,12 +6,13 @@ use crate::audit::{self, ConflictCauses};
 use crate::kubelets::Kubelets;
 use crate::measure::{ApiserverScrape, Counters, CpuClock, ProcessUsage, Scrape};
 use crate::report::{
-    ADMISSIONS, Deletion, Idle, KUBE_REQUESTS, Provisioning, Report, Size, TakenUp, TokenRefreshes,
+    ADMISSIONS, Deletion, Idle, KUBE_REQUESTS, Provisioning, Report, Size, TakenUp,
 };
 use crate::support::{
     CapiManager, CapmsManager, ControlPlane, ManagerOn, Managers, RunningSim, TestNamespace,
     repo_root,
 };
+use crate::v2_tokens::{TokenRefreshes, V2Credentials, secret_name};
 use crate::watch::Timelines;
 use crate::{Api, Args, admission};
 use kube::ResourceExt;
@@ -49,63 +50,6 @@ fn timings(step: Duration) -> metal_sim::Timings {
     }
 }
 
-/// The project of the benchmark's clusters.
-const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
-
-/// Each cluster's metal-apiserver credentials: the URL and, by cluster, a project token.
-pub(crate) struct V2Credentials {
-    url: String,
-    tokens: Vec<String>,
-}
-
-impl V2Credentials {
-    /// A token of the benchmark's project for each of `clusters`, minted by `sim` as an
-    /// operator gives capms one, living `lifetime` seconds (8 hours when None).
-    async fn minted(sim: &RunningSim, clusters: usize, lifetime: Option<u64>) -> V2Credentials {
-        let lifetime = lifetime.map(|seconds| format!("{seconds}s"));
-        let mut tokens = Vec::new();
-        for _ in 0..clusters {
-            let minted = sim.mint_capms_token(PROJECT, lifetime.as_deref()).await;
-            tokens.push(minted["secret"].as_str().expect("a token").to_owned());
-        }
-        V2Credentials {
-            url: sim.v2_url(),
-            tokens,
-        }
-    }
-
-    /// How many clusters' credentials Secrets in `namespace` hold a token other than the one
-    /// minted for them.
-    async fn refreshed(&self, client: &kube::Client, namespace: &str) -> usize {
-        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
-            kube::Api::namespaced(client.clone(), namespace);
-        let mut refreshed = 0;
-        for (i, minted) in self.tokens.iter().enumerate() {
-            let name = format!("{}-metal", cluster_name(i));
-            let secret = secrets
-                .get(&name)
-                .await
-                .expect("a cluster's credentials Secret");
-            let data = secret.data.unwrap_or_default();
-            let token = data.get("token").map(|t| t.0.as_slice());
-            refreshed += usize::from(token != Some(minted.as_bytes()));
-        }
-        refreshed
-    }
-
-    /// Cluster number `i`'s credentials Secret `name`.
-    fn secret(&self, namespace: &str, name: &str, i: usize) -> String {
-        let secret = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": name, "namespace": namespace},
-            "stringData": {"apiVersion": "v2", "url": self.url, "token": self.tokens[i],
-                           "project": PROJECT},
-        });
-        serde_json::to_string(&secret).expect("a Secret serializes")
-    }
-}
-
 /// The name of the run's `i`th cluster (its Cluster and MetalStackCluster).
 fn cluster_name(i: usize) -> String {
     format!("bench-{i}")
@@ -135,7 +79,7 @@ fn clusters_manifest(
                 cluster = format!("{cluster}\n---\n{secret}");
             }
             if let Some(v2) = v2 {
-                let secret = format!("{name}-metal");
+                let secret = secret_name(&name);
                 let reference =
                     format!("\nspec:\n  credentialsRef:\n    name: {secret}\n  partition:");
                 cluster = cluster.replace("\nspec:\n  partition:", &reference);
@@ -272,11 +216,16 @@ pub async fn run(args: &Args, capi_alone: Option<ClusterApiAlone>) -> Report {
     cpu.phase("deletion");
     let usage = cpu.usage();
     let v2_tokens = match (&v2, args.token_lifetime) {
-        (Some(v2), Some(lifetime_seconds)) => Some(TokenRefreshes {
-            lifetime_seconds,
-            clusters: args.clusters,
-            refreshed: v2.refreshed(&stack.ns.client, &stack.ns.name).await,
-        }),
+        (Some(v2), Some(lifetime_seconds)) => {
+            let clusters: Vec<String> = (0..args.clusters).map(cluster_name).collect();
+            Some(TokenRefreshes {
+                lifetime_seconds,
+                clusters: args.clusters,
+                refreshed: v2
+                    .refreshed(&stack.ns.client, &stack.ns.name, &clusters)
+                    .await,
+            })
+        }
         _ => None,
     };
     let conflict_causes = conflict_causes(args, &stack, &timelines, &provisioning);
