@@ -242,8 +242,7 @@ async fn store_credentials(client: &kube::Client, ns: &str, sim: &RunningSim, ap
         Through::V1 => json!({"url": sim.url, "hmac": "metal-edit", "hmacAuthType": "Metal-Edit"}),
         Through::V2 => {
             let minted = sim.mint_capms_token(LAB_PROJECT, None).await;
-            json!({"url": sim.v2_url(), "token": minted["secret"], "project": LAB_PROJECT,
-                   "apiVersion": "v2"})
+            sim.v2_credentials(minted["secret"].as_str().expect("a token"), LAB_PROJECT)
         }
     };
     let secret: Secret = serde_json::from_value(json!({

@@ -119,8 +119,7 @@ async fn a_running_cluster_moved_from_v1_to_v2_credentials_keeps_everything_it_h
     let token = minted["secret"].as_str().expect("a token");
     env.apply(
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "metal"},
-        "stringData": {"url": env.sim.v2_url(), "token": token, "project": LAB_PROJECT,
-                       "apiVersion": "v2"}}),
+        "stringData": env.sim.v2_credentials(token, LAB_PROJECT)}),
     )
     .await;
     // The Secret is read again within 30 s; from then on capms calls through v2.

@@ -213,8 +213,7 @@ impl Env {
             .to_owned();
         self.apply(
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": V2_SECRET},
-            "stringData": {"url": self.sim.v2_url(), "token": secret, "project": LAB_PROJECT,
-                           "apiVersion": "v2"}}),
+            "stringData": self.sim.v2_credentials(&secret, LAB_PROJECT)}),
         )
         .await;
         self.credentials = Some(V2_SECRET);

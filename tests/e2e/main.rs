@@ -66,8 +66,8 @@ impl Demo {
             let minted = sim.mint_capms_token(LAB_PROJECT, None).await;
             let secret = json!({"apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": "metal-v2", "namespace": ns.name},
-                "stringData": {"apiVersion": "v2", "url": sim.v2_url(), "project": LAB_PROJECT,
-                               "token": minted["secret"].as_str().expect("a token")}});
+                "stringData": sim.v2_credentials(
+                    minted["secret"].as_str().expect("a token"), LAB_PROJECT)});
             let reference = "\nspec:\n  credentialsRef:\n    name: metal-v2\n  partition:";
             text = text.replace("\nspec:\n  partition:", reference);
             assert!(

@@ -6,16 +6,17 @@ use crate::support::RunningSim;
 use serde::Serialize;
 
 /// The project of the benchmark's clusters.
-const PROJECT: &str = "00000000-0000-0000-0000-000000000001";
+const PROJECT: &str = crate::support::LAB_PROJECT;
 
 /// The name of cluster `cluster`'s credentials Secret.
 pub(crate) fn secret_name(cluster: &str) -> String {
     format!("{cluster}-metal")
 }
 
-/// Each cluster's metal-apiserver credentials: the URL and, by cluster, a project token.
+/// Each cluster's metal-apiserver credentials (a credentials Secret's data) and the project
+/// token minted for it, by cluster.
 pub(crate) struct V2Credentials {
-    url: String,
+    credentials: Vec<serde_json::Value>,
     tokens: Vec<String>,
 }
 
@@ -34,7 +35,10 @@ impl V2Credentials {
             tokens.push(minted["secret"].as_str().expect("a token").to_owned());
         }
         V2Credentials {
-            url: sim.v2_url(),
+            credentials: tokens
+                .iter()
+                .map(|token| sim.v2_credentials(token, PROJECT))
+                .collect(),
             tokens,
         }
     }
@@ -68,8 +72,7 @@ impl V2Credentials {
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": {"name": name, "namespace": namespace},
-            "stringData": {"apiVersion": "v2", "url": self.url, "token": self.tokens[i],
-                           "project": PROJECT},
+            "stringData": self.credentials[i],
         });
         serde_json::to_string(&secret).expect("a Secret serializes")
     }

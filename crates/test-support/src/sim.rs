@@ -125,6 +125,13 @@ impl RunningSim {
         self.url.trim_end_matches("/metal").to_owned()
     }
 
+    /// What a credentials Secret holds (its `stringData`) for this simulator's API v2 and
+    /// `token`, a token of `project`.
+    pub fn v2_credentials(&self, token: &str, project: &str) -> serde_json::Value {
+        serde_json::json!({"apiVersion": "v2", "url": self.v2_url(), "token": token,
+                           "project": project})
+    }
+
     pub fn editor(&self) -> metal_api::Client {
         self.client(metal_api::hmac::AuthType::Edit)
     }

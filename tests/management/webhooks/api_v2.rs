@@ -45,8 +45,7 @@ fn tries(sim: &RunningSim) -> u64 {
 
 fn secret(name: &str, sim: &RunningSim, token: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
-           "stringData": {"url": sim.v2_url(), "token": token, "project": PROJECT,
-                          "apiVersion": "v2"}})
+           "stringData": sim.v2_credentials(token, PROJECT)})
 }
 
 fn cluster(name: &str, secret: &str) -> Value {
