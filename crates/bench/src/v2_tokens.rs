@@ -13,11 +13,10 @@ pub(crate) fn secret_name(cluster: &str) -> String {
     format!("{cluster}-metal")
 }
 
-/// Each cluster's metal-apiserver credentials (a credentials Secret's data) and the project
-/// token minted for it, by cluster.
+/// Each cluster's metal-apiserver credentials (a credentials Secret's data, holding the
+/// project token minted for it), by cluster.
 pub(crate) struct V2Credentials {
     credentials: Vec<serde_json::Value>,
-    tokens: Vec<String>,
 }
 
 impl V2Credentials {
@@ -29,18 +28,13 @@ impl V2Credentials {
         lifetime: Option<u64>,
     ) -> V2Credentials {
         let lifetime = lifetime.map(|seconds| format!("{seconds}s"));
-        let mut tokens = Vec::new();
+        let mut credentials = Vec::new();
         for _ in 0..clusters {
             let minted = sim.mint_capms_token(PROJECT, lifetime.as_deref()).await;
-            tokens.push(minted["secret"].as_str().expect("a token").to_owned());
+            let token = minted["secret"].as_str().expect("a token");
+            credentials.push(sim.v2_credentials(token, PROJECT));
         }
-        V2Credentials {
-            credentials: tokens
-                .iter()
-                .map(|token| sim.v2_credentials(token, PROJECT))
-                .collect(),
-            tokens,
-        }
+        V2Credentials { credentials }
     }
 
     /// How many of `clusters`' credentials Secrets in `namespace` (by cluster number) hold a
@@ -54,7 +48,8 @@ impl V2Credentials {
         let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
             kube::Api::namespaced(client.clone(), namespace);
         let mut refreshed = 0;
-        for (cluster, minted) in clusters.iter().zip(&self.tokens) {
+        for (cluster, credentials) in clusters.iter().zip(&self.credentials) {
+            let minted = credentials["token"].as_str().expect("the minted token");
             let secret = secrets
                 .get(&secret_name(cluster))
                 .await
